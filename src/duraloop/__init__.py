@@ -1,0 +1,1 @@
+"""duraloop: a durable agent loop."""

@@ -1,0 +1,238 @@
+"""Every exception duraloop raises, under one root.
+
+```
+DuraloopError
+├── UsageError (ValueError)             your code or configuration must change
+│   ├── ConfigError                     a bad option value or a missing setting
+│   └── ToolDefinitionError             a tool that cannot be registered
+├── EventRejectedError (ValueError)     an append or seed that breaks a log rule
+│   └── InvariantError                  a turn/step/tool relation broken (session-spec 4.5)
+├── PairingError                        derived messages a provider would reject
+├── SessionForkError                    a fork boundary or id that cannot be used
+├── CorruptLogError                     a stored log whose committed region is damaged
+├── SessionFormatUnsupportedError       an intact log this build cannot interpret
+├── StoreError                          persistence failed or was refused
+│   ├── SessionNotFoundError (KeyError)
+│   ├── SessionExistsError
+│   ├── SessionLockedError              another process writes this session
+│   └── AppendConflictError             a batch whose first seq is not the stored next seq
+├── LlmError                            a model request failed (code + retryable)
+├── ToolError                           raised by a tool body: an error result with a code
+└── TurnFailedError                     a turn ended with an error; carries the original
+```
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AppendConflictError",
+    "ConfigError",
+    "CorruptLogError",
+    "DuraloopError",
+    "EventRejectedError",
+    "InvariantError",
+    "LlmError",
+    "PairingError",
+    "SessionExistsError",
+    "SessionForkError",
+    "SessionFormatUnsupportedError",
+    "SessionLockedError",
+    "SessionNotFoundError",
+    "StoreError",
+    "ToolDefinitionError",
+    "ToolError",
+    "TurnFailedError",
+    "UsageError",
+]
+
+
+class DuraloopError(Exception):
+    """Raised for every failure duraloop reports; the root of the tree above."""
+
+
+class UsageError(DuraloopError, ValueError):
+    """Raised when the caller's code or configuration must change (a bad argument)."""
+
+
+class ConfigError(UsageError):
+    """Raised when an option value is invalid or a required setting is missing."""
+
+
+class ToolDefinitionError(UsageError):
+    """Raised when a tool cannot be defined or registered (bad signature, duplicate name)."""
+
+
+class EventRejectedError(DuraloopError, ValueError):
+    """Raised when an append or a seed event breaks a log rule; nothing is committed."""
+
+
+class InvariantError(EventRejectedError):
+    """Raised when an event would break a turn/step/tool relation (session-spec 4.5)."""
+
+
+class PairingError(DuraloopError):
+    """Raised when derived messages leave a tool call unanswered or out of order.
+
+    Pairing rule: OpenAI Chat Completions ("An assistant message with 'tool_calls' must be
+    followed by tool messages") and Anthropic Messages ("tool_use ids were found without
+    tool_result blocks").
+    """
+
+
+class SessionForkError(DuraloopError):
+    """Raised when a fork boundary or child id cannot be used; `code` names the rule.
+
+    Args:
+        message: what was wrong and what to do.
+        code: one of `INVALID_BOUNDARY`, `OPEN_TURN`, `SESSION_NOT_FOUND`,
+            `SESSION_ALREADY_EXISTS`.
+    """
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(f"{message} [{code}]")
+        self.code = code
+
+
+class CorruptLogError(DuraloopError):
+    """Raised when a stored log's committed region is damaged; nothing is dropped silently.
+
+    Args:
+        message: what is damaged.
+        path: the log file, when there is one.
+        line: the 1-based line number of the damage, when known.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        where = ""
+        if line is not None:
+            where += f" at line {line}"
+        if path is not None:
+            where += f" of {path}"
+        super().__init__(f"{message}{where}")
+        self.path = path
+        self.line = line
+
+
+class SessionFormatUnsupportedError(DuraloopError):
+    """Raised when a log is intact but uses a format version or event type this build lacks."""
+
+
+class StoreError(DuraloopError):
+    """Raised when persistence fails or refuses an operation."""
+
+
+class SessionNotFoundError(StoreError, KeyError):
+    """Raised when a session id is not in the store.
+
+    Args:
+        session_id: the id that was looked up.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f'session "{session_id}" not found; run `duraloop ls` to list sessions')
+        self.session_id = session_id
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class SessionExistsError(StoreError):
+    """Raised when creating a session whose id already exists; resume it instead."""
+
+
+class SessionLockedError(StoreError):
+    """Raised when another live process holds the session's writer lock.
+
+    Args:
+        session_id: the locked session.
+        path: the lock file.
+    """
+
+    def __init__(self, session_id: str, *, path: str) -> None:
+        super().__init__(
+            f'session "{session_id}" is being written by another process (lock {path}); '
+            "wait for it to finish or stop it, then retry"
+        )
+        self.session_id = session_id
+        self.path = path
+
+
+class AppendConflictError(StoreError):
+    """Raised when a batch's first seq is not the stored next seq (a stale or second writer)."""
+
+
+class LlmError(DuraloopError):
+    """Raised when a model request fails; `code` is stable, `retryable` follows llm-spec 1.9.
+
+    Args:
+        message: what failed.
+        code: e.g. `RATE_LIMIT`, `SERVER`, `TIMEOUT`, `TRANSPORT`, `AUTH`, `SCRIPT_EXHAUSTED`.
+        status: the HTTP status, when there was one.
+        retryable: whether retrying the same request may succeed; defaults from `code`.
+        provider_retry_after_ms: the provider's Retry-After, in milliseconds.
+        request_id: the provider's request id, for support.
+    """
+
+    RETRYABLE_CODES = frozenset({"EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"})
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str,
+        status: int | None = None,
+        retryable: bool | None = None,
+        provider_retry_after_ms: int | None = None,
+        request_id: str | None = None,
+    ) -> None:
+        super().__init__(f"{message} [{code}]")
+        self.message = message
+        self.code = code
+        self.status = status
+        self.retryable = code in self.RETRYABLE_CODES if retryable is None else retryable
+        self.provider_retry_after_ms = provider_retry_after_ms
+        self.request_id = request_id
+
+    def failure(self) -> dict[str, object]:
+        """Return the `LlmFailure` JSON recorded in `turn/end` (session-spec 2.1).
+
+        Returns:
+            `{message, code, status?, providerRetryAfterMs?, requestId?}`.
+        """
+        out: dict[str, object] = {"message": self.message, "code": self.code}
+        if self.status is not None:
+            out["status"] = self.status
+        if self.provider_retry_after_ms is not None:
+            out["providerRetryAfterMs"] = self.provider_retry_after_ms
+        if self.request_id is not None:
+            out["requestId"] = self.request_id
+        return out
+
+
+class ToolError(DuraloopError):
+    """Raised by a tool body to fail with a coded error result (`tool/result.error`).
+
+    Args:
+        message: shown to the model as `Error: <message>`.
+        code: a stable machine code, e.g. `FS_NOT_FOUND`, `PATH_OUTSIDE_WORKSPACE`.
+    """
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+class TurnFailedError(DuraloopError):
+    """Raised by `AgentLoop.run_turn` when a turn ends with an error; the log is closed.
+
+    The original exception is `__cause__`. `reason` is the recorded `turn/end` reason.
+
+    Args:
+        message: the original failure text.
+        reason: the `turn/end` reason JSON.
+    """
+
+    def __init__(self, message: str, *, reason: dict[str, object]) -> None:
+        super().__init__(message)
+        self.reason = reason

@@ -1,0 +1,1 @@
+"""duraloop.log."""

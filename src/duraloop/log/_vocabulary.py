@@ -1,0 +1,95 @@
+"""Wire names: event types, surface ops, turn-end reasons and recovery codes and texts.
+
+Every dsh wire string duraloop writes is defined here once (STYLE D7). The two recovery
+texts are quoted verbatim from session-spec 4.2 / loop-spec 6.2; they are model-visible.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+TURN_START: Final = "turn/start"
+TURN_END: Final = "turn/end"
+STEP_START: Final = "step/start"
+STEP_END: Final = "step/end"
+USER_MESSAGE: Final = "user/message"
+ASSISTANT_CHUNK: Final = "assistant/chunk"
+ASSISTANT_MESSAGE: Final = "assistant/message"
+TOOL_CALL: Final = "tool/call"
+TOOL_RESULT: Final = "tool/result"
+REQUEST_HEADER: Final = "request/header"
+REQUEST_CONTEXT: Final = "request/context"
+END_SEED: Final = "session/end-seed"
+TODO_WRITE: Final = "todo/write"
+
+SURFACE_TYPES: Final = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
+"""The event types that carry a `surfaceOp` and produce model-visible messages."""
+
+SURFACE_APPEND: Final = "append"
+
+# Turn-end reason kinds (session-spec 2.2).
+REASON_COMPLETED: Final = "completed"
+REASON_ABORTED: Final = "aborted"
+REASON_BLOCKED: Final = "blocked"
+REASON_ERROR: Final = "error"
+REASON_MAX_TOKENS: Final = "max-tokens"
+REASON_INTERRUPTED: Final = "interrupted"
+TURN_END_REASONS: Final = (
+    REASON_COMPLETED,
+    REASON_ABORTED,
+    REASON_BLOCKED,
+    REASON_ERROR,
+    REASON_MAX_TOKENS,
+    REASON_INTERRUPTED,
+)
+
+# Tool error codes (loop-spec 3.5) and their error names.
+TOOL_OUTCOME_UNKNOWN: Final = "TOOL_OUTCOME_UNKNOWN"
+TOOL_NOT_STARTED: Final = "TOOL_NOT_STARTED"
+ABORTED_BEFORE_DISPATCH: Final = "ABORTED_BEFORE_DISPATCH"
+ABORTED: Final = "ABORTED"
+UNKNOWN_TOOL: Final = "UNKNOWN_TOOL"
+INVALID_ARGS: Final = "INVALID_ARGS"
+TOOL_TIMEOUT: Final = "TOOL_TIMEOUT"
+
+OUTCOME_UNKNOWN_ERROR: Final = {"name": "ToolOutcomeUnknownError", "code": TOOL_OUTCOME_UNKNOWN}
+NOT_STARTED_ERROR: Final = {"name": "ToolNotStartedError", "code": TOOL_NOT_STARTED}
+ABORTED_BEFORE_DISPATCH_ERROR: Final = {"name": "AbortError", "code": ABORTED_BEFORE_DISPATCH}
+ABORTED_ERROR: Final = {"name": "AbortError", "code": ABORTED}
+UNKNOWN_TOOL_ERROR: Final = {"name": "ToolNotFoundError", "code": UNKNOWN_TOOL}
+INVALID_ARGS_ERROR: Final = {"name": "ToolArgsError", "code": INVALID_ARGS}
+
+OUTCOME_UNKNOWN_TEXT: Final = (
+    "The tool call was interrupted after it was recorded, but no result was durably recorded. "
+    "Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the "
+    "operation is read-only or idempotent; if it may have side effects, first verify external "
+    "state or ask the user. Do not retry blindly."
+)
+NOT_STARTED_TEXT: Final = (
+    "The tool call was interrupted before the Harness recorded it as started. "
+    "Retry it if it is still needed."
+)
+ABORTED_BEFORE_DISPATCH_TEXT: Final = "Error: tool call aborted before dispatch"
+ABORTED_TEXT: Final = "Error: tool call aborted"
+
+RECOVERY_MESSAGE_ID_PREFIX: Final = "interrupted-tool-result-"
+
+KNOWN_EVENT_TYPES: Final = frozenset(
+    {
+        "agent-preset/selected", "agent/inbox/spliced", "approval/asked", "approval/decided",
+        "approval/policy", "assistant/chunk", "assistant/message", "command/done", "command/run",
+        "compaction/end", "compaction/prune", "compaction/start", "compaction/summary",
+        "feedback/record", "goal/change", "hook/invoked", "hook/result", "llm/retry",
+        "llm/retry-started", "permission/preset", "plan/mode", "request/context",
+        "request/header", "sandbox/mode", "schedule/change", "session/end-seed",
+        "session/title", "session/title-llm-request", "step/end", "step/start",
+        "subagent/descriptor", "team/member", "team/message/delivered", "team/message/queued",
+        "team/task", "todo/write", "tool-workflow/agent-end", "tool-workflow/agent-start",
+        "tool-workflow/run-end", "tool-workflow/run-start", "tool/call", "tool/code-dispatch",
+        "tool/code-dispatch-start", "tool/result", "turn/end", "turn/start", "user/message",
+        "web/deepseek-search-llm-request",
+    }
+)
+"""dsh's `KNOWN_SESSION_EVENT_TYPES` (session-spec 1.5): types a reader must recognise."""
+
+LEGACY_REJECTED_TYPES: Final = frozenset({"request/header-delta", "mode/set"})
