@@ -1,1 +1,64 @@
-"""duraloop.log."""
+"""The session log: events, Session, surface, derived messages, repair, invariants, fork.
+
+Pure and synchronous: no I/O and no concurrency (ARCHITECTURE.md, layer `log/`).
+"""
+
+from . import _vocabulary as vocabulary
+from ._event import Event as Event
+from ._event import decode_event as decode_event
+from ._event import encode_event as encode_event
+from ._event import encode_events_lines as encode_events_lines
+from ._event import event_to_json as event_to_json
+from ._fork import fork_header as fork_header
+from ._fork import fork_seed as fork_seed
+from ._header import SESSION_FORMAT_VERSION as SESSION_FORMAT_VERSION
+from ._header import SessionHeader as SessionHeader
+from ._invariants import InvariantChecker as InvariantChecker
+from ._json import JsonObject as JsonObject
+from ._json import JsonValue as JsonValue
+from ._json import lossless_copy as lossless_copy
+from ._messages import Message as Message
+from ._messages import assistant_message as assistant_message
+from ._messages import text_of as text_of
+from ._messages import tool_calls_of as tool_calls_of
+from ._messages import tool_result_message as tool_result_message
+from ._messages import user_message as user_message
+from ._pairing import check_pairing as check_pairing
+from ._pending import PendingCall as PendingCall
+from ._pending import PendingToolCalls as PendingToolCalls
+from ._pending import RecoveryResult as RecoveryResult
+from ._pending import unanswered_tool_result as unanswered_tool_result
+from ._repair import interrupted_turn_closers as interrupted_turn_closers
+from ._session import Session as Session
+from ._session import now_ms as now_ms
+
+__all__ = [
+    "SESSION_FORMAT_VERSION",
+    "Event",
+    "InvariantChecker",
+    "JsonObject",
+    "JsonValue",
+    "Message",
+    "PendingCall",
+    "PendingToolCalls",
+    "RecoveryResult",
+    "Session",
+    "SessionHeader",
+    "assistant_message",
+    "check_pairing",
+    "decode_event",
+    "encode_event",
+    "encode_events_lines",
+    "event_to_json",
+    "fork_header",
+    "fork_seed",
+    "interrupted_turn_closers",
+    "lossless_copy",
+    "now_ms",
+    "text_of",
+    "tool_calls_of",
+    "tool_result_message",
+    "unanswered_tool_result",
+    "user_message",
+    "vocabulary",
+]

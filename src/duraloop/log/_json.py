@@ -53,7 +53,8 @@ def _copy(value: object, what: str, path: str) -> JsonValue:
             out[key] = _copy(item, what, f"{path}.{key}")
         return out
     if kind is list or kind is tuple:
-        return [_copy(item, what, f"{path}[{i}]") for i, item in enumerate(value)]  # type: ignore[attr-defined]
+        items: list[object] | tuple[object, ...] = value  # type: ignore[assignment]
+        return [_copy(item, what, f"{path}[{i}]") for i, item in enumerate(items)]
     if kind is float:
         number: float = value  # type: ignore[assignment]
         if not math.isfinite(number):

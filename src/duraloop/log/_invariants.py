@@ -1,0 +1,160 @@
+"""The relational invariant checker: turn, step and tool relations (session-spec 4.5).
+
+The checker folds events one at a time. `check()` raises for a violating event without
+changing state; `commit()` advances the state for an accepted event. Explicitly allowed: a
+`tool/call` left unanswered at `step/end`, and a `TOOL_NOT_STARTED` recovery result with no
+`tool/call` in its step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..errors import InvariantError
+from ._event import Event
+from ._vocabulary import (
+    ASSISTANT_CHUNK,
+    ASSISTANT_MESSAGE,
+    REQUEST_CONTEXT,
+    REQUEST_HEADER,
+    STEP_END,
+    STEP_START,
+    SURFACE_APPEND,
+    TODO_WRITE,
+    TOOL_CALL,
+    TOOL_NOT_STARTED,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+)
+
+_STEP_SCOPED = frozenset({ASSISTANT_CHUNK, ASSISTANT_MESSAGE, TOOL_CALL})
+_TURN_SCOPED = frozenset({TODO_WRITE, REQUEST_HEADER, REQUEST_CONTEXT})
+
+
+class InvariantChecker:
+    """Check turn/step/tool relations of a log, event by event."""
+
+    __slots__ = ("last_seq", "next_step", "next_turn", "open_step", "open_turn", "pending_calls")
+
+    def __init__(self) -> None:
+        self.last_seq = -1
+        self.open_turn: int | None = None
+        self.open_step: int | None = None
+        self.next_turn = 1
+        self.next_step = 1
+        self.pending_calls: set[object] = set()
+
+    def check_all(self, events: Iterable[Event]) -> None:
+        """Check and commit each event in order.
+
+        Raises:
+            InvariantError: at the first violating event, naming its seq.
+        """
+        for event in events:
+            self.check(event)
+            self.commit(event)
+
+    def check(self, event: Event) -> None:
+        """Raise if `event` would violate an invariant; change nothing.
+
+        Raises:
+            InvariantError: with dsh's wording (e.g. "turn/start 2 while turn 1 is still open").
+        """
+        if event.seq <= self.last_seq:
+            self._fail(event, "seq must strictly increase")
+        kind = event.type
+        data = event.data if isinstance(event.data, dict) else {}
+        if kind == TURN_START:
+            turn = data.get("turn")
+            if self.open_turn is not None:
+                self._fail(event, f"turn/start {turn} while turn {self.open_turn} is still open")
+            if turn != self.next_turn:
+                self._fail(event, f"turn/start expected turn {self.next_turn}, got {turn}")
+        elif kind == TURN_END:
+            turn = data.get("turn")
+            if self.open_turn is None or turn != self.open_turn:
+                self._fail(event, f"turn/end {turn} does not match open turn {self.open_turn}")
+            if self.open_step is not None:
+                self._fail(event, f"turn/end {turn} while step {self.open_step} is still open")
+        elif kind == STEP_START:
+            turn, step = data.get("turn"), data.get("step")
+            if self.open_turn is None or turn != self.open_turn:
+                self._fail(event, f"step/start names turn {turn} but open turn is {self.open_turn}")
+            if self.open_step is not None:
+                self._fail(event, f"step/start {step} while step {self.open_step} is still open")
+            if step != self.next_step:
+                self._fail(event, f"step/start expected step {self.next_step} in turn {turn}, got {step}")
+        elif kind == STEP_END or kind in _STEP_SCOPED:
+            self._require_step(event, data)
+        elif kind == TOOL_RESULT:
+            self._check_tool_result(event, data)
+        elif kind in _TURN_SCOPED and self.open_turn is None:
+            self._fail(event, f"{kind} appended outside any open turn")
+
+    def commit(self, event: Event) -> None:
+        """Advance the state for an event that passed `check()`."""
+        self.last_seq = event.seq
+        kind = event.type
+        data = event.data if isinstance(event.data, dict) else {}
+        if kind == TURN_START:
+            self.open_turn = data.get("turn")
+            self.open_step = None
+            self.next_step = 1
+            self.pending_calls.clear()
+        elif kind == TURN_END:
+            self.open_turn = None
+            self.next_turn += 1
+        elif kind == STEP_START:
+            self.open_step = data.get("step")
+        elif kind == STEP_END:
+            self.open_step = None
+            self.next_step += 1
+            self.pending_calls.clear()
+        elif kind == TOOL_CALL:
+            self.pending_calls.add(data.get("callId"))
+        elif kind == TOOL_RESULT and event.surface_op == SURFACE_APPEND:
+            self.pending_calls.discard(_call_id(data))
+
+    def _require_step(self, event: Event, data: dict[str, object]) -> None:
+        turn, step = data.get("turn"), data.get("step")
+        if self.open_step is None or turn != self.open_turn or step != self.open_step:
+            self._fail(
+                event,
+                f"{event.type} names turn {turn}/step {step} but open is "
+                f"turn {self.open_turn}/step {_text(self.open_step)}",
+            )
+
+    def _check_tool_result(self, event: Event, data: dict[str, object]) -> None:
+        if event.surface_op != SURFACE_APPEND:
+            if self.open_turn is None:
+                self._fail(event, "tool/result surface replacement appended outside any open turn")
+            return
+        self._require_step(event, data)
+        call_id = _call_id(data)
+        if call_id in self.pending_calls:
+            return
+        error = data.get("error")
+        if isinstance(error, dict) and error.get("code") == TOOL_NOT_STARTED and _is_error(data):
+            return
+        self._fail(event, f'tool/result for "{call_id}" has no prior tool/call in this step')
+
+    def _fail(self, event: Event, detail: str) -> None:
+        raise InvariantError(f"invariant violated at seq {event.seq}: {detail}")
+
+
+def _text(value: object) -> str:
+    return "null" if value is None else str(value)
+
+
+def _call_id(data: dict[str, object]) -> object:
+    message = data.get("message")
+    source = message.get("source") if isinstance(message, dict) else None
+    return source.get("callId") if isinstance(source, dict) else None
+
+
+def _is_error(data: dict[str, object]) -> bool:
+    message = data.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    first = content[0] if isinstance(content, list) and content else None
+    return isinstance(first, dict) and first.get("isError") is True

@@ -1,0 +1,148 @@
+"""The one pending-call tracker and the one recovery-result constructor (loop-spec 6.3).
+
+Crash repair (`interrupted_turn_closers`) and the loop's live step recovery both use these
+two pieces, so the recovery texts, codes and call/result matching exist exactly once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ._event import Event
+from ._json import JsonObject
+from ._vocabulary import (
+    ASSISTANT_MESSAGE,
+    NOT_STARTED_ERROR,
+    NOT_STARTED_TEXT,
+    OUTCOME_UNKNOWN_ERROR,
+    OUTCOME_UNKNOWN_TEXT,
+    RECOVERY_MESSAGE_ID_PREFIX,
+    STEP_END,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingCall:
+    """A tool call requested by an assistant message and not yet answered.
+
+    Args:
+        call_id: the tool-call block id.
+        step: the step of the assistant message that requested it.
+        call_seq: the seq of its latest `tool/call`, or None if none was recorded.
+    """
+
+    call_id: str
+    step: int
+    call_seq: int | None = None
+
+
+class PendingToolCalls:
+    """Track unanswered tool calls incrementally, one committed event at a time.
+
+    Rules (session-spec 4.2, loop-spec 6.3): `turn/start`, `turn/end` and `step/end` clear;
+    an `assistant/message` registers each tool-call block in content order (a repeated id
+    keeps its position and loses its `call_seq`); a `tool/call` annotates a pending entry with
+    its seq (an orphan is ignored); a `tool/result` removes its call id. Only identities are
+    kept, never event payloads.
+    """
+
+    __slots__ = ("_pending",)
+
+    def __init__(self) -> None:
+        self._pending: dict[str, PendingCall] = {}
+
+    def observe(self, event: Event) -> None:
+        """Feed one committed event to the tracker."""
+        kind = event.type
+        if kind == ASSISTANT_MESSAGE:
+            data = event.data
+            message = data.get("message") if isinstance(data, dict) else None
+            if not isinstance(message, dict):
+                return
+            for block in message.get("content") or ():
+                if isinstance(block, dict) and block.get("type") == "tool-call":
+                    call_id = block.get("id")
+                    if isinstance(call_id, str):
+                        self._pending[call_id] = PendingCall(call_id, data.get("step", 0))
+        elif kind == TOOL_CALL:
+            call_id = event.data.get("callId") if isinstance(event.data, dict) else None
+            entry = self._pending.get(call_id) if isinstance(call_id, str) else None
+            if entry is not None:
+                self._pending[entry.call_id] = PendingCall(entry.call_id, entry.step, event.seq)
+        elif kind == TOOL_RESULT:
+            call_id = _result_call_id(event.data)
+            if call_id is not None:
+                self._pending.pop(call_id, None)
+        elif kind in (TURN_START, TURN_END, STEP_END):
+            self._pending.clear()
+
+    def pending(self) -> list[PendingCall]:
+        """Return a snapshot of the unanswered calls, in the assistant's call order."""
+        return list(self._pending.values())
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+
+def _result_call_id(data: Any) -> str | None:
+    if not isinstance(data, dict):
+        return None
+    message = data.get("message")
+    if not isinstance(message, dict):
+        return None
+    source = message.get("source")
+    call_id = source.get("callId") if isinstance(source, dict) else None
+    return call_id if isinstance(call_id, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryResult:
+    """The payload of one recovery `tool/result` and how it joins the surface.
+
+    Args:
+        data: the `tool/result` data `{turn, step, message, error}`.
+        source_event_seqs: `[call_seq]` for `TOOL_OUTCOME_UNKNOWN`, None for `TOOL_NOT_STARTED`.
+    """
+
+    data: JsonObject
+    source_event_seqs: list[int] | None
+
+
+def unanswered_tool_result(call: PendingCall, *, turn: int, seq: int) -> RecoveryResult:
+    """Build the recovery result for an unanswered call (session-spec 4.2, loop-spec 6.2).
+
+    A call with a recorded `tool/call` gets `TOOL_OUTCOME_UNKNOWN` citing that `tool/call`;
+    a call without one gets `TOOL_NOT_STARTED` and cites nothing. Both are error results.
+
+    Args:
+        call: the pending call.
+        turn: the open turn.
+        seq: the seq the recovery event will get; it is part of the message id
+            `interrupted-tool-result-<callId>-<seq>`.
+
+    Returns:
+        The `tool/result` data and its `sourceEventSeqs`.
+    """
+    started = call.call_seq is not None
+    text = OUTCOME_UNKNOWN_TEXT if started else NOT_STARTED_TEXT
+    message = {
+        "id": f"{RECOVERY_MESSAGE_ID_PREFIX}{call.call_id}-{seq}",
+        "role": "user",
+        "source": {"kind": "tool", "callId": call.call_id},
+        "content": [
+            {
+                "type": "tool-result",
+                "toolCallId": call.call_id,
+                "isError": True,
+                "content": [{"type": "text", "text": text}],
+            }
+        ],
+    }
+    error = dict(OUTCOME_UNKNOWN_ERROR if started else NOT_STARTED_ERROR)
+    data = {"turn": turn, "step": call.step, "message": message, "error": error}
+    return RecoveryResult(data, [call.call_seq] if call.call_seq is not None else None)

@@ -1,0 +1,224 @@
+"""The Session: an append-only, event-sourced log with its surface and derived messages.
+
+Appends are synchronous: snapshot and check the data (lossless JSON), check the envelope,
+surface and relational invariants, run veto validators, commit, then notify observers (each
+observer's failure is contained and logged). An append from inside an observer is refused.
+Derived messages are maintained incrementally on append, so building the next request costs
+nothing proportional to the history; only a surface `replace` triggers a rebuild.
+"""
+
+from __future__ import annotations
+
+import logging
+import time as _time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import EventRejectedError
+from ._event import Event, check_envelope
+from ._header import SessionHeader
+from ._invariants import InvariantChecker
+from ._json import JsonValue, lossless_copy
+from ._messages import Message
+from ._surface import Surface
+from ._validate import check_message_shape, check_vocabulary
+from ._vocabulary import ASSISTANT_MESSAGE, END_SEED, TOOL_RESULT, USER_MESSAGE
+
+logger = logging.getLogger(__name__)
+
+Observer = Callable[[Event], None]
+"""Called after each commit with the committed event. Must not append."""
+
+Validator = Callable[[Event], None]
+"""Called before each commit; raising vetoes the append (nothing is committed)."""
+
+
+def now_ms() -> int:
+    """Return the current time as integer epoch milliseconds."""
+    return _time.time_ns() // 1_000_000
+
+
+def project(event: Event) -> Message | None:
+    """Return the model-visible message of one surface event, or None (session-spec 3.2)."""
+    kind = event.type
+    if kind == USER_MESSAGE:
+        return event.data  # type: ignore[no-any-return]
+    if kind == ASSISTANT_MESSAGE:
+        message = event.data.get("message")
+        return message if message and message.get("content") else None
+    if kind == TOOL_RESULT:
+        return event.data.get("message")  # type: ignore[no-any-return]
+    return None
+
+
+class Session:
+    """One conversation's append-only log.
+
+    Args:
+        session_id: the session id.
+        seed: events to start from (resume, fork, replay). Each is validated; unless the
+            seed already ends with `session/end-seed`, one is appended (session-spec 5.1).
+            None starts a fresh, empty session.
+        header: the session metadata; synthesized as `{version 0, id, createdAt now}`.
+        check_invariants: enforce session-spec 4.5 on the seed and on every append.
+        clock: returns epoch milliseconds for new events.
+
+    Raises:
+        EventRejectedError: if the seed breaks an envelope, JSON, message-shape, surface or
+            (with `check_invariants`) relational rule; the message names the seq.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        seed: Sequence[Event] | None = None,
+        header: SessionHeader | None = None,
+        check_invariants: bool = True,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.id = session_id
+        self.header = header or SessionHeader(id=session_id, created_at=clock())
+        self._clock = clock
+        self._events: list[Event] = []
+        self._surface = Surface()
+        self._messages: list[Message] = []
+        self._generation = 0
+        self._invariants = InvariantChecker() if check_invariants else None
+        self._validators: list[Validator] = []
+        self._observers: list[Observer] = []
+        self._notifying = False
+        if seed is not None:
+            self._load_seed(seed)
+            if not self._events or self._events[-1].type != END_SEED:
+                self.append(END_SEED, {})
+        self.first_live_seq = len(seed) if seed is not None else 0
+
+    @property
+    def events(self) -> Sequence[Event]:
+        """The whole log in seq order (a read-only view; do not mutate)."""
+        return self._events
+
+    @property
+    def seq(self) -> int:
+        """The seq the next appended event will get (the log's length)."""
+        return len(self._events)
+
+    @property
+    def surface(self) -> Surface:
+        """The surface fold (model-visible node seqs)."""
+        return self._surface
+
+    def append(
+        self,
+        type: str,
+        data: JsonValue,
+        *,
+        surface_op: str | dict[str, Any] | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+    ) -> Event:
+        """Validate and commit one event, then notify observers.
+
+        Args:
+            type: the event type, e.g. `tool/call`.
+            data: the JSON payload; it is copied, so later changes by the caller are ignored.
+            surface_op: `"append"` or a replace dict; required on surface types only.
+            source_event_seqs: seqs of earlier events this surface event cites.
+
+        Returns:
+            The committed event.
+
+        Raises:
+            EventRejectedError: if the data is not lossless JSON, a surface or relational rule
+                is broken, a validator vetoes it, or it is called from inside an observer.
+        """
+        if self._notifying:
+            raise EventRejectedError(
+                f're-entrant append of "{type}" from a session observer is not allowed'
+            )
+        copied = lossless_copy(data, what=f'session event "{type}"')
+        sources = list(source_event_seqs) if source_event_seqs is not None else None
+        op = lossless_copy(surface_op, what=f'surfaceOp of "{type}"') if surface_op is not None else None
+        event = Event(type, len(self._events), self._clock(), copied, sources, op)
+        check_vocabulary(event)
+        self._commit(event, run_validators=True)
+        return event
+
+    def observe(self, observer: Observer) -> Callable[[], None]:
+        """Call `observer(event)` after every commit.
+
+        Returns:
+            A function that removes the observer.
+        """
+        self._observers.append(observer)
+        return lambda: self._observers.remove(observer) if observer in self._observers else None
+
+    def add_validator(self, validator: Validator) -> Callable[[], None]:
+        """Run `validator(event)` before every commit; an exception vetoes the append.
+
+        Returns:
+            A function that removes the validator.
+        """
+        self._validators.append(validator)
+        return lambda: self._validators.remove(validator) if validator in self._validators else None
+
+    def derive_messages(self) -> list[Message]:
+        """Return the model history: the surface's messages in order (session-spec 3.3).
+
+        Returns:
+            A fresh list of the (shared, treat-as-immutable) message dicts.
+        """
+        return list(self._messages)
+
+    @property
+    def messages(self) -> Sequence[Message]:
+        """The derived messages as a live read-only view (no copy; do not mutate)."""
+        return self._messages
+
+    def _load_seed(self, seed: Sequence[Event]) -> None:
+        for index, event in enumerate(seed):
+            if event.seq != index:
+                raise EventRejectedError(
+                    f"seed must be contiguous from 0: event at index {index} has seq {event.seq}"
+                )
+            check_envelope(event)
+            check_vocabulary(event)
+            check_message_shape(event)
+            self._commit(event, run_validators=False)
+
+    def _commit(self, event: Event, *, run_validators: bool) -> None:
+        plan = self._surface.plan(event, self._events)
+        if self._invariants is not None:
+            self._invariants.check(event)
+        if run_validators:
+            for validator in list(self._validators):
+                validator(event)
+        self._events.append(event)
+        if self._invariants is not None:
+            self._invariants.commit(event)
+        if plan is not None:
+            self._surface.apply(plan)
+            if plan.start_index is None:
+                message = project(event)
+                if message is not None:
+                    self._messages.append(message)
+            else:
+                self._rebuild_messages()
+        if self._observers:
+            self._notify(event)
+
+    def _rebuild_messages(self) -> None:
+        events = self._events
+        projected = (project(events[seq]) for seq in self._surface.nodes)
+        self._messages = [message for message in projected if message is not None]
+
+    def _notify(self, event: Event) -> None:
+        self._notifying = True
+        try:
+            for observer in list(self._observers):
+                try:
+                    observer(event)
+                except Exception:
+                    logger.exception("session %s observer failed on seq %d", self.id, event.seq)
+        finally:
+            self._notifying = False
