@@ -1,1 +1,65 @@
-"""duraloop.llm."""
+"""duraloop.llm: the model seam (stream chunks, assembler, errors, adapters)."""
+
+from ._assembler import BlockAssembler as BlockAssembler
+from ._chunks import BlockEndChunk as BlockEndChunk
+from ._chunks import BlockStartChunk as BlockStartChunk
+from ._chunks import FinishChunk as FinishChunk
+from ._chunks import FinishReason as FinishReason
+from ._chunks import ReasoningDeltaChunk as ReasoningDeltaChunk
+from ._chunks import StreamChunk as StreamChunk
+from ._chunks import TextDeltaChunk as TextDeltaChunk
+from ._chunks import TokenUsage as TokenUsage
+from ._chunks import ToolCallDeltaChunk as ToolCallDeltaChunk
+from ._chunks import UsageChunk as UsageChunk
+from ._chunks import block_end as block_end
+from ._chunks import block_start as block_start
+from ._chunks import finish_chunk as finish_chunk
+from ._chunks import reasoning_delta as reasoning_delta
+from ._chunks import text_delta as text_delta
+from ._chunks import tool_call_delta as tool_call_delta
+from ._chunks import usage_chunk as usage_chunk
+from ._errors import code_for_status as code_for_status
+from ._errors import failure_from_exception as failure_from_exception
+from ._errors import is_context_window_exceeded as is_context_window_exceeded
+from ._errors import is_quota_exceeded as is_quota_exceeded
+from ._errors import parse_retry_after_ms as parse_retry_after_ms
+from ._model import Model as Model
+from ._model import ModelRequest as ModelRequest
+from ._model import ToolSchema as ToolSchema
+from ._model import stream_chunks as stream_chunks
+from ._openai import OpenAIChatModel as OpenAIChatModel
+from ._scripted import ScriptedModel as ScriptedModel
+from ._spec import parse_model_spec as parse_model_spec
+
+__all__ = [
+    "BlockAssembler",
+    "BlockEndChunk",
+    "BlockStartChunk",
+    "FinishChunk",
+    "FinishReason",
+    "Model",
+    "ModelRequest",
+    "OpenAIChatModel",
+    "ReasoningDeltaChunk",
+    "ScriptedModel",
+    "StreamChunk",
+    "TextDeltaChunk",
+    "TokenUsage",
+    "ToolCallDeltaChunk",
+    "ToolSchema",
+    "UsageChunk",
+    "block_end",
+    "block_start",
+    "code_for_status",
+    "failure_from_exception",
+    "finish_chunk",
+    "is_context_window_exceeded",
+    "is_quota_exceeded",
+    "parse_model_spec",
+    "parse_retry_after_ms",
+    "reasoning_delta",
+    "stream_chunks",
+    "text_delta",
+    "tool_call_delta",
+    "usage_chunk",
+]

@@ -12,6 +12,7 @@ There is no `tool` role: a tool result is a `user`-role message whose content is
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
 from ._json import JsonObject
@@ -133,11 +134,11 @@ def tool_result_message(
     }
 
 
-def tool_calls_of(message: JsonObject) -> list[ToolCallBlock]:
+def tool_calls_of(message: Mapping[str, Any]) -> list[ToolCallBlock]:
     """Return the tool-call blocks of an assistant message, in content (model) order."""
     return [block for block in message.get("content", ()) if block.get("type") == "tool-call"]
 
 
-def text_of(message: JsonObject) -> str:
+def text_of(message: Mapping[str, Any]) -> str:
     """Return the concatenated text blocks of a message (reasoning excluded)."""
     return "".join(b.get("text", "") for b in message.get("content", ()) if b.get("type") == "text")

@@ -1,1 +1,35 @@
-"""duraloop.tools."""
+"""Tools: definition and registry, the execution pipeline, the scheduler, built-in tools."""
+
+from ._builtins import builtin_tools as builtin_tools
+from ._context import ToolContext as ToolContext
+from ._definition import Tool as Tool
+from ._definition import tool as tool
+from ._hooks import Deny as Deny
+from ._hooks import ToolHooks as ToolHooks
+from ._outcome import ToolOutcome as ToolOutcome
+from ._pipeline import Prepared as Prepared
+from ._pipeline import ToolPipeline as ToolPipeline
+from ._registry import ToolRegistry as ToolRegistry
+from ._request import ToolCallRequest as ToolCallRequest
+from ._scheduler import SchedulerOutcome as SchedulerOutcome
+from ._scheduler import execute_tool_calls as execute_tool_calls
+from ._signal import CancelSignal as CancelSignal
+from ._signal import TurnCancelled as TurnCancelled
+
+__all__ = [
+    "CancelSignal",
+    "Deny",
+    "Prepared",
+    "SchedulerOutcome",
+    "Tool",
+    "ToolCallRequest",
+    "ToolContext",
+    "ToolHooks",
+    "ToolOutcome",
+    "ToolPipeline",
+    "ToolRegistry",
+    "TurnCancelled",
+    "builtin_tools",
+    "execute_tool_calls",
+    "tool",
+]

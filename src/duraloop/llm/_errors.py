@@ -1,0 +1,156 @@
+"""Provider failure classification (llm-spec 1.8-1.9): status codes, detail text, failures.
+
+`LlmError` itself lives in `duraloop.errors`; this module holds the shared classifiers every
+adapter uses so a status or wording maps to the same stable code everywhere.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import re
+import time
+from typing import Final
+
+from ..errors import LlmError
+from ..log._json import JsonObject
+
+RATE_LIMIT: Final = "RATE_LIMIT"
+SERVER: Final = "SERVER"
+AUTH: Final = "AUTH"
+QUOTA: Final = "QUOTA"
+INVALID_REQUEST: Final = "INVALID_REQUEST"
+CONTEXT_WINDOW_EXCEEDED: Final = "CONTEXT_WINDOW_EXCEEDED"
+TIMEOUT: Final = "TIMEOUT"
+TRANSPORT: Final = "TRANSPORT"
+EMPTY_RESPONSE: Final = "EMPTY_RESPONSE"
+STREAM_CLOSED: Final = "STREAM_CLOSED"
+MALFORMED_RESPONSE: Final = "MALFORMED_RESPONSE"
+UNSUPPORTED_CONTENT: Final = "UNSUPPORTED_CONTENT"
+SCRIPT_EXHAUSTED: Final = "SCRIPT_EXHAUSTED"
+ABORTED: Final = "ABORTED"
+UNKNOWN: Final = "UNKNOWN"
+
+_CONTEXT_PATTERNS: Final = re.compile(
+    "|".join(
+        (
+            r"context[_ ]length[_ ]exceeded",
+            r"context[_ ]window[_ ]exceeded",
+            r"context[_ ]length[_ ]overflow",
+            r"maximum (?:allowed |supported )?context (?:length|window)",
+            r"(?:request|prompt|input|messages?) (?:is )?too (?:large|long) for (?:this|the) "
+            r"(?:model'?s? )?context(?: window)?",
+            r"(?:input|prompt|request) (?:is )?too long for the model",
+            r"(?:input|prompt|request).{0,80}(?:exceeds|overflows|is larger than).{0,40}"
+            r"(?:the )?model'?s? context(?: length| window)?",
+        )
+    ),
+    re.IGNORECASE,
+)
+
+_QUOTA_PATTERNS: Final = re.compile(
+    "|".join(
+        (
+            r"insufficient (?:quota|balance|credits?)",
+            r"(?:quota|usage limit) (?:exceeded|exhausted|reached)",
+            r"exceed(?:ed)? (?:your |the )?(?:current )?quota",
+            r"(?:balance|credits?) (?:exhausted|depleted)",
+            r"out of (?:credits?|budget)",
+        )
+    ),
+    re.IGNORECASE,
+)
+
+
+def is_context_window_exceeded(detail: str) -> bool:
+    """Return whether provider error text says the request overflowed the context window.
+
+    Args:
+        detail: the provider's code, type and message joined with spaces.
+
+    Returns:
+        True when the wording matches the dsh context classifier (llm-spec 1.8).
+    """
+    return _CONTEXT_PATTERNS.search(detail) is not None
+
+
+def is_quota_exceeded(detail: str) -> bool:
+    """Return whether provider error text says the quota, balance or credits ran out.
+
+    Args:
+        detail: the provider's code, type and message joined with spaces.
+
+    Returns:
+        True when the wording matches the dsh quota classifier (llm-spec 1.8).
+    """
+    return _QUOTA_PATTERNS.search(detail) is not None
+
+
+def code_for_status(status: int, detail: str = "") -> str:
+    """Map an HTTP error status and its detail text to a stable error code.
+
+    Order (llm-spec 2.1): 401/403 `AUTH`; 413 `INVALID_REQUEST`; quota wording `QUOTA` (any
+    status); 429 `RATE_LIMIT`; 400 with context wording `CONTEXT_WINDOW_EXCEEDED`; 400
+    `INVALID_REQUEST`; >= 500 `SERVER`; anything else `HTTP_<status>`.
+
+    Args:
+        status: the HTTP status code.
+        detail: the provider's error code, type and message joined, for the classifiers.
+
+    Returns:
+        The code, e.g. `RATE_LIMIT` or `HTTP_404`.
+    """
+    if status in (401, 403):
+        return AUTH
+    if status == 413:
+        return INVALID_REQUEST
+    if detail and is_quota_exceeded(detail):
+        return QUOTA
+    if status == 429:
+        return RATE_LIMIT
+    if status == 400:
+        return CONTEXT_WINDOW_EXCEEDED if is_context_window_exceeded(detail) else INVALID_REQUEST
+    if status >= 500:
+        return SERVER
+    return f"HTTP_{status}"
+
+
+def parse_retry_after_ms(value: str | None, *, now_seconds: float | None = None) -> int | None:
+    """Parse a `Retry-After` header into a positive delay.
+
+    Args:
+        value: the header value: integer seconds or an HTTP date; None when absent.
+        now_seconds: the current epoch time in seconds, for HTTP dates; defaults to now.
+
+    Returns:
+        The delay in milliseconds, or None when absent, invalid, zero or in the past.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        delay_ms = int(text) * 1000
+        return delay_ms if delay_ms > 0 else None
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None  # an unparseable hint is no hint (llm-spec 6.12)
+    now = time.time() if now_seconds is None else now_seconds
+    delay_ms = int((when.timestamp() - now) * 1000)
+    return delay_ms if delay_ms > 0 else None
+
+
+def failure_from_exception(exc: BaseException) -> JsonObject:
+    """Normalise a raised value into an `LlmFailure` JSON object (llm-spec 1.8).
+
+    Args:
+        exc: the exception raised by an adapter.
+
+    Returns:
+        `exc.failure()` for an `LlmError`; otherwise `{"message", "code": "UNKNOWN"}` where
+        the message is the exception text (or its type name when the text is empty). Third
+        party codes are not trusted as taxonomy.
+    """
+    if isinstance(exc, LlmError):
+        return exc.failure()
+    message = str(exc) or f"LLM adapter failed ({type(exc).__name__})"
+    return {"message": message, "code": UNKNOWN}

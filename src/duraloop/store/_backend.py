@@ -1,0 +1,108 @@
+"""The storage primitives a backend provides; coordination lives in `SessionStore`.
+
+A backend only stores and reads bytes or rows. Seq checks, repair on load, the collision
+check and buffering are shared by every backend (ARCHITECTURE.md, "Backends differ only in
+storage"), so each backend stays small and one contract suite runs on all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from duraloop.log import Event, SessionHeader
+
+
+@dataclass(frozen=True, slots=True)
+class StoredLog:
+    """What a backend read for one session.
+
+    Args:
+        header: the stored header.
+        events: the contiguous committed events, seq 0..n-1.
+        torn: a backend-specific marker to truncate a torn tail to (JSONL: byte offset),
+            or None when the stored log ends cleanly.
+        path: the raw artifact for messages (JSONL file), or None.
+    """
+
+    header: SessionHeader
+    events: list[Event]
+    torn: int | None = None
+    path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WriteReceipt:
+    """What one durable write cost.
+
+    Args:
+        bytes_written: bytes (or encoded bytes) stored.
+        fsync_count: fsync calls made (0 for memory).
+    """
+
+    bytes_written: int
+    fsync_count: int
+
+
+class StorageBackend(Protocol):
+    """Storage primitives for session logs; every method is synchronous and durable."""
+
+    def read(self, session_id: str) -> StoredLog:
+        """Read a session's header, committed events and torn marker.
+
+        Raises:
+            SessionNotFoundError: if nothing is stored under `session_id`.
+            CorruptLogError: if the committed region is damaged.
+            SessionFormatUnsupportedError: if the header's format version is not 0.
+        """
+        ...
+
+    def exists(self, session_id: str) -> bool:
+        """Return whether a materialized log exists for `session_id`."""
+        ...
+
+    def materialize(self, header: SessionHeader, batch: Sequence[Event]) -> WriteReceipt:
+        """Store header and first batch atomically, never overwriting.
+
+        Raises:
+            SessionExistsError: if a log for the id already exists.
+            StoreError: if the write fails (nothing is published).
+        """
+        ...
+
+    def append(self, session_id: str, batch: Sequence[Event]) -> WriteReceipt:
+        """Append one batch durably (one write, one fsync); roll back fully on failure.
+
+        Raises:
+            StoreError: if the write fails; the stored log is unchanged.
+        """
+        ...
+
+    def truncate(self, session_id: str, torn: int) -> WriteReceipt:
+        """Cut a torn tail at the marker `StoredLog.torn` reported, durably.
+
+        Raises:
+            StoreError: if the truncation fails.
+        """
+        ...
+
+    def list_headers(self) -> list[SessionHeader]:
+        """Return the headers of every materialized session.
+
+        Raises:
+            CorruptLogError: if a header is damaged or an id is stored twice.
+        """
+        ...
+
+    def lock(self, session_id: str, *, cwd: str | None) -> Callable[[], None]:
+        """Take the single-writer lock of a session; return the function that releases it.
+
+        Args:
+            session_id: the session.
+            cwd: where a not-yet-stored session will live (JSONL); ignored if it exists.
+
+        Raises:
+            SessionLockedError: if another writer holds it.
+        """
+        ...

@@ -1,0 +1,165 @@
+"""The built-in `bash` tool: run a command in the workspace, in its own process group.
+
+The command runs as `/bin/bash -c <command>` with the workspace as its working directory
+and stdin closed, in a new session, so it and every process it starts share one process
+group. When the command exits, times out, or the turn is cancelled, the WHOLE group is
+terminated (SIGTERM, then SIGKILL after a grace period), so no background child outlives
+the call. Output is stdout and stderr combined, decoded as UTF-8 (undecodable bytes shown
+as U+FFFD), and capped in bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal as signals
+import subprocess
+from typing import Annotated, Final, Literal
+
+import anyio
+from anyio.abc import Process
+from pydantic import Field
+
+from ..log._vocabulary import ABORTED_ERROR, ABORTED_TEXT
+from ._context import ToolContext
+from ._definition import tool
+from ._outcome import TOOL_TIMEOUT_ERROR, ToolOutcome, text_block
+
+MAX_OUTPUT_BYTES: Final = 256 * 1024
+"""The cap on the command output kept, in bytes; the rest is read and dropped."""
+
+KILL_GRACE_SECONDS: Final = 2.0
+"""How long the group gets between SIGTERM and SIGKILL, in seconds."""
+
+_POLL_SECONDS: Final = 0.05
+
+
+class _CappedOutput:
+    """Keep the first `MAX_OUTPUT_BYTES` bytes and count the rest."""
+
+    def __init__(self) -> None:
+        self.kept = bytearray()
+        self.dropped_bytes = 0
+
+    def add(self, chunk: bytes) -> None:
+        room = MAX_OUTPUT_BYTES - len(self.kept)
+        self.kept += chunk[: max(room, 0)]
+        self.dropped_bytes += max(len(chunk) - room, 0)
+
+    def render(self) -> str:
+        text = self.kept.decode("utf-8", errors="replace")
+        if self.dropped_bytes:
+            text += f"\n[truncated: {self.dropped_bytes} more bytes of output]"
+        return text
+
+
+@tool
+async def bash(
+    command: str,
+    ctx: ToolContext,
+    timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 60,
+) -> ToolOutcome:
+    """Run a bash command in the workspace and return its combined output and exit code.
+
+    Background processes are killed when the command exits.
+
+    Args:
+        command: the command line, run with `/bin/bash -c`.
+        timeout_seconds: the limit in seconds; the command and its children are killed after it.
+    """
+    output = _CappedOutput()
+    process = await anyio.open_process(
+        ["/bin/bash", "-c", command],
+        cwd=ctx.cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    ending: Literal["exited", "timeout", "cancelled"] = "exited"
+    terminated = False
+    try:
+        async with anyio.create_task_group() as group:
+            pumped = anyio.Event()
+            group.start_soon(_pump, process, output, pumped)
+            with anyio.move_on_after(timeout_seconds) as deadline:
+                ending = await _wait_exit_or_cancel(process, ctx)
+            if deadline.cancel_called and process.returncode is None:
+                ending = "timeout"
+            # The command is over (or must be): end every process left in its group, which
+            # closes the pipe so the pump finishes. A process that left the group (setsid)
+            # may still hold the pipe, so the pump gets a bounded wait.
+            await _terminate_group(process)
+            terminated = True
+            with anyio.move_on_after(KILL_GRACE_SECONDS):
+                await pumped.wait()
+            if not pumped.is_set():
+                output.add(b"\n[output cut: a process outside the group kept the pipe open]")
+            group.cancel_scope.cancel("command finished")
+    finally:
+        if not terminated:
+            with anyio.CancelScope(shield=True):
+                await _terminate_group(process)
+    body = output.render()
+    if ending == "timeout":
+        return ToolOutcome(
+            is_error=True,
+            content=[text_block(f"Error: command timed out after {timeout_seconds:g}s\n{body}")],
+            error=dict(TOOL_TIMEOUT_ERROR),
+        )
+    if ending == "cancelled":
+        return ToolOutcome(
+            is_error=True,
+            content=[text_block(f"{ABORTED_TEXT}\n{body}")],
+            error=dict(ABORTED_ERROR),
+        )
+    separator = "" if not body or body.endswith("\n") else "\n"
+    return ToolOutcome.ok(f"{body}{separator}[exit code: {process.returncode}]")
+
+
+async def _pump(process: Process, output: _CappedOutput, pumped: anyio.Event) -> None:
+    if process.stdout is None:
+        raise RuntimeError("bash process has no stdout pipe")  # internal fault
+    async for chunk in process.stdout:
+        output.add(chunk)
+    pumped.set()
+
+
+async def _wait_exit_or_cancel(
+    process: Process, ctx: ToolContext
+) -> Literal["exited", "cancelled"]:
+    ending: Literal["exited", "cancelled"] = "exited"
+    async with anyio.create_task_group() as race:
+
+        async def on_cancel() -> None:
+            nonlocal ending
+            await ctx.signal.wait()
+            ending = "cancelled"
+            race.cancel_scope.cancel("turn cancelled")
+
+        race.start_soon(on_cancel)
+        await process.wait()
+        race.cancel_scope.cancel("command exited")
+    return ending
+
+
+async def _terminate_group(process: Process) -> None:
+    """SIGTERM the process group, wait up to the grace period, then SIGKILL what is left."""
+    pgid = process.pid
+    if not _signal_group(pgid, signals.SIGTERM):
+        await process.wait()
+        return
+    with anyio.move_on_after(KILL_GRACE_SECONDS):
+        # No event exists for "the group is empty", so poll it.
+        while _signal_group(pgid, 0):  # noqa: ASYNC110
+            await anyio.sleep(_POLL_SECONDS)
+    _signal_group(pgid, signals.SIGKILL)
+    await process.wait()
+
+
+def _signal_group(pgid: int, signal_number: int) -> bool:
+    """Send `signal_number` to the group; return False when no process is left in it."""
+    try:
+        os.killpg(pgid, signal_number)
+    except ProcessLookupError:
+        return False
+    return True

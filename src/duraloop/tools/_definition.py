@@ -1,0 +1,324 @@
+"""Tool definitions: the `Tool` record and the `@tool` decorator (loop-spec 3.1).
+
+A tool is described to the model by `name`, `description` and a JSON Schema `parameters`;
+everything else stays on this side: the argument validator, the body, the parallel-safe
+classifier and the optional timeout. `@tool` builds all of it from a typed function.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeAlias, get_type_hints, overload
+
+import anyio.to_thread
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, PydanticUserError
+
+from ..errors import ToolDefinitionError
+from ..log._json import JsonObject, JsonValue
+from ._context import ToolContext
+from ._docstring import parse_docstring
+from ._schema import clean_schema
+
+ToolBody: TypeAlias = Callable[[Any, ToolContext], Awaitable[object]]
+"""An async callable `(validated_args, ctx) -> value` that runs the tool."""
+
+ParallelClassifier: TypeAlias = Callable[[Any], object]
+"""A pure, synchronous `(validated_args) -> True` that declares one call parallel-safe."""
+
+_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool: its model-facing schema plus the code that validates and runs a call.
+
+    Build one with `@tool`, or directly when the arguments are not described by a function.
+
+    Args:
+        name: the name the model calls, 1-64 characters of `A-Z a-z 0-9 _ -`.
+        description: what the tool does, shown to the model.
+        parameters: the JSON Schema of the arguments object (a plain object schema).
+        validator: turns the parsed JSON arguments into the value the body receives;
+            raises `ValueError` (e.g. `pydantic.ValidationError`) on invalid arguments.
+        body: async `(validated_args, ctx) -> value`; see `ToolPipeline.dispatch` for how
+            the value becomes content.
+        parallel: True for a parallel-safe tool, False for an exclusive one, or a
+            classifier called with the validated args; only an exact `True` from it makes
+            the call parallel-safe (loop-spec 3.1).
+        timeout_seconds: a limit on the body in seconds, or None for none. An async body is
+            cancelled at its next await; a sync body running in a thread is not abandoned,
+            and the timeout is reported when it returns.
+
+    Raises:
+        ToolDefinitionError: if the name, parameters, parallel or timeout is invalid.
+    """
+
+    name: str
+    description: str
+    parameters: JsonObject
+    validator: Callable[[JsonValue], Any]
+    body: ToolBody
+    parallel: bool | ParallelClassifier = False
+    timeout_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if not _NAME_PATTERN.match(self.name):
+            raise ToolDefinitionError(
+                f"tool name {self.name!r} is invalid: use 1-64 characters of A-Z, a-z, 0-9, _ or -"
+            )
+        if self.parameters.get("type") != "object":
+            raise ToolDefinitionError(
+                f'tool "{self.name}" parameters must be a JSON Schema with "type": "object", '
+                f"got {self.parameters.get('type')!r}"
+            )
+        if not isinstance(self.parallel, bool) and not callable(self.parallel):
+            raise ToolDefinitionError(
+                f'tool "{self.name}" parallel must be a bool or a callable, '
+                f"got {type(self.parallel).__name__}"
+            )
+        if self.timeout_seconds is not None and not (
+            math.isfinite(self.timeout_seconds) and self.timeout_seconds > 0
+        ):
+            raise ToolDefinitionError(
+                f'tool "{self.name}" timeout_seconds must be > 0 and finite, '
+                f"got {self.timeout_seconds!r}"
+            )
+
+    def schema(self) -> JsonObject:
+        """Return the model-facing schema.
+
+        Returns:
+            `{"name": str, "description": str, "parameters": JSON Schema object}`.
+        """
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    def is_parallel(self, arguments: JsonValue) -> bool:
+        """Classify one call as parallel-safe (True) or exclusive (False); never raises.
+
+        Only `parallel=True`, or a classifier returning exactly `True` for the validated
+        arguments, is parallel-safe. Invalid arguments, a raising classifier or any other
+        return value means exclusive (loop-spec 3.1).
+
+        Args:
+            arguments: the parsed JSON arguments of the call.
+
+        Returns:
+            Whether the call may run alongside other parallel-safe calls.
+        """
+        if isinstance(self.parallel, bool):
+            return self.parallel
+        try:
+            verdict = self.parallel(self.validator(arguments))
+        except Exception:  # noqa: BLE001 - a failing classifier means exclusive (loop-spec 3.1)
+            return False
+        return verdict is True
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parallel: bool | ParallelClassifier = False,
+    timeout_seconds: float | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    parallel: bool | ParallelClassifier = False,
+    timeout_seconds: float | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Turn a typed function (sync or async) into a `Tool`.
+
+    The arguments are the function's annotated parameters, or the fields of its single
+    parameter when that is a pydantic `BaseModel` subclass. A parameter annotated
+    `ToolContext` is injected and hidden from the model. The description defaults to the
+    docstring's first paragraph, and parameter descriptions come from its `Args:` section.
+    A sync function runs in a worker thread.
+
+    Args:
+        fn: the function, when used as bare `@tool`.
+        name: the tool name; defaults to the function's `__name__`.
+        description: the model-facing description; defaults to the docstring.
+        parallel: see `Tool`; a classifier receives the validated argument model.
+        timeout_seconds: see `Tool`.
+
+    Returns:
+        The `Tool` (bare `@tool`), or a decorator producing it.
+
+    Raises:
+        ToolDefinitionError: if the function cannot describe a tool (`*args`, `**kwargs`,
+            a missing annotation, an unsupported type, no description); the message names
+            the function and the fix.
+    """
+
+    def decorate(function: Callable[..., Any]) -> Tool:
+        return _build_tool(
+            function,
+            name=name,
+            description=description,
+            parallel=parallel,
+            timeout_seconds=timeout_seconds,
+        )
+
+    if fn is not None:
+        return decorate(fn)
+    return decorate
+
+
+def _build_tool(
+    fn: Callable[..., Any],
+    *,
+    name: str | None,
+    description: str | None,
+    parallel: bool | ParallelClassifier,
+    timeout_seconds: float | None,
+) -> Tool:
+    label = getattr(fn, "__qualname__", repr(fn))
+    if not callable(fn):
+        raise ToolDefinitionError(f"@tool needs a function, got {type(fn).__name__}")
+    if inspect.isasyncgenfunction(fn) or inspect.isgeneratorfunction(fn):
+        raise ToolDefinitionError(f"tool function {label} is a generator; return a value instead")
+    try:
+        signature = inspect.signature(fn)
+        hints = get_type_hints(fn, include_extras=True)
+    except (NameError, TypeError, ValueError) as exc:
+        raise ToolDefinitionError(
+            f"tool function {label} has annotations that cannot be resolved: {exc}"
+        ) from exc
+    doc = parse_docstring(inspect.getdoc(fn))
+    tool_description = description if description is not None else doc.summary
+    if not tool_description:
+        raise ToolDefinitionError(
+            f"tool function {label} has no description: add a docstring or pass description="
+        )
+
+    context_param: inspect.Parameter | None = None
+    params: list[inspect.Parameter] = []
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ToolDefinitionError(
+                f"tool function {label} takes *{param.name}: declare each argument "
+                "as a named, annotated parameter"
+            )
+        if param.name not in hints:
+            raise ToolDefinitionError(
+                f"tool function {label} parameter {param.name!r} has no type annotation: "
+                "annotate it so the argument schema can be built"
+            )
+        if hints[param.name] is ToolContext:
+            if context_param is not None:
+                raise ToolDefinitionError(
+                    f"tool function {label} declares ToolContext twice "
+                    f"({context_param.name!r} and {param.name!r}); keep one"
+                )
+            context_param = param
+            continue
+        params.append(param)
+
+    model, field_names = _argument_model(fn, label, params, hints, doc.args)
+    try:
+        parameters = clean_schema(model.model_json_schema())
+    except PydanticUserError as exc:
+        raise ToolDefinitionError(
+            f"tool function {label} has arguments without a JSON Schema: {exc}"
+        ) from exc
+
+    def validator(arguments: JsonValue) -> BaseModel:
+        if not isinstance(arguments, dict):
+            raise ValueError(
+                f"arguments must be a JSON object, got {type(arguments).__name__} "
+                f"{_preview(arguments)}"
+            )
+        return model.model_validate(arguments)
+
+    model_param = params[0] if field_names is None else None
+    is_async = inspect.iscoroutinefunction(fn)
+
+    async def body(args: Any, ctx: ToolContext) -> object:
+        values: dict[str, object] = {}
+        if model_param is not None:
+            values[model_param.name] = args
+        else:
+            names = field_names or {}
+            for param in params:
+                values[param.name] = getattr(args, names[param.name])
+        if context_param is not None:
+            values[context_param.name] = ctx
+        positional = [
+            values.pop(p.name)
+            for p in signature.parameters.values()
+            if p.kind is p.POSITIONAL_ONLY and p.name in values
+        ]
+        if is_async:
+            result: object = await fn(*positional, **values)
+            return result
+        call = functools.partial(fn, *positional, **values)
+        return await anyio.to_thread.run_sync(call)
+
+    return Tool(
+        name=name if name is not None else fn.__name__,
+        description=tool_description,
+        parameters=parameters,
+        validator=validator,
+        body=body,
+        parallel=parallel,
+        timeout_seconds=timeout_seconds,
+    )
+
+
+def _argument_model(
+    fn: Callable[..., Any],
+    label: str,
+    params: list[inspect.Parameter],
+    hints: dict[str, Any],
+    arg_docs: dict[str, str],
+) -> tuple[type[BaseModel], dict[str, str] | None]:
+    """Return the argument model and the parameter-to-field map (None: the model is the arg)."""
+    if len(params) == 1:
+        annotation = hints[params[0].name]
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return annotation, None
+    fields: dict[str, Any] = {}
+    field_names: dict[str, str] = {}
+    for param in params:
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        field_name = param.name
+        alias = None
+        if param.name.startswith("_") or hasattr(BaseModel, param.name):
+            field_name, alias = f"arg_{param.name.lstrip('_')}_", param.name
+        field_names[param.name] = field_name
+        info = Field(default, alias=alias, description=arg_docs.get(param.name))
+        fields[field_name] = (hints[param.name], info)
+    model_name = "".join(part.title() for part in fn.__name__.split("_")) + "Arguments"
+    try:
+        model: type[BaseModel] = pydantic.create_model(
+            model_name,
+            __config__=ConfigDict(extra="forbid", protected_namespaces=()),
+            **fields,
+        )
+    except (PydanticUserError, TypeError, NameError) as exc:
+        raise ToolDefinitionError(
+            f"tool function {label} has an argument type pydantic cannot validate: {exc}"
+        ) from exc
+    return model, field_names
+
+
+def _preview(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."

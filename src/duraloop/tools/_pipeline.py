@@ -1,0 +1,297 @@
+"""The staged tool pipeline the scheduler drives: prepare, dispatch, finalize (loop-spec 3.3).
+
+Simplified from dsh: no approval, no guards, no code mode, no deferred contexts. Expected
+failures (unknown tool, invalid arguments, a raising body, a raising hook, a timeout) are
+contained as error results; only genuine internal faults raise, which the scheduler treats
+as a scheduler failure (loop-spec 4.5). Cancellation replaces only successes (loop-spec 3.5).
+
+Each stage is a plain async method, so a test can subclass `ToolPipeline` and override one
+to inject a fault.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
+
+import anyio
+from pydantic import BaseModel, ValidationError
+
+from ..errors import EventRejectedError, ToolError
+from ..log._json import lossless_copy
+from ..log._vocabulary import INVALID_ARGS_ERROR, UNKNOWN_TOOL_ERROR
+from ._context import ToolContext
+from ._definition import Tool
+from ._hooks import Deny, ToolHooks
+from ._outcome import (
+    INVALID_TOOL_OUTPUT_ERROR,
+    TOOL_ERROR_NAME,
+    TOOL_TIMEOUT_ERROR,
+    ToolOutcome,
+)
+from ._registry import ToolRegistry
+from ._request import ToolCallRequest
+from ._signal import CancelSignal
+
+logger = logging.getLogger(__name__)
+
+NONE_RESULT_TEXT: Final = "ok"
+"""The text a body returning None produces: the call succeeded with nothing to show."""
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What `ToolPipeline.prepare` decided for one call.
+
+    Args:
+        kind: `"dispatch"` (run the body next), `"post-result"` (use `outcome`, then run
+            `finalize`), or `"final-result"` (use `outcome` as it is, skipping finalize).
+        outcome: the outcome for the two result kinds; None for `"dispatch"`.
+    """
+
+    kind: Literal["dispatch", "post-result", "final-result"]
+    outcome: ToolOutcome | None = None
+
+
+class ToolPipeline:
+    """Run one tool call through its stages; the scheduler decides order and overlap.
+
+    For each call the scheduler awaits `prepare`, then (for `"dispatch"`) `dispatch`,
+    then (unless the result was final) `finalize`. Only `dispatch` may overlap with other
+    calls. The registry is read at each stage, so registry changes are seen by every call
+    that has not reached that stage yet.
+
+    Args:
+        registry: the tools calls resolve against.
+        hooks: pre- and post-execute hooks; none when None.
+        cwd: the session workspace handed to bodies (resolved to an absolute path here).
+        session_id: the session the calls belong to.
+    """
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        *,
+        hooks: ToolHooks | None = None,
+        cwd: Path,
+        session_id: str,
+    ) -> None:
+        self.registry = registry
+        self.hooks = hooks if hooks is not None else ToolHooks()
+        self.cwd = Path(cwd).resolve()
+        self.session_id = session_id
+        self._invoked: set[str] = set()
+
+    def is_parallel(self, call: ToolCallRequest) -> bool:
+        """Classify `call` now: True for parallel-safe, False for exclusive; never raises.
+
+        Args:
+            call: the planned call.
+
+        Returns:
+            The tool's classification (see `Tool.is_parallel`); False for an unknown tool.
+        """
+        found = self.registry.get(call.name)
+        return found is not None and found.is_parallel(call.arguments)
+
+    async def prepare(self, call: ToolCallRequest, signal: CancelSignal) -> Prepared:
+        """Decide whether `call` may be dispatched; pre-execute hooks run here, in order.
+
+        Args:
+            call: the planned call.
+            signal: the turn's cancellation signal.
+
+        Returns:
+            `final-result ABORTED_BEFORE_DISPATCH` if already cancelled; `post-result`
+            `Error: <reason>` (no code) for a `Deny`; `final-result Error: <message>` if a
+            hook raises; `post-result ABORTED_BEFORE_DISPATCH` if cancelled during the hooks;
+            otherwise `dispatch`.
+        """
+        if signal.aborted:
+            return Prepared("final-result", ToolOutcome.cancelled(body_invoked=False))
+        for hook in self.hooks.pre_execute:
+            try:
+                decision = hook(call)
+                if inspect.isawaitable(decision):
+                    decision = await decision
+            except Exception as exc:  # noqa: BLE001 - a hook failure is an error result (loop-spec 3.3)
+                logger.debug(
+                    "pre-execute hook raised %s for call %s", type(exc).__name__, call.call_id
+                )
+                return Prepared("final-result", ToolOutcome.failure(_message_of(exc)))
+            if isinstance(decision, Deny):
+                return Prepared("post-result", ToolOutcome.failure(decision.reason))
+            if decision is not None:
+                message = (
+                    f"pre-execute hook {_name_of(hook)} returned {type(decision).__name__}; "
+                    "expected None or Deny"
+                )
+                return Prepared("final-result", ToolOutcome.failure(message))
+        if signal.aborted:
+            return Prepared("post-result", ToolOutcome.cancelled(body_invoked=False))
+        return Prepared("dispatch")
+
+    async def dispatch(self, call: ToolCallRequest, signal: CancelSignal) -> ToolOutcome:
+        """Validate the arguments and run the body; contain every expected failure.
+
+        The body's return value becomes content: a `ToolOutcome` is used as it is; a `str`
+        is one text block; None is the text `"ok"`; a pydantic model is dumped to JSON;
+        any other lossless JSON value becomes its compact JSON text.
+
+        Args:
+            call: the call; `prepare` must have returned `dispatch` for it.
+            signal: the turn's cancellation signal, handed to the body as `ctx.signal`.
+
+        Returns:
+            `ABORTED_BEFORE_DISPATCH` if cancelled; `UNKNOWN_TOOL` if no tool has the name
+            (the body is not invoked); `INVALID_ARGS` if validation fails; `TOOL_TIMEOUT`
+            if `timeout_seconds` expired; `{name: "ToolError", code}` for a `ToolError`;
+            `Error: <ExcType>: <message>` (no code) for any other exception; `ABORTED`
+            for a success if the signal was cancelled by completion; else the success.
+        """
+        if signal.aborted:
+            return ToolOutcome.cancelled(body_invoked=False)
+        found = self.registry.get(call.name)
+        if found is None:
+            return ToolOutcome.failure(f'unknown tool "{call.name}"', error=UNKNOWN_TOOL_ERROR)
+        self._invoked.add(call.call_id)
+        try:
+            args = found.validator(call.arguments)
+        except ValueError as exc:
+            return ToolOutcome.failure(
+                _invalid_args_message(found.name, exc), error=INVALID_ARGS_ERROR
+            )
+        except Exception as exc:  # noqa: BLE001 - a validator bug is an error result
+            return ToolOutcome.failure(f"{type(exc).__name__}: {exc}")
+        ctx = ToolContext(
+            cwd=self.cwd,
+            signal=signal,
+            call_id=call.call_id,
+            tool_name=found.name,
+            session_id=self.session_id,
+        )
+        outcome = await self._run_body(found, args, ctx)
+        if signal.aborted and not outcome.is_error:
+            return ToolOutcome.cancelled(body_invoked=True)
+        return outcome
+
+    async def finalize(
+        self, call: ToolCallRequest, outcome: ToolOutcome, signal: CancelSignal
+    ) -> ToolOutcome:
+        """Run post-execute hooks, re-check cancellation and check the result is JSON.
+
+        Args:
+            call: the call.
+            outcome: the outcome from `dispatch` or a `post-result` from `prepare`.
+            signal: the turn's cancellation signal.
+
+        Returns:
+            The last hook replacement (or `outcome`); `Error: <message>` if a hook raised;
+            `ABORTED`/`ABORTED_BEFORE_DISPATCH` in place of a success if cancelled;
+            `INVALID_TOOL_OUTPUT` if the content or meta is not lossless JSON.
+        """
+        invoked = call.call_id in self._invoked
+        self._invoked.discard(call.call_id)
+        for hook in self.hooks.post_execute:
+            try:
+                replacement = hook(call, outcome)
+                if inspect.isawaitable(replacement):
+                    replacement = await replacement
+            except Exception as exc:  # noqa: BLE001 - a hook failure is an error result (loop-spec 3.3)
+                logger.debug(
+                    "post-execute hook raised %s for call %s", type(exc).__name__, call.call_id
+                )
+                outcome = ToolOutcome.failure(_message_of(exc))
+                break
+            if isinstance(replacement, ToolOutcome):
+                outcome = replacement
+            elif replacement is not None:
+                outcome = ToolOutcome.failure(
+                    f"post-execute hook {_name_of(hook)} returned {type(replacement).__name__}; "
+                    "expected None or ToolOutcome"
+                )
+                break
+        if signal.aborted and not outcome.is_error:
+            outcome = ToolOutcome.cancelled(body_invoked=invoked)
+        return _checked(outcome)
+
+    async def _run_body(self, found: Tool, args: object, ctx: ToolContext) -> ToolOutcome:
+        if found.timeout_seconds is None:
+            return await self._invoke(found, args, ctx)
+        with anyio.move_on_after(found.timeout_seconds) as scope:
+            outcome = await self._invoke(found, args, ctx)
+        if scope.cancel_called:
+            milliseconds = round(found.timeout_seconds * 1000)
+            return ToolOutcome.failure(
+                f"tool call timed out after {milliseconds}ms", error=TOOL_TIMEOUT_ERROR
+            )
+        return outcome
+
+    async def _invoke(self, found: Tool, args: object, ctx: ToolContext) -> ToolOutcome:
+        try:
+            value = await found.body(args, ctx)
+        except ToolError as exc:
+            return ToolOutcome.failure(
+                exc.message, error={"name": TOOL_ERROR_NAME, "code": exc.code}
+            )
+        except Exception as exc:  # noqa: BLE001 - a tool failure is an error result, never a crash
+            logger.debug("tool %s raised %s", found.name, type(exc).__name__)
+            return ToolOutcome.failure(f"{type(exc).__name__}: {exc}")
+        return _outcome_of(value)
+
+
+def _outcome_of(value: object) -> ToolOutcome:
+    if isinstance(value, ToolOutcome):
+        return value
+    if isinstance(value, str):
+        return ToolOutcome.ok(value)
+    if value is None:
+        return ToolOutcome.ok(NONE_RESULT_TEXT)
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    try:
+        data = lossless_copy(value, what="tool return value")
+    except EventRejectedError as exc:
+        return ToolOutcome.failure(str(exc), error=INVALID_TOOL_OUTPUT_ERROR)
+    return ToolOutcome.ok(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+
+
+def _checked(outcome: ToolOutcome) -> ToolOutcome:
+    """Return `outcome` if its content and meta are lossless JSON, else INVALID_TOOL_OUTPUT."""
+    try:
+        content = lossless_copy(outcome.content, what="tool result content")
+        meta = lossless_copy(outcome.meta, what="tool result meta")
+    except EventRejectedError as exc:
+        return ToolOutcome.failure(str(exc), error=INVALID_TOOL_OUTPUT_ERROR)
+    if not isinstance(content, list) or not all(
+        isinstance(block, dict) and isinstance(block.get("type"), str) for block in content
+    ):
+        return ToolOutcome.failure(
+            'tool result content must be a list of blocks with a string "type"',
+            error=INVALID_TOOL_OUTPUT_ERROR,
+        )
+    error = None if outcome.error is None else dict(outcome.error)
+    return ToolOutcome(is_error=outcome.is_error, content=content, error=error, meta=meta)
+
+
+def _invalid_args_message(tool_name: str, exc: ValueError) -> str:
+    if isinstance(exc, ValidationError):
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or '(arguments)'}: {error['msg']}"
+            for error in exc.errors(include_url=False)
+        )
+    else:
+        problems = str(exc)
+    return f'invalid arguments for tool "{tool_name}": {problems}'
+
+
+def _message_of(exc: Exception) -> str:
+    return str(exc) or type(exc).__name__
+
+
+def _name_of(hook: object) -> str:
+    return getattr(hook, "__qualname__", type(hook).__name__)

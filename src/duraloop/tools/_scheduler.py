@@ -1,0 +1,276 @@
+"""The tool-call scheduler: groups, a rolling pool, model-order commits (loop-spec 4).
+
+Calls are planned in model order. A parallel-safe call starts a group of all remaining calls
+(cut short when a later call reclassifies as exclusive); an exclusive call is a one-call
+barrier. Within a group at most `max_parallel_tool_calls` dispatches are in flight; each
+call's `tool/call` is appended when it starts, before its pre-execute hooks, and is made
+durable (`ensure_durable`) before any body runs. Results commit strictly in model order.
+
+Abort stops new starts, drains and commits the started calls, and answers every unstarted
+call with a `tool/call` + `ABORTED_BEFORE_DISPATCH` pair. Any other failure stops new
+starts, drains every started dispatch (their results are discarded) and re-raises the first
+failure; the driver then writes recovery results (loop-spec 6). The scheduler never writes
+`step/end` or `turn/end`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ..log import Session
+from ..log._messages import ToolCallBlock, tool_result_message
+from ..log._vocabulary import (
+    ABORTED_BEFORE_DISPATCH_ERROR,
+    ABORTED_BEFORE_DISPATCH_TEXT,
+    SURFACE_APPEND,
+    TOOL_CALL,
+    TOOL_RESULT,
+)
+from ._outcome import ToolOutcome
+from ._pipeline import ToolPipeline
+from ._request import ToolCallRequest, parse_tool_arguments
+from ._signal import CancelSignal
+
+
+@dataclass(frozen=True)
+class SchedulerOutcome:
+    """What `execute_tool_calls` did.
+
+    Args:
+        aborted: whether cancellation stopped the calls (every call is still answered).
+    """
+
+    aborted: bool
+
+
+def commit_result(
+    session: Session, call: ToolCallRequest, outcome: ToolOutcome, *, call_seq: int
+) -> None:
+    """Append the `tool/result` for `call`, citing its `tool/call` (loop-spec 3.4)."""
+    data: dict[str, object] = {
+        "turn": call.turn,
+        "step": call.step,
+        "message": tool_result_message(call.call_id, outcome.content, is_error=outcome.is_error),
+    }
+    if outcome.error is not None:
+        data["error"] = outcome.error
+    if outcome.meta is not None:
+        data["meta"] = outcome.meta
+    session.append(TOOL_RESULT, data, surface_op=SURFACE_APPEND, source_event_seqs=[call_seq])
+
+
+def _append_call(session: Session, call: ToolCallRequest) -> int:
+    event = session.append(
+        TOOL_CALL,
+        {
+            "turn": call.turn,
+            "step": call.step,
+            "callId": call.call_id,
+            "name": call.name,
+            "arguments": call.raw_arguments,
+        },
+    )
+    return event.seq
+
+
+def _append_skipped_pair(session: Session, call: ToolCallRequest) -> None:
+    call_seq = _append_call(session, call)
+    outcome = ToolOutcome(
+        is_error=True,
+        content=[{"type": "text", "text": ABORTED_BEFORE_DISPATCH_TEXT}],
+        error=dict(ABORTED_BEFORE_DISPATCH_ERROR),
+    )
+    commit_result(session, call, outcome, call_seq=call_seq)
+
+
+async def execute_tool_calls(
+    session: Session,
+    calls: Sequence[ToolCallBlock],
+    *,
+    turn: int,
+    step: int,
+    pipeline: ToolPipeline,
+    signal: CancelSignal,
+    max_parallel_tool_calls: int | Callable[[], int] = 10,
+    ensure_durable: Callable[[int], None] | None = None,
+) -> SchedulerOutcome:
+    """Run an assistant message's tool calls and commit their results in model order.
+
+    Args:
+        session: the session to append `tool/call` and `tool/result` events to.
+        calls: the assistant's tool-call blocks, in content (model) order.
+        turn: the open turn.
+        step: the open step.
+        pipeline: prepares, dispatches and finalizes each call.
+        signal: the turn's cancellation signal.
+        max_parallel_tool_calls: the cap on dispatches in flight, or a getter read once per
+            group (so a settings change applies at the next group).
+        ensure_durable: called with a `tool/call`'s seq right before that call's body may
+            run; it must make the log durable through that seq (Law 5). Calls started
+            together share one flush: the first makes all buffered `tool/call`s durable.
+
+    Returns:
+        Whether the calls were aborted. Every call has exactly one `tool/result` unless this
+        raises.
+
+    Raises:
+        Exception: the first scheduler failure (a vetoed append, a durability failure, an
+            internal pipeline fault), after every started dispatch has settled.
+    """
+    planned = [
+        ToolCallRequest(
+            call_id=block["id"],
+            name=block["name"],
+            raw_arguments=block["arguments"],
+            arguments=parse_tool_arguments(block["arguments"]),
+            turn=turn,
+            step=step,
+        )
+        for block in calls
+    ]
+    cap_setting = max_parallel_tool_calls
+    next_index = 0
+    while next_index < len(planned):
+        parallel = pipeline.is_parallel(planned[next_index])
+        group = planned[next_index:] if parallel else [planned[next_index]]
+        cap = cap_setting() if callable(cap_setting) else cap_setting
+        runner = _GroupRunner(
+            session,
+            group,
+            pipeline,
+            signal,
+            cap,
+            parallel=parallel,
+            ensure_durable=ensure_durable,
+        )
+        consumed, aborted = await runner.run()
+        next_index += consumed
+        if aborted:
+            for call in planned[next_index:]:
+                _append_skipped_pair(session, call)
+            return SchedulerOutcome(aborted=True)
+    return SchedulerOutcome(aborted=False)
+
+
+@dataclass
+class _Slot:
+    outcome: ToolOutcome
+    needs_post: bool
+
+
+@dataclass
+class _GroupRunner:
+    """State of one group run (loop-spec 4.2)."""
+
+    session: Session
+    group: list[ToolCallRequest]
+    pipeline: ToolPipeline
+    signal: CancelSignal
+    cap: int
+    parallel: bool
+    ensure_durable: Callable[[int], None] | None
+    slots: dict[int, _Slot] = field(default_factory=dict)
+    call_seqs: dict[int, int] = field(default_factory=dict)
+    in_flight: set[int] = field(default_factory=set)
+    next_to_start: int = 0
+    committed: int = 0
+    aborted: bool = False
+    failure: BaseException | None = None
+
+    async def run(self) -> tuple[int, bool]:
+        self.aborted = self.signal.aborted
+        send, receive = anyio.create_memory_object_stream[int](max_buffer_size=len(self.group))
+        async with anyio.create_task_group() as task_group:
+            try:
+                await self._fill_pool(task_group, send)
+                while self.in_flight:
+                    settled = await receive.receive()
+                    self.in_flight.discard(settled)
+                    self._raise_failure()
+                    await self._commit_ready()
+                    self._raise_failure()
+                    if self.signal.aborted:
+                        self.aborted = True
+                    await self._fill_pool(task_group, send)
+            except BaseException as exc:
+                if self.failure is None:
+                    self.failure = exc
+                with anyio.CancelScope(shield=True):
+                    while self.in_flight:
+                        self.in_flight.discard(await receive.receive())
+        send.close()
+        receive.close()
+        if self.failure is not None:
+            raise self.failure
+        if self.aborted:
+            for call in self.group[self.next_to_start :]:
+                _append_skipped_pair(self.session, call)
+            return len(self.group), True
+        return self.next_to_start, False
+
+    def _raise_failure(self) -> None:
+        if self.failure is not None:
+            raise self.failure
+
+    async def _fill_pool(
+        self, task_group: TaskGroup, send: anyio.abc.ObjectSendStream[int]
+    ) -> None:
+        while (
+            not self.aborted
+            and self.next_to_start < len(self.group)
+            and len(self.in_flight) < self.cap
+        ):
+            index = self.next_to_start
+            if index > 0 and self.parallel and not self.pipeline.is_parallel(self.group[index]):
+                break
+            if await self._start_call(index):
+                self.in_flight.add(index)
+                task_group.start_soon(self._dispatch, index, send)
+            self.next_to_start += 1
+            self._raise_failure()
+            await self._commit_ready()
+            self._raise_failure()
+            if self.signal.aborted:
+                self.aborted = True
+
+    async def _start_call(self, index: int) -> bool:
+        """Append `tool/call` and prepare; return True when the call needs a dispatch."""
+        call = self.group[index]
+        self.call_seqs[index] = _append_call(self.session, call)
+        prepared = await self.pipeline.prepare(call, self.signal)
+        self._raise_failure()
+        if prepared.kind == "dispatch":
+            return True
+        if prepared.outcome is None:
+            raise RuntimeError(f"pipeline returned {prepared.kind} without an outcome")
+        self.slots[index] = _Slot(prepared.outcome, needs_post=prepared.kind == "post-result")
+        return False
+
+    async def _dispatch(self, index: int, send: anyio.abc.ObjectSendStream[int]) -> None:
+        try:
+            if self.ensure_durable is not None:
+                self.ensure_durable(self.call_seqs[index])
+            outcome = await self.pipeline.dispatch(self.group[index], self.signal)
+            if self.failure is None:
+                self.slots[index] = _Slot(outcome, needs_post=True)
+        except Exception as exc:
+            if self.failure is None:
+                self.failure = exc
+        finally:
+            with anyio.CancelScope(shield=True):
+                await send.send(index)
+
+    async def _commit_ready(self) -> None:
+        while self.committed < self.next_to_start and self.committed in self.slots:
+            index = self.committed
+            slot = self.slots.pop(index)
+            call = self.group[index]
+            outcome = slot.outcome
+            if slot.needs_post:
+                outcome = await self.pipeline.finalize(call, outcome, self.signal)
+            commit_result(self.session, call, outcome, call_seq=self.call_seqs[index])
+            self.committed += 1
