@@ -106,10 +106,14 @@ class FakeOpenAIServer:
                 length = int(self.headers.get("content-length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 server.requests.append(
-                    RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                    RecordedRequest(
+                        self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                    )
                 )
-                reply = server._replies.popleft() if server._replies else _Reply(
-                    500, body={"error": {"message": "fake server: no reply queued"}}
+                reply = (
+                    server._replies.popleft()
+                    if server._replies
+                    else _Reply(500, body={"error": {"message": "fake server: no reply queued"}})
                 )
                 if reply.body is not None:
                     payload = json.dumps(reply.body).encode()
@@ -131,12 +135,14 @@ class FakeOpenAIServer:
                     self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: Any) -> None:
                 return
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def base_url(self) -> str:
@@ -149,7 +155,11 @@ class FakeOpenAIServer:
         self._replies.append(_Reply(200, events=events, done=done))
 
     def queue_error(
-        self, status: int, message: str, *, error_type: str = "error",
+        self,
+        status: int,
+        message: str,
+        *,
+        error_type: str = "error",
         headers: dict[str, str] | None = None,
     ) -> None:
         """Queue an HTTP error reply with an OpenAI-style `{"error": {...}}` body."""

@@ -4,6 +4,8 @@ Pure and synchronous: no I/O and no concurrency (ARCHITECTURE.md, layer `log/`).
 """
 
 from . import _vocabulary as vocabulary
+from ._check import LogCheckReport as LogCheckReport
+from ._check import check_log as check_log
 from ._event import Event as Event
 from ._event import decode_event as decode_event
 from ._event import encode_event as encode_event
@@ -38,6 +40,7 @@ __all__ = [
     "InvariantChecker",
     "JsonObject",
     "JsonValue",
+    "LogCheckReport",
     "Message",
     "PendingCall",
     "PendingToolCalls",
@@ -45,6 +48,7 @@ __all__ = [
     "Session",
     "SessionHeader",
     "assistant_message",
+    "check_log",
     "check_pairing",
     "decode_event",
     "encode_event",

@@ -34,9 +34,13 @@ def lossless_copy(value: object, *, what: str) -> JsonValue:
         A deep copy made of dicts, lists, str, int, float, bool and None.
 
     Raises:
-        EventRejectedError: if any part is not lossless JSON; the message gives its path.
+        EventRejectedError: if any part is not lossless JSON (the message gives its path), or
+            the value is cyclic or nested deeper than Python's recursion limit.
     """
-    return _copy(value, what, "$")
+    try:
+        return _copy(value, what, "$")
+    except RecursionError as exc:
+        raise _reject(what, "$ is cyclic or nested too deeply") from exc
 
 
 def _copy(value: object, what: str, path: str) -> JsonValue:

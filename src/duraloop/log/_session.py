@@ -137,7 +137,13 @@ class Session:
                 f're-entrant append of "{type}" from a session observer is not allowed'
             )
         copied = lossless_copy(data, what=f'session event "{type}"')
-        sources = list(source_event_seqs) if source_event_seqs is not None else None
+        # A str is a Sequence too: keep it as it is so the surface check rejects it as "must
+        # be an array" instead of splitting it into characters.
+        sources: Any = (
+            source_event_seqs
+            if source_event_seqs is None or isinstance(source_event_seqs, str | bytes)
+            else list(source_event_seqs)
+        )
         op = lossless_copy(surface_op, what=f'surfaceOp of "{type}"') if surface_op is not None else None
         event = Event(type, len(self._events), self._clock(), copied, sources, op)
         check_vocabulary(event)

@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import LlmError, UsageError
 from ..llm import Model, ToolSchema
@@ -39,15 +39,18 @@ from ._step import RequestState, StepSettings, run_step
 logger = logging.getLogger(__name__)
 
 
-class Durability:
-    """What the loop needs from persistence: `flush()` makes every committed event durable.
+class Durability(Protocol):
+    """What the loop needs from persistence (`duraloop.store.SessionWriter` satisfies it).
 
-    `duraloop.store.SessionWriter` satisfies it; None (no store) means in-memory only.
+    `flush()` makes every committed event durable (one write + one fsync); `close()`
+    flushes and releases the session's writer lock. None (no store) means in-memory only.
     """
 
-    def flush(self) -> None:  # pragma: no cover - protocol shape
+    def flush(self) -> None:
         """Write and fsync every buffered event."""
-        raise NotImplementedError
+
+    def close(self) -> None:
+        """Flush, then release the writer."""
 
 
 @dataclass(frozen=True)
@@ -164,6 +167,18 @@ class AgentLoop:
         if self.durability is not None:
             self.durability.flush()
         self._durable_through = self.session.seq - 1
+
+    def close(self) -> None:
+        """Flush and release the session's writer; the loop must not be used afterwards."""
+        if self.durability is not None:
+            self.durability.close()
+            self.durability = None
+
+    def __enter__(self) -> AgentLoop:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def _ensure_durable(self, seq: int) -> None:
         if seq > self._durable_through:

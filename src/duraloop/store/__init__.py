@@ -1,1 +1,33 @@
-"""duraloop.store."""
+"""Persistence behind one SessionStore: memory and JSONL backends (session-spec 6)."""
+
+from ._backend import StorageBackend as StorageBackend
+from ._backend import StoredLog as StoredLog
+from ._backend import WriteReceipt as WriteReceipt
+from ._fixture import read_log_file as read_log_file
+from ._jsonl import JsonlBackend as JsonlBackend
+from ._memory import MemoryBackend as MemoryBackend
+from ._store import JsonlStore as JsonlStore
+from ._store import LoadedSession as LoadedSession
+from ._store import MemoryStore as MemoryStore
+from ._store import RepairReport as RepairReport
+from ._store import SessionStore as SessionStore
+from ._store import SessionSummary as SessionSummary
+from ._writer import SessionWriter as SessionWriter
+from ._writer import WriterStatistics as WriterStatistics
+
+__all__ = [
+    "JsonlBackend",
+    "JsonlStore",
+    "LoadedSession",
+    "MemoryBackend",
+    "MemoryStore",
+    "RepairReport",
+    "SessionStore",
+    "SessionSummary",
+    "SessionWriter",
+    "StorageBackend",
+    "StoredLog",
+    "WriteReceipt",
+    "WriterStatistics",
+    "read_log_file",
+]

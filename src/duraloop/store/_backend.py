@@ -24,12 +24,14 @@ class StoredLog:
         torn: a backend-specific marker to truncate a torn tail to (JSONL: byte offset),
             or None when the stored log ends cleanly.
         path: the raw artifact for messages (JSONL file), or None.
+        torn_bytes: the size of the torn tail (0 when `torn` is None).
     """
 
     header: SessionHeader
     events: list[Event]
     torn: int | None = None
     path: str | None = None
+    torn_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +81,11 @@ class StorageBackend(Protocol):
         """
         ...
 
-    def truncate(self, session_id: str, torn: int) -> WriteReceipt:
+    def truncate(self, session_id: str, torn: int) -> int:
         """Cut a torn tail at the marker `StoredLog.torn` reported, durably.
+
+        Returns:
+            How much was cut (JSONL: bytes; memory: events).
 
         Raises:
             StoreError: if the truncation fails.

@@ -167,9 +167,17 @@ def tool(
             the function and the fix.
     """
 
+    # Annotations naming classes local to the caller (e.g. a model defined in a function,
+    # with `from __future__ import annotations`) resolve against the caller's locals.
+    frame = inspect.currentframe()
+    caller = frame.f_back if frame is not None else None
+    local_names = dict(caller.f_locals) if caller is not None else {}
+    del frame, caller
+
     def decorate(function: Callable[..., Any]) -> Tool:
         return _build_tool(
             function,
+            local_names=local_names,
             name=name,
             description=description,
             parallel=parallel,
@@ -184,6 +192,7 @@ def tool(
 def _build_tool(
     fn: Callable[..., Any],
     *,
+    local_names: dict[str, Any],
     name: str | None,
     description: str | None,
     parallel: bool | ParallelClassifier,
@@ -196,7 +205,7 @@ def _build_tool(
         raise ToolDefinitionError(f"tool function {label} is a generator; return a value instead")
     try:
         signature = inspect.signature(fn)
-        hints = get_type_hints(fn, include_extras=True)
+        hints = get_type_hints(fn, localns=local_names, include_extras=True)
     except (NameError, TypeError, ValueError) as exc:
         raise ToolDefinitionError(
             f"tool function {label} has annotations that cannot be resolved: {exc}"

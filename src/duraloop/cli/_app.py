@@ -1,0 +1,265 @@
+"""The `duraloop` command line: run, resume, fork, show, check, ls, demo."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import DuraloopError, UsageError
+from ..llm import parse_model_spec
+from ..log import Event, SessionHeader, check_log
+from ..loop import LoopConfig, open_session, resume_session, start_session
+from ..store import JsonlStore, SessionStore, read_log_file
+from ..tools import builtin_tools
+from ._render import events_jsonl, messages_json, reason_text, render_transcript
+from ._runner import run_turn_live
+
+app = typer.Typer(
+    name="duraloop",
+    help="A durable agent loop: every tool call answered, every crash repairable.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    add_completion=False,
+)
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+StoreOption = Annotated[
+    Path | None,
+    typer.Option("--store", help="Session store directory [default: $DURALOOP_HOME/sessions, ~/.duraloop/sessions]."),
+]
+CwdOption = Annotated[
+    Path | None, typer.Option("--cwd", help="Workspace directory the tools are confined to [default: current directory].")
+]
+ModelOption = Annotated[
+    str | None,
+    typer.Option("--model", envvar="DURALOOP_MODEL", help="Model spec: scripted:PATH, openai:MODEL or deepseek:MODEL."),
+]
+
+
+def _store(path: Path | None) -> SessionStore:
+    if path is None:
+        home = Path(os.environ.get("DURALOOP_HOME") or Path.home() / ".duraloop")
+        path = home / "sessions"
+    return JsonlStore(path)
+
+
+def _require_model(spec: str | None) -> str:
+    if not spec:
+        raise UsageError(
+            "no model given: pass --model scripted:PATH | openai:MODEL | deepseek:MODEL "
+            "or set DURALOOP_MODEL; to try duraloop offline, run `duraloop demo`"
+        )
+    return spec
+
+
+def _system(text: str | None) -> str | None:
+    if text is not None and text.startswith("@"):
+        return Path(text[1:]).read_text(encoding="utf-8")
+    return text
+
+
+def _exit_for(kind: str) -> int:
+    return 0 if kind in ("completed", "max-tokens") else 1
+
+
+@app.command()
+def run(
+    prompt: Annotated[str, typer.Argument(help="The user's prompt for this turn.")],
+    model: ModelOption = None,
+    store: StoreOption = None,
+    cwd: CwdOption = None,
+    session: Annotated[str | None, typer.Option("--session", help="Run in this session: continued if it exists, created with this id if not.")] = None,
+    max_parallel: Annotated[int, typer.Option("--max-parallel", help="Most tool calls running at once.")] = 10,
+    max_steps: Annotated[int, typer.Option("--max-steps", help="Most steps (model requests) in the turn.")] = 100,
+    system: Annotated[str | None, typer.Option("--system", help="System prompt text, or @FILE to read it.")] = None,
+) -> None:
+    """Run one turn and print the session id; exit 0 when the turn completes."""
+    spec = _require_model(model)
+    llm = parse_model_spec(spec, env=os.environ)
+    config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps, system_prompt=_system(system))
+    workspace = (cwd or Path.cwd()).resolve()
+    sessions = _store(store)
+    if session is None:
+        loop = start_session(store=sessions, model=llm, tools=builtin_tools(), cwd=workspace, config=config)
+    else:
+        loop, repair = open_session(session, store=sessions, model=llm, tools=builtin_tools(), cwd=workspace, config=config)
+        if repair is not None and repair.closers:
+            err.print(f"[yellow]repaired {loop.session.id}: {_repair_text(repair)}[/yellow]")
+    with loop:
+        err.print(f"[dim]session {loop.session.id}[/dim]")
+        try:
+            result = anyio.run(run_turn_live, loop, prompt, out, err)
+        finally:
+            out.print(f"session: {loop.session.id}")
+    raise typer.Exit(_exit_for(result.kind))
+
+
+def _repair_text(repair: object) -> str:
+    closers: list[Event] = list(getattr(repair, "closers", []))
+    truncated = int(getattr(repair, "truncated_bytes", 0) or 0)
+    parts = []
+    if truncated:
+        parts.append(f"truncated a torn tail of {truncated} bytes")
+    if closers:
+        kinds = []
+        for event in closers:
+            if event.type == "tool/result":
+                kinds.append(f"tool/result {event.data['error']['code']} for {event.data['message']['source']['callId']}")
+            elif event.type == "turn/end":
+                kinds.append("turn/end interrupted")
+            else:
+                kinds.append(event.type)
+        parts.append("appended " + ", ".join(kinds))
+    return "; ".join(parts) if parts else "the log was balanced; nothing to repair"
+
+
+@app.command()
+def resume(
+    session_id: Annotated[str, typer.Argument(help="The session to resume.")],
+    prompt: Annotated[str | None, typer.Argument(help="A prompt for a new turn (optional).")] = None,
+    model: ModelOption = None,
+    store: StoreOption = None,
+    cwd: CwdOption = None,
+    max_parallel: Annotated[int, typer.Option("--max-parallel", help="Most tool calls running at once.")] = 10,
+    max_steps: Annotated[int, typer.Option("--max-steps", help="Most steps (model requests) in the turn.")] = 100,
+) -> None:
+    """Load a session with crash repair, say what repair did, optionally run a turn."""
+    sessions = _store(store)
+    if prompt is None:
+        loaded = sessions.load(session_id)
+        out.print(f"{session_id}: {_repair_text(loaded.repair)}")
+        return
+    llm = parse_model_spec(_require_model(model), env=os.environ)
+    config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps)
+    loop, repair = resume_session(session_id, store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config)
+    err.print(f"{session_id}: {_repair_text(repair)}")
+    with loop:
+        result = anyio.run(run_turn_live, loop, prompt, out, err)
+        out.print(f"session: {session_id}")
+    raise typer.Exit(_exit_for(result.kind))
+
+
+@app.command()
+def fork(
+    session_id: Annotated[str, typer.Argument(help="The session to fork.")],
+    at: Annotated[int | None, typer.Option("--at", help="Last inherited seq (a turn/end or a between-turn event) [default: the last event].")] = None,
+    new_id: Annotated[str | None, typer.Option("--id", help="The child's id [default: a new UUID].")] = None,
+    store: StoreOption = None,
+) -> None:
+    """Fork a session at a closed-turn boundary and print the new session id."""
+    child = _store(store).fork(session_id, boundary=at, child_id=new_id)
+    out.print(child)
+
+
+def _read(target: str, store: Path | None) -> tuple[SessionHeader, list[Event]]:
+    path = Path(target)
+    if path.is_file():
+        return read_log_file(path)
+    return _store(store).read(target)
+
+
+@app.command()
+def show(
+    target: Annotated[str, typer.Argument(help="A session id, or the path of a session log file (ours or a dsh JSONL).")],
+    events: Annotated[bool, typer.Option("--events", help="Show the raw events.")] = False,
+    messages: Annotated[bool, typer.Option("--messages", help="Show the derived messages (the next request's history).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine output: JSONL events or a JSON array of messages.")] = False,
+    store: StoreOption = None,
+) -> None:
+    """Show a session (never writes); an open final turn is shown as open."""
+    header, log = _read(target, store)
+    if messages:
+        from ..log import Session
+
+        derived = Session(header.id, seed=log, header=header, check_invariants=False).derive_messages()
+        if as_json:
+            sys.stdout.write(messages_json(derived) + "\n")
+        else:
+            for message in derived:
+                out.print(f"[bold]{message['role']}[/bold] {messages_json([message])[:300]}")
+        return
+    if events:
+        if as_json:
+            sys.stdout.write(events_jsonl(log))
+        else:
+            for event in log:
+                out.print(f"[dim]{event.seq:>5}[/dim] {event.type} {messages_json([event.data])[:160]}")
+        return
+    out.print(f"[bold]session {header.id}[/bold] created {_when(header.created_at)} cwd {header.cwd or '-'}")
+    render_transcript(out, log)
+
+
+def _when(epoch_ms: int) -> str:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+@app.command()
+def check(
+    target: Annotated[str, typer.Argument(help="A session id, or the path of a session log file.")],
+    store: StoreOption = None,
+) -> None:
+    """Check invariants and provider pairing (never writes); exit 1 with a report if invalid."""
+    header, log = _read(target, store)
+    report = check_log(header.id, log)
+    status = "valid" if report.valid else "INVALID"
+    out.print(f"{header.id}: {status} ({report.event_count} events, {report.turn_count} turns)")
+    if report.open_turn is not None:
+        out.print(
+            f"  turn {report.open_turn} is open (the log ends inside it): resume appends "
+            f"{report.closers_needed} closer(s)"
+        )
+    for problem in report.problems:
+        out.print(f"  - {problem}")
+    raise typer.Exit(0 if report.valid else 1)
+
+
+@app.command(name="ls")
+def list_sessions(store: StoreOption = None) -> None:
+    """List sessions: id, created, turns, the last turn's end reason."""
+    table = Table("id", "created", "turns", "last turn")
+    for summary in _store(store).list():
+        table.add_row(summary.id, _when(summary.created_at), str(summary.turn_count), summary.last_reason)
+    out.print(table)
+
+
+@app.command()
+def demo(
+    keep: Annotated[Path | None, typer.Option("--dir", help="Put the demo workspace and store here [default: a new temp dir].")] = None,
+) -> None:
+    """Run an offline demo: parallel tools, a failed step recovered, a resumed turn."""
+    from ._demo import run_demo
+
+    run_demo(out, err, base=keep)
+
+
+def main() -> None:
+    """Run the CLI; a DuraloopError prints one line `Type: message` and exits 1."""
+    try:
+        app(standalone_mode=False)
+    except DuraloopError as exc:
+        err.print(f"[red]{type(exc).__name__}[/red]: {exc}", markup=True, highlight=False)
+        sys.exit(1)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(1)
+    except Exception as exc:
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+def _reason(kind: dict[str, object]) -> str:
+    return reason_text(kind)

@@ -1,0 +1,60 @@
+"""Run one turn from the command line: live rendering plus SIGINT/SIGTERM cancellation.
+
+The first SIGINT (Ctrl-C, to the process alone or to its group) or SIGTERM cancels the turn
+the durable way: no new tool starts, started ones drain (a running `bash` tool's process
+group is terminated), unstarted calls are answered, and the log is closed. A second SIGINT
+exits at once with status 130; the log then ends inside the turn and resume repairs it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import anyio
+from rich.console import Console
+
+from ..log import Message
+from ..loop import AgentLoop, TurnResult
+from ._render import LiveRenderer
+
+EXIT_AT_ONCE = 130
+
+
+async def _watch_signals(loop: AgentLoop, errors: Console) -> None:
+    received = 0
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            received += 1
+            if received == 1:
+                errors.print(
+                    f"[yellow]{signal.Signals(signum).name}: cancelling the turn "
+                    "(running tools drain, the log is closed); press Ctrl-C again to exit at once"
+                    "[/yellow]"
+                )
+                loop.cancel({"kind": "user"})
+            else:
+                os._exit(EXIT_AT_ONCE)
+
+
+async def run_turn_live(
+    loop: AgentLoop, prompt: str | Message, *, console: Console, errors: Console
+) -> TurnResult:
+    """Run one turn with live rendering and signal handling.
+
+    Returns:
+        The turn result.
+
+    Raises:
+        Exception: the original failure of an error turn (the log is already closed).
+    """
+    unsubscribe = loop.session.observe(LiveRenderer(console))
+    try:
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(_watch_signals, loop, errors)
+            try:
+                return await loop.run_turn(prompt)
+            finally:
+                task_group.cancel_scope.cancel()
+    finally:
+        unsubscribe()

@@ -1,0 +1,133 @@
+"""Open an AgentLoop over a stored session: start a new one, continue one, or resume one.
+
+Resume loads the log with crash repair committed (a torn tail is truncated, an interrupted
+final turn gets its closers), seeds a `Session` (which appends `session/end-seed`), opens
+the single writer and makes the marker durable before anything else happens.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..errors import SessionNotFoundError
+from ..llm import Model
+from ..log import Session, SessionHeader, now_ms
+from ..store import RepairReport, SessionStore
+from ..tools import Tool, ToolHooks, ToolRegistry
+from ._agent import AgentLoop
+from ._config import LoopConfig
+
+
+def new_session_id() -> str:
+    """Return a fresh session id (a UUID4 string)."""
+    return str(uuid.uuid4())
+
+
+def start_session(
+    *,
+    store: SessionStore,
+    model: Model,
+    tools: ToolRegistry | Sequence[Tool] = (),
+    cwd: Path | str,
+    session_id: str | None = None,
+    config: LoopConfig | None = None,
+    tool_hooks: ToolHooks | None = None,
+) -> AgentLoop:
+    """Create a new session in `store` and return a loop that writes it.
+
+    Args:
+        store: where the log is persisted.
+        model: the model to request.
+        tools: the tools the model may call.
+        cwd: the workspace directory; recorded in the session header.
+        session_id: the id to use; a fresh UUID when None.
+        config: loop options.
+        tool_hooks: pre- and post-execute hooks.
+
+    Returns:
+        An `AgentLoop` owning the session's writer; call `close()` when done.
+
+    Raises:
+        SessionExistsError: if `session_id` already has a stored log (resume it instead).
+        SessionLockedError: if another process writes that session.
+    """
+    workspace = Path(cwd).resolve()
+    sid = session_id or new_session_id()
+    header = SessionHeader(id=sid, created_at=now_ms(), cwd=str(workspace))
+    session = Session(sid, header=header)
+    writer = store.open_writer(session)
+    return AgentLoop(
+        session, model=model, tools=tools, cwd=workspace, config=config,
+        durability=writer, tool_hooks=tool_hooks,
+    )
+
+
+def resume_session(
+    session_id: str,
+    *,
+    store: SessionStore,
+    model: Model,
+    tools: ToolRegistry | Sequence[Tool] = (),
+    cwd: Path | str | None = None,
+    config: LoopConfig | None = None,
+    tool_hooks: ToolHooks | None = None,
+) -> tuple[AgentLoop, RepairReport]:
+    """Load a stored session with crash repair and return a loop that continues it.
+
+    Args:
+        session_id: the stored session.
+        store: where it is persisted.
+        model: the model to request.
+        tools: the tools the model may call.
+        cwd: the workspace; defaults to the session header's cwd.
+        config: loop options.
+        tool_hooks: pre- and post-execute hooks.
+
+    Returns:
+        The loop (turn numbering continues) and what repair did on load.
+
+    Raises:
+        SessionNotFoundError: if the session is not in the store.
+        SessionLockedError: if another process writes it.
+        CorruptLogError: if its committed region is damaged.
+    """
+    loaded = store.load(session_id)
+    session = Session(session_id, seed=loaded.events, header=loaded.header)
+    writer = store.open_writer(session)
+    workspace = Path(cwd or loaded.header.cwd or ".").resolve()
+    loop = AgentLoop(
+        session, model=model, tools=tools, cwd=workspace, config=config,
+        durability=writer, tool_hooks=tool_hooks,
+    )
+    loop.flush()
+    return loop, loaded.repair
+
+
+def open_session(
+    session_id: str,
+    *,
+    store: SessionStore,
+    model: Model,
+    tools: ToolRegistry | Sequence[Tool] = (),
+    cwd: Path | str,
+    config: LoopConfig | None = None,
+    tool_hooks: ToolHooks | None = None,
+) -> tuple[AgentLoop, RepairReport | None]:
+    """Resume `session_id` if it is stored, else create it with that id.
+
+    Returns:
+        The loop, and the repair report (None for a new session).
+    """
+    try:
+        return resume_session(
+            session_id, store=store, model=model, tools=tools, cwd=cwd, config=config,
+            tool_hooks=tool_hooks,
+        )
+    except SessionNotFoundError:
+        loop = start_session(
+            store=store, model=model, tools=tools, cwd=cwd, session_id=session_id,
+            config=config, tool_hooks=tool_hooks,
+        )
+        return loop, None

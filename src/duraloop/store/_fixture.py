@@ -1,0 +1,67 @@
+"""Read any JSONL session log file: ours, a dsh raw log, or a dsh projected fixture.
+
+Projected fixtures (session-spec 8.1) have `seq`/`time` (`seq0`/`time0`) removed and
+placeholders in place of volatile values; they are restored by position (the n-th decoded
+event gets seq n, a missing time is 0) and `{{cwd}}` / `{{sessionId}}` are substituted.
+Nothing is repaired or written: this backs `duraloop show PATH` and the fixture tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from duraloop.errors import SessionFormatUnsupportedError
+from duraloop.log import Event, SessionHeader
+
+from ._jsonl_scan import scan_log
+from ._store import READABLE_EVENT_TYPES
+
+logger = logging.getLogger(__name__)
+
+FIXTURE_CWD = "/fixture-cwd"
+"""The absolute path substituted for the `{{cwd}}` placeholder."""
+
+FIXTURE_SESSION_ID = "fixture-session"
+"""The id substituted for the `{{sessionId}}` placeholder."""
+
+_PLACEHOLDERS = ((b"{{cwd}}", FIXTURE_CWD.encode()), (b"{{sessionId}}", FIXTURE_SESSION_ID.encode()))
+
+
+def read_log_file(path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Event]]:
+    """Read a session log file as it is: header and committed events, no repair.
+
+    A torn final line (no trailing newline, or a tolerated bad tail per session-spec 6.6) is
+    left out and logged as a warning; damage inside the committed region raises.
+
+    Args:
+        path: a `session.jsonl` file.
+
+    Returns:
+        The header and the events in seq order (an interrupted turn stays open).
+
+    Raises:
+        CorruptLogError: if the header or the committed region is damaged.
+        SessionFormatUnsupportedError: for another format version or an unknown event type.
+        OSError: if the file cannot be read.
+    """
+    file = Path(path)
+    data = file.read_bytes()
+    for placeholder, value in _PLACEHOLDERS:
+        data = data.replace(placeholder, value)
+    result = scan_log(data, path=str(file), projected=True)
+    if result.torn_offset is not None:
+        logger.warning(
+            "%s: ignoring a torn tail of %d bytes after line-complete events",
+            file,
+            result.size_bytes - result.committed_bytes,
+        )
+    for event in result.events:
+        if event.type not in READABLE_EVENT_TYPES and event.ignorable is not True:
+            raise SessionFormatUnsupportedError(
+                f'session "{result.header.id}" contains event type "{event.type}" (seq '
+                f"{event.seq}) unknown to this harness and not marked ignorable; refusing to "
+                f"interpret the log — it was likely written by a newer harness (raw log: {file})"
+            )
+    return result.header, result.events

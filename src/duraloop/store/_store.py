@@ -1,0 +1,372 @@
+"""SessionStore: the coordination every backend shares (session-spec 4.3, 5, 6.2).
+
+Single writer per session (a lock taken by `open_writer` and by repairing loads), the id
+collision check, seq checks on every append, cold repair on load (truncate a torn tail,
+append closers durably), the vocabulary refusal on read, and fork. Backends only store.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from duraloop.errors import (
+    SessionExistsError,
+    SessionForkError,
+    SessionFormatUnsupportedError,
+    SessionNotFoundError,
+    StoreError,
+)
+from duraloop.log import (
+    Event,
+    Session,
+    SessionHeader,
+    fork_header,
+    fork_seed,
+    interrupted_turn_closers,
+    lossless_copy,
+    now_ms,
+)
+from duraloop.log import vocabulary as v
+
+from ._backend import StorageBackend, StoredLog
+from ._jsonl import JsonlBackend
+from ._memory import MemoryBackend
+from ._writer import SessionWriter, check_batch
+
+logger = logging.getLogger(__name__)
+
+READABLE_EVENT_TYPES = v.KNOWN_EVENT_TYPES
+"""Types a read accepts without `ignorable: true`: dsh's vocabulary, which covers every
+type duraloop writes."""
+
+
+@dataclass(frozen=True, slots=True)
+class RepairReport:
+    """What a load repaired.
+
+    Args:
+        truncated_bytes: bytes cut from a torn tail (memory backend: events), 0 if none.
+        closers: the events appended to close an interrupted final turn.
+    """
+
+    truncated_bytes: int = 0
+    closers: list[Event] = field(default_factory=list)
+
+    @property
+    def repaired(self) -> bool:
+        """Whether anything was truncated or appended."""
+        return bool(self.truncated_bytes or self.closers)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedSession:
+    """A stored session, balanced: every turn closed (session-spec 4.3).
+
+    Args:
+        header: the stored header.
+        events: the stored events plus closers, without a `session/end-seed` for this
+            lifecycle; resume with `Session(header.id, seed=events, header=header)`.
+        repair: what the load truncated and appended.
+    """
+
+    header: SessionHeader
+    events: list[Event]
+    repair: RepairReport
+
+
+@dataclass(frozen=True, slots=True)
+class SessionSummary:
+    """One line of `SessionStore.list()`.
+
+    Args:
+        id: the session id.
+        created_at: creation time, epoch milliseconds.
+        cwd: the working directory, or None.
+        turn_count: the number of `turn/start` events.
+        last_turn_end: the last turn's end reason kind, or "open" if it has not ended
+            (or "none" if there is no turn).
+        event_count: the number of stored events.
+        parent_session: the fork parent, or None.
+    """
+
+    id: str
+    created_at: int
+    cwd: str | None
+    turn_count: int
+    last_turn_end: str
+    event_count: int
+    parent_session: str | None
+
+
+def _summary(stored: StoredLog) -> SessionSummary:
+    turn_count = 0
+    last = "none"
+    for event in stored.events:
+        if event.type == v.TURN_START:
+            turn_count += 1
+            last = "open"
+        elif event.type == v.TURN_END:
+            reason = event.data.get("reason") if isinstance(event.data, dict) else None
+            last = str(reason.get("kind")) if isinstance(reason, dict) else "unknown"
+    header = stored.header
+    return SessionSummary(
+        id=header.id,
+        created_at=header.created_at,
+        cwd=header.cwd,
+        turn_count=turn_count,
+        last_turn_end=last,
+        event_count=len(stored.events),
+        parent_session=header.parent_session,
+    )
+
+
+class SessionStore:
+    """Persist, load, repair, list and fork session logs over one storage backend.
+
+    Args:
+        backend: the storage (see `MemoryStore` and `JsonlStore` for ready-made stores).
+    """
+
+    def __init__(self, backend: StorageBackend) -> None:
+        self.backend = backend
+        self._writers: dict[str, SessionWriter] = {}
+
+    def open_writer(self, session: Session) -> SessionWriter:
+        """Take the session's writer lock and return a writer that persists it.
+
+        A resumed or forked session whose seed reproduces the stored log claims it and writes
+        only its suffix (e.g. the `session/end-seed`); a torn tail is truncated first.
+
+        Args:
+            session: the live session.
+
+        Returns:
+            The writer; call `flush()` at durability points and `close()` at the end.
+
+        Raises:
+            SessionLockedError: if another writer (in any process) holds the session.
+            SessionExistsError: if a brand-new session reuses an id with a persisted log.
+            CorruptLogError: if the stored log is damaged.
+        """
+        if session.id in self._writers:
+            raise StoreError(f'session "{session.id}" already has an open writer in this store')
+        release = self.backend.lock(session.id, cwd=session.header.cwd)
+        try:
+            cursor = self._claim(session)
+        except BaseException:
+            release()
+            raise
+        writer = SessionWriter(
+            session, backend=self.backend, cursor=cursor, release=release, on_close=self._closed
+        )
+        self._writers[session.id] = writer
+        return writer
+
+    def _closed(self, writer: SessionWriter) -> None:
+        if self._writers.get(writer.session.id) is writer:
+            del self._writers[writer.session.id]
+
+    def _claim(self, session: Session) -> int:
+        if not self.backend.exists(session.id):
+            return 0
+        stored = self.backend.read(session.id)
+        events = session.events
+        count = len(stored.events)
+        seeded = session.first_live_seq > 0 or (bool(events) and events[0].type == v.END_SEED)
+        if (
+            not seeded
+            or session.first_live_seq < count
+            or stored.header.cwd != session.header.cwd
+            or list(events[:count]) != stored.events
+        ):
+            raise SessionExistsError(
+                f'session "{session.id}" already has a persisted log; resume it instead '
+                "(load it and seed a Session with the loaded events)"
+            )
+        if stored.torn is not None:
+            self.backend.truncate(session.id, stored.torn)
+        return count
+
+    def append(self, session_id: str, events: Sequence[Event]) -> None:
+        """Append a contiguous batch to a stored session durably, under its writer lock.
+
+        Args:
+            session_id: a stored session without an open writer.
+            events: events whose first seq is the stored length; empty is a no-op.
+
+        Raises:
+            AppendConflictError: if the first seq is not the stored next seq, or seqs gap.
+            EventRejectedError: if an event's data is not losslessly JSON-serializable.
+            SessionNotFoundError: if nothing is stored under the id.
+            SessionLockedError: if a writer holds the session.
+        """
+        batch = list(events)
+        if not batch:
+            return
+        for event in batch:
+            what = f'session event batch is not losslessly JSON-serializable: "{event.type}" seq {event.seq}'
+            lossless_copy([event.data, event.surface_op, event.source_event_seqs], what=what)
+        release = self.backend.lock(session_id, cwd=None)
+        try:
+            stored = self.backend.read(session_id)
+            if stored.torn is not None:
+                self.backend.truncate(session_id, stored.torn)
+            check_batch(session_id, batch, len(stored.events))
+            self.backend.append(session_id, batch)
+        finally:
+            release()
+
+    def load(self, session_id: str) -> LoadedSession:
+        """Read a session and durably repair it: truncate a torn tail, append closers.
+
+        Args:
+            session_id: the session to load.
+
+        Returns:
+            The balanced log, without a `session/end-seed` for the next lifecycle.
+
+        Raises:
+            SessionNotFoundError: if nothing is stored under the id.
+            SessionLockedError: if another process is writing the session.
+            CorruptLogError: if the committed region is damaged.
+            SessionFormatUnsupportedError: for a newer/older format or an unknown event type.
+            StoreError: if the repair cannot be written, or the live turn of a writer open
+                in this store is not closed.
+        """
+        live = self._writers.get(session_id)
+        if live is not None:
+            live.flush()
+            stored = self.backend.read(session_id)
+            if interrupted_turn_closers(stored.events):
+                raise StoreError(
+                    f'cannot load session "{session_id}" while its live turn is open; use the '
+                    "live Session or wait for the turn to close"
+                )
+            return LoadedSession(stored.header, stored.events, RepairReport())
+        release = self.backend.lock(session_id, cwd=None)
+        try:
+            stored = self.backend.read(session_id)
+            self._check_vocabulary(stored)
+            closers = interrupted_turn_closers(stored.events)
+            truncated = 0
+            if stored.torn is not None:
+                truncated = self.backend.truncate(session_id, stored.torn)
+            if closers:
+                check_batch(session_id, closers, len(stored.events))
+                self.backend.append(session_id, closers)
+                logger.warning(
+                    "session %s: closed interrupted turn with %d closers", session_id, len(closers)
+                )
+        finally:
+            release()
+        return LoadedSession(stored.header, stored.events + closers, RepairReport(truncated, closers))
+
+    def inspect(self, session_id: str) -> LoadedSession:
+        """Read a session and balance it in memory only; never writes.
+
+        Args:
+            session_id: the session to read.
+
+        Returns:
+            The stored events plus in-memory closers; `repair.truncated_bytes` is what a
+            load would cut.
+
+        Raises:
+            SessionNotFoundError: if nothing is stored under the id.
+            CorruptLogError: if the committed region is damaged.
+            SessionFormatUnsupportedError: for a newer/older format or an unknown event type.
+        """
+        stored = self.backend.read(session_id)
+        self._check_vocabulary(stored)
+        closers = interrupted_turn_closers(stored.events)
+        report = RepairReport(stored.torn_bytes, closers)
+        return LoadedSession(stored.header, stored.events + closers, report)
+
+    @staticmethod
+    def _check_vocabulary(stored: StoredLog) -> None:
+        for event in stored.events:
+            if event.type not in READABLE_EVENT_TYPES and event.ignorable is not True:
+                text = (
+                    f'session "{stored.header.id}" contains event type "{event.type}" (seq '
+                    f"{event.seq}) unknown to this harness and not marked ignorable; refusing to "
+                    "interpret the log — it was likely written by a newer harness"
+                )
+                if stored.path is not None:
+                    text += f" (raw log: {stored.path})"
+                raise SessionFormatUnsupportedError(text)
+
+    def exists(self, session_id: str) -> bool:
+        """Return whether a persisted log exists for the id."""
+        return self.backend.exists(session_id)
+
+    def list(self) -> builtins.list[SessionSummary]:
+        """Summarize every persisted session, oldest first (reads each log, no repair).
+
+        Returns:
+            One `SessionSummary` per materialized session.
+
+        Raises:
+            CorruptLogError: if a stored log is damaged.
+        """
+        summaries = [_summary(self.backend.read(header.id)) for header in self.backend.list_headers()]
+        return sorted(summaries, key=lambda summary: (summary.created_at, summary.id))
+
+    def fork(self, source_id: str, *, boundary: int | None = None, child_id: str | None = None) -> str:
+        """Persist a new session seeded with a closed-turn prefix of another (spec 5.2).
+
+        The child log is the seed plus `session/end-seed`, written once; its header has
+        `parentSession`, `seedLength` and the parent's cwd.
+
+        Args:
+            source_id: the session to fork (read without repair; closers in memory).
+            boundary: the last inherited seq (inclusive); defaults to the last event.
+            child_id: the child id; a UUID4 is minted when None.
+
+        Returns:
+            The child id.
+
+        Raises:
+            SessionForkError: `SESSION_ALREADY_EXISTS`, `SESSION_NOT_FOUND`,
+                `INVALID_BOUNDARY` or `OPEN_TURN`.
+        """
+        if child_id is not None and self.backend.exists(child_id):
+            raise SessionForkError(f'session "{child_id}" already exists', code="SESSION_ALREADY_EXISTS")
+        try:
+            source = self.inspect(source_id)
+        except SessionNotFoundError as exc:
+            raise SessionForkError(f'session "{source_id}" not found', code="SESSION_NOT_FOUND") from exc
+        seed = fork_seed(source.events, session_id=source_id, boundary=boundary)
+        child = child_id if child_id is not None else str(uuid.uuid4())
+        header = fork_header(source.header, child_id=child, seed_length=len(seed), created_at=now_ms())
+        session = Session(child, seed=seed, header=header)
+        try:
+            with self.open_writer(session):
+                pass
+        except SessionExistsError as exc:
+            raise SessionForkError(f'session "{child}" already exists', code="SESSION_ALREADY_EXISTS") from exc
+        logger.info("forked session %s from %s at %d events", child, source_id, len(seed))
+        return child
+
+
+class MemoryStore(SessionStore):
+    """A SessionStore over process memory (tests, ephemeral sessions)."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryBackend())
+
+
+class JsonlStore(SessionStore):
+    """A SessionStore of raw JSONL files under `root` (session-spec 6.3-6.6).
+
+    Args:
+        root: the store directory, e.g. `~/.duraloop/sessions`.
+        pack_chunks: store runs of >= 3 chunk events as packed rows.
+    """
+
+    def __init__(self, root: Path | str, *, pack_chunks: bool = True) -> None:
+        super().__init__(JsonlBackend(root, pack_chunks=pack_chunks))

@@ -1,0 +1,173 @@
+"""The session writer: persists a live Session's committed events in durable batches.
+
+`flush()` writes every event committed since the last successful flush as ONE batch (one
+write, one fsync for JSONL). The first flush of a new session materializes header and batch
+atomically. A failed flush changes nothing stored and keeps the batch for the next flush.
+The writer holds the session's single-writer lock until `close()` (Law 8).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+from duraloop.errors import AppendConflictError
+from duraloop.log import Event, Session
+
+from ._backend import StorageBackend, WriteReceipt
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class WriterStatistics:
+    """Counters of one `SessionWriter` since it was opened.
+
+    Args:
+        fsync_count: fsync calls made by durable writes (0 for the memory backend).
+        bytes_written: bytes stored (header included on materialization).
+        batches_written: successful flushes that wrote a batch.
+        events_written: logical events stored.
+        pending_events: events committed to the session but not yet stored.
+    """
+
+    fsync_count: int
+    bytes_written: int
+    batches_written: int
+    events_written: int
+    pending_events: int
+
+
+def check_batch(session_id: str, batch: Sequence[Event], cursor: int) -> None:
+    """Check a batch continues the stored log exactly: first seq == cursor, no gaps.
+
+    Args:
+        session_id: the session, for the message.
+        batch: the events to append.
+        cursor: the stored log's length (the next seq).
+
+    Raises:
+        AppendConflictError: "append seq mismatch for "<id>": expected X at index i, got Y".
+    """
+    for index, event in enumerate(batch):
+        if event.seq != cursor + index:
+            raise AppendConflictError(
+                f'append seq mismatch for "{session_id}": expected {cursor + index} at index '
+                f"{index}, got {event.seq}"
+            )
+
+
+class SessionWriter:
+    """Persist one live Session; obtain it from `SessionStore.open_writer`.
+
+    Use it as a context manager, or call `close()`: both flush, then release the lock.
+
+    Args:
+        session: the live session.
+        backend: where to write.
+        cursor: how many of the session's events are already stored.
+        release: releases the single-writer lock.
+        on_close: called once when the writer closes.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        backend: StorageBackend,
+        cursor: int,
+        release: Callable[[], None],
+        on_close: Callable[[SessionWriter], None],
+    ) -> None:
+        self.session = session
+        self._backend = backend
+        self._cursor = cursor
+        self._materialized = cursor > 0 or backend.exists(session.id)
+        self._release = release
+        self._on_close = on_close
+        self._closed = False
+        self._fsync_count = 0
+        self._bytes_written = 0
+        self._batches_written = 0
+        self._events_written = 0
+
+    @property
+    def stored_seq(self) -> int:
+        """The number of the session's events that are durably stored."""
+        return self._cursor
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` has run."""
+        return self._closed
+
+    def flush(self) -> None:
+        """Store every event committed since the last flush as one durable batch.
+
+        A no-op (no fsync) when nothing is pending. On failure the batch stays pending and
+        the next flush retries it with the same seqs.
+
+        Raises:
+            StoreError: if the write fails or was refused (the stored log is unchanged).
+            AppendConflictError: if the stored log no longer ends where this writer left it.
+        """
+        batch = list(self.session.events[self._cursor :])
+        if not batch:
+            return
+        check_batch(self.session.id, batch, self._cursor)
+        receipt: WriteReceipt
+        if self._materialized:
+            receipt = self._backend.append(self.session.id, batch)
+        else:
+            receipt = self._backend.materialize(self.session.header, batch)
+            self._materialized = True
+        self._cursor += len(batch)
+        self._fsync_count += receipt.fsync_count
+        self._bytes_written += receipt.bytes_written
+        self._batches_written += 1
+        self._events_written += len(batch)
+        logger.debug("session %s: stored %d events up to seq %d", self.session.id, len(batch), self._cursor - 1)
+
+    def close(self) -> None:
+        """Flush, then release the writer lock; idempotent.
+
+        Raises:
+            StoreError: if the final flush fails (the lock is released anyway).
+        """
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._closed = True
+            self._release()
+            self._on_close(self)
+
+    def statistics(self) -> WriterStatistics:
+        """Return the writer's counters.
+
+        Returns:
+            A frozen snapshot of fsyncs, bytes, batches and events written, and pending events.
+        """
+        return WriterStatistics(
+            fsync_count=self._fsync_count,
+            bytes_written=self._bytes_written,
+            batches_written=self._batches_written,
+            events_written=self._events_written,
+            pending_events=len(self.session.events) - self._cursor,
+        )
+
+    def __enter__(self) -> SessionWriter:
+        """Return the writer itself."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Close the writer (flush and release)."""
+        self.close()

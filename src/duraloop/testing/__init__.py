@@ -1,0 +1,8 @@
+"""Public test doubles: gates that release tool bodies by key, and whole-log checks."""
+
+from ._gates import Gates as Gates
+from ._gates import gated_tool as gated_tool
+from ._logcheck import check_log as check_log
+from ._logcheck import describe_log as describe_log
+
+__all__ = ["Gates", "check_log", "describe_log", "gated_tool"]

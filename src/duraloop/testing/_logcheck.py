@@ -1,0 +1,123 @@
+"""Whole-log checks for tests: relational invariants, Law 4, one `turn/end` per turn.
+
+`check_log` is what every failure test asserts afterwards: the log is still a valid,
+provider-acceptable conversation, whatever failed. `describe_log` renders a log in the
+spec's compact notation so a test can compare the shape of a whole log in one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..log._event import Event
+from ..log._invariants import InvariantChecker
+from ..log._messages import tool_calls_of
+from ..log._pairing import check_pairing
+from ..log._session import Session
+from ..log._vocabulary import (
+    ASSISTANT_CHUNK,
+    ASSISTANT_MESSAGE,
+    REQUEST_CONTEXT,
+    REQUEST_HEADER,
+    STEP_END,
+    STEP_START,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+    USER_MESSAGE,
+)
+
+
+def _result_call_id(event: Event) -> str:
+    return str(event.data["message"]["source"]["callId"])
+
+
+def _describe(event: Event) -> str | None:
+    kind, data = event.type, event.data
+    if kind == TURN_START:
+        return f"T+{data['turn']}"
+    if kind == TURN_END:
+        return f"T-{data['turn']}({data['reason']['kind']})"
+    if kind == STEP_START:
+        return f"S+{data['step']}"
+    if kind == STEP_END:
+        return f"S-{data['step']}"
+    if kind == USER_MESSAGE:
+        return "U"
+    if kind == REQUEST_HEADER:
+        return "H"
+    if kind == REQUEST_CONTEXT:
+        return "C"
+    if kind == ASSISTANT_CHUNK:
+        return None
+    if kind == ASSISTANT_MESSAGE:
+        calls = [block["id"] for block in tool_calls_of(data["message"])]
+        flag = "!" if data.get("interrupted") else ""
+        return f"A{flag}({','.join(calls)})" if calls else f"A{flag}"
+    if kind == TOOL_CALL:
+        return f"call({data['callId']})"
+    if kind == TOOL_RESULT:
+        error = data.get("error")
+        is_error = data["message"]["content"][0].get("isError")
+        status = error["code"] if error else ("err" if is_error else "ok")
+        return f"res({_result_call_id(event)},{status})"
+    return kind
+
+
+def describe_log(events: Sequence[Event]) -> list[str]:
+    """Render a log in the spec's notation, dropping `assistant/chunk`s.
+
+    Args:
+        events: the log.
+
+    Returns:
+        One string per event, e.g. `T+1 S+1 U H C A(c1) call(c1) res(c1,ok) S-1 T-1(completed)`:
+        `A!` marks an interrupted message, `res(id,CODE)` an error with a code, `res(id,err)`
+        an error without one.
+    """
+    return [text for text in map(_describe, events) if text is not None]
+
+
+def _check_law4(events: Sequence[Event]) -> None:
+    """Each step's assistant calls have exactly one result each, in call order, before step/end."""
+    expected: list[str] = []
+    answered: list[str] = []
+    for event in events:
+        if event.type == STEP_START:
+            expected, answered = [], []
+        elif event.type == ASSISTANT_MESSAGE:
+            expected = [block["id"] for block in tool_calls_of(event.data["message"])]
+        elif event.type == TOOL_RESULT:
+            answered.append(_result_call_id(event))
+        elif event.type == STEP_END and answered != expected:
+            raise AssertionError(
+                f"Law 4: step {event.data['step']} of turn {event.data['turn']} (step/end at "
+                f"seq {event.seq}) answered {answered}, expected {expected}"
+            )
+
+
+def check_log(session: Session) -> None:
+    """Assert a session log is valid after whatever happened to it.
+
+    Checks: the relational invariants (`InvariantChecker`) over the whole log; Law 4 for every
+    closed step; exactly one `turn/end` per `turn/start`; and that the derived messages pass
+    the provider pairing check.
+
+    Args:
+        session: the session to check.
+
+    Raises:
+        AssertionError: naming the first broken rule.
+    """
+    events = session.events
+    try:
+        InvariantChecker().check_all(events)
+        check_pairing(session.derive_messages())
+    except Exception as exc:
+        raise AssertionError(f"log check failed: {exc}") from exc
+    _check_law4(events)
+    starts = [e.data["turn"] for e in events if e.type == TURN_START]
+    ends = [e.data["turn"] for e in events if e.type == TURN_END]
+    if starts != ends:
+        raise AssertionError(f"turn/start {starts} and turn/end {ends} do not pair up")
