@@ -8,7 +8,6 @@ is gone (or a zombie awaiting its reaper, which no longer runs).
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from pathlib import Path
@@ -65,10 +64,9 @@ async def test_bash_returns_combined_output_and_exit_code(tmp_path: Path) -> Non
 
 
 @pytest.mark.anyio
-async def test_bash_runs_in_workspace(tmp_path: Path) -> None:
-    expected = os.path.realpath(tmp_path)
+async def test_bash_runs_in_workspace(tmp_path: Path, real_tmp_path: Path) -> None:
     outcome = await _bash(tmp_path, command="pwd")
-    assert outcome.text == f"{expected}\n[exit code: 0]"
+    assert outcome.text == f"{real_tmp_path}\n[exit code: 0]"
 
 
 @pytest.mark.anyio

@@ -8,7 +8,6 @@ no code, coded failures carry `{name, code}`, and cancellation replaces only suc
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -114,11 +113,11 @@ async def test_pipeline_success_returns_text_block(pipeline: ToolPipeline) -> No
 
 @pytest.mark.anyio
 async def test_pipeline_json_and_none_returns_become_text(
-    pipeline: ToolPipeline, tmp_path: Path
+    pipeline: ToolPipeline, real_tmp_path: Path
 ) -> None:
     result = await _run(pipeline, _call("structured"), CancelSignal())
     assert json.loads(result.text) == {"cwd": str(pipeline.cwd), "items": [1, 2.5, None]}
-    assert pipeline.cwd == Path(os.path.realpath(tmp_path))
+    assert pipeline.cwd == real_tmp_path
     assert (await _run(pipeline, _call("nothing"), CancelSignal())).text == "ok"
 
 
@@ -354,7 +353,7 @@ async def test_pipeline_subclass_can_inject_dispatch_fault(tmp_path: Path) -> No
 
 
 @pytest.mark.anyio
-async def test_body_sees_context(tmp_path: Path) -> None:
+async def test_body_sees_context(tmp_path: Path, real_tmp_path: Path) -> None:
     seen: list[ToolContext] = []
 
     @tool
@@ -368,7 +367,7 @@ async def test_body_sees_context(tmp_path: Path) -> None:
     await _run(pipeline, _call("look", call_id="k1"), signal)
     assert seen == [
         ToolContext(
-            cwd=Path(os.path.realpath(tmp_path)),
+            cwd=real_tmp_path,
             signal=signal,
             call_id="k1",
             tool_name="look",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from datetime import datetime, timezone
@@ -11,6 +12,7 @@ from typing import Annotated
 import anyio
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..errors import DuraloopError, UsageError
@@ -97,7 +99,7 @@ def run(
     with loop:
         err.print(f"[dim]session {loop.session.id}[/dim]")
         try:
-            result = anyio.run(run_turn_live, loop, prompt, out, err)
+            result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
         finally:
             out.print(f"session: {loop.session.id}")
     raise typer.Exit(_exit_for(result.kind))
@@ -143,7 +145,7 @@ def resume(
     loop, repair = resume_session(session_id, store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config)
     err.print(f"{session_id}: {_repair_text(repair)}")
     with loop:
-        result = anyio.run(run_turn_live, loop, prompt, out, err)
+        result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
         out.print(f"session: {session_id}")
     raise typer.Exit(_exit_for(result.kind))
 
@@ -227,7 +229,7 @@ def list_sessions(store: StoreOption = None) -> None:
     """List sessions: id, created, turns, the last turn's end reason."""
     table = Table("id", "created", "turns", "last turn")
     for summary in _store(store).list():
-        table.add_row(summary.id, _when(summary.created_at), str(summary.turn_count), summary.last_reason)
+        table.add_row(summary.id, _when(summary.created_at), str(summary.turn_count), summary.last_turn_end)
     out.print(table)
 
 
@@ -244,22 +246,7 @@ def demo(
 def main() -> None:
     """Run the CLI; a DuraloopError prints one line `Type: message` and exits 1."""
     try:
-        app(standalone_mode=False)
+        app()
     except DuraloopError as exc:
-        err.print(f"[red]{type(exc).__name__}[/red]: {exc}", markup=True, highlight=False)
+        err.print(f"[red]{type(exc).__name__}[/red]: {escape(str(exc))}")
         sys.exit(1)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        sys.exit(1)
-    except Exception as exc:
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
-
-
-def _reason(kind: dict[str, object]) -> str:
-    return reason_text(kind)

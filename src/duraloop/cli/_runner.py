@@ -53,8 +53,9 @@ async def run_turn_live(
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(_watch_signals, loop, errors)
             try:
-                return await loop.run_turn(prompt)
+                result = await loop.run_turn(prompt)
             finally:
                 task_group.cancel_scope.cancel()
+        return result
     finally:
         unsubscribe()

@@ -86,7 +86,7 @@ class Model(Protocol):
         ...
 
 
-async def stream_chunks(model: Model, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+async def stream_chunks(model: Model, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
     """Stream one model attempt, turning any raise into a terminal error finish.
 
     Chunks pass through unchanged. If the adapter raises (an `LlmError` or anything else),

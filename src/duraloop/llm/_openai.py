@@ -1,6 +1,6 @@
 """The OpenAI Chat Completions adapter (OpenAI and every compatible server, DeepSeek included).
 
-Built on the official `openai` SDK with its retries off (`max_retries=2`): one `stream()`
+Built on the official `openai` SDK with its retries off (`max_retries=0`): one `stream()`
 call is one provider attempt, and duraloop's retry policy owns retries (llm-spec 1.4 rule 7).
 Wire rules follow llm-spec 2.1/2.3 and the pairing rule of 3.1: an assistant message carries
 all its tool calls (raw argument strings), each tool result becomes one `tool` message
@@ -79,7 +79,7 @@ class OpenAIChatModel:
         self._base_url = base_url or "https://api.openai.com/v1"
         self._send_reasoning = provider == "deepseek"
         self._client = openai.AsyncOpenAI(
-            api_key=key, base_url=base_url, max_retries=2, timeout=timeout_seconds
+            api_key=key, base_url=base_url, max_retries=0, timeout=timeout_seconds
         )
         self._cache: dict[str, tuple[Message, list[JsonObject]]] = {}
 

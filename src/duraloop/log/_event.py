@@ -63,12 +63,15 @@ def decode_event(raw: bytes | str) -> Event:
 
     Raises:
         EventRejectedError: "invalid event envelope" when a key is extra or missing, a type is
-            wrong, or `seq`/`time` are out of range.
+            wrong, or `seq`/`time` are out of range; "event is not valid JSON" when `raw`
+            does not parse.
     """
     try:
         event = _decoder.decode(raw)
     except msgspec.ValidationError as exc:
         raise EventRejectedError(f"invalid event envelope: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise EventRejectedError(f"event is not valid JSON: {exc}") from exc
     check_envelope(event)
     return event
 

@@ -8,6 +8,7 @@ runs (so every `tool/call` is durable before its body, Law 5).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,11 +128,17 @@ async def run_step(
     with anyio.CancelScope() as scope:
         remove = signal.add_listener(lambda _reason: scope.cancel())
         try:
-            async for chunk in stream_chunks(model, request):
-                signal.throw_if_aborted()
-                event = session.append(ASSISTANT_CHUNK, {"turn": turn, "step": step, "chunk": chunk})
-                chunk_seqs.append(event.seq)
-                assembler.push(chunk)
+            async with aclosing(stream_chunks(model, request)) as stream:
+                async for chunk in stream:
+                    # A cancel between chunks (e.g. from a chunk observer) must keep the
+                    # visible prefix like one during an await does: stop, don't raise here.
+                    if signal.aborted:
+                        break
+                    event = session.append(
+                        ASSISTANT_CHUNK, {"turn": turn, "step": step, "chunk": chunk}
+                    )
+                    chunk_seqs.append(event.seq)
+                    assembler.push(chunk)
         finally:
             remove()
     if signal.aborted or scope.cancelled_caught:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal as signals
 import subprocess
+from pathlib import Path
 from typing import Annotated, Final, Literal
 
 import anyio
@@ -65,6 +66,14 @@ async def bash(
     Args:
         command: the command line, run with `/bin/bash -c`.
         timeout_seconds: the limit in seconds; the command and its children are killed after it.
+        ctx: injected; the workspace is the working directory, and cancelling `ctx.signal`
+            kills the command.
+
+    Returns:
+        A success with the output and a final `[exit code: <n>]` line (a non-zero exit is
+        still a success: the model reads the code); a `TOOL_TIMEOUT` failure after the
+        timeout, or an `ABORTED` failure when the turn is cancelled, each with the output
+        so far.
     """
     output = _CappedOutput()
     process = await anyio.open_process(
@@ -149,15 +158,45 @@ async def _terminate_group(process: Process) -> None:
         await process.wait()
         return
     with anyio.move_on_after(KILL_GRACE_SECONDS):
+        await process.wait()  # reap bash, or its zombie keeps the group non-empty
         # No event exists for "the group is empty", so poll it.
-        while _signal_group(pgid, 0):  # noqa: ASYNC110
+        while _group_alive(pgid):  # noqa: ASYNC110
             await anyio.sleep(_POLL_SECONDS)
     _signal_group(pgid, signals.SIGKILL)
     await process.wait()
 
 
+def _group_alive(pgid: int) -> bool:
+    """Return whether a process of the group is still running (zombies do not count).
+
+    On Linux this reads `/proc`, because an orphaned zombie keeps `killpg(pgid, 0)`
+    succeeding until its reaper (PID 1, which in a container may never reap) collects it.
+    Elsewhere it asks `killpg(pgid, 0)`.
+    """
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").exists():
+        return _signal_group(pgid, 0)
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # the process exited while we looked: it is not running
+        # Fields after the parenthesised command: state, ppid, pgrp, ...
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) >= 3 and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            return True
+    return False
+
+
 def _signal_group(pgid: int, signal_number: int) -> bool:
-    """Send `signal_number` to the group; return False when no process is left in it."""
+    """Send `signal_number` to the group.
+
+    Returns:
+        True if delivered; False when no process is left in the group (not an error: the
+        command and its children have already exited).
+    """
     try:
         os.killpg(pgid, signal_number)
     except ProcessLookupError:

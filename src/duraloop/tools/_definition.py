@@ -166,7 +166,6 @@ def tool(
             a missing annotation, an unsupported type, no description); the message names
             the function and the fix.
     """
-
     # Annotations naming classes local to the caller (e.g. a model defined in a function,
     # with `from __future__ import annotations`) resolve against the caller's locals.
     frame = inspect.currentframe()
@@ -298,7 +297,15 @@ def _argument_model(
     hints: dict[str, Any],
     arg_docs: dict[str, str],
 ) -> tuple[type[BaseModel], dict[str, str] | None]:
-    """Return the argument model and the parameter-to-field map (None: the model is the arg)."""
+    """Build (or pick) the pydantic model that validates the arguments.
+
+    Returns:
+        `(model, field_names)`: `field_names` maps each parameter to its model field, or is
+        None when the single parameter is itself the model.
+
+    Raises:
+        ToolDefinitionError: if pydantic cannot build a model for the annotations.
+    """
     if len(params) == 1:
         annotation = hints[params[0].name]
         if isinstance(annotation, type) and issubclass(annotation, BaseModel):

@@ -27,7 +27,7 @@ from ._workspace import (
     FS_NOT_TEXT,
     GREP_INVALID_PATTERN,
     display_path,
-    os_error,
+    raise_os_error,
     resolve_in_workspace,
     truncate_utf8,
 )
@@ -53,6 +53,15 @@ def read_file(
         path: the file, relative to the workspace.
         start_line: the 1-based line to start from.
         max_lines: how many lines to return at most; all remaining lines when omitted.
+        ctx: injected; `ctx.cwd` is the workspace every path is confined to.
+
+    Returns:
+        The lines, as they are in the file; a final `[truncated: ...]` note names the
+        `start_line` to read on from when the output cap is reached.
+
+    Raises:
+        ToolError: `PATH_OUTSIDE_WORKSPACE` for a path outside the workspace; `FS_NOT_FOUND`, `FS_NOT_A_FILE`, `FS_NOT_TEXT`,
+            `FS_PERMISSION_DENIED` or `FS_IO_ERROR` when the file cannot be read as text.
     """
     resolved = resolve_in_workspace(ctx.cwd, path)
     if resolved.is_dir():
@@ -75,7 +84,7 @@ def read_file(
     except UnicodeDecodeError as exc:
         raise ToolError(f"{path} is not UTF-8 text", code=FS_NOT_TEXT) from exc
     except OSError as exc:
-        raise os_error(exc, path) from exc
+        raise_os_error(exc, path)
     text = "".join(kept)
     if truncated:
         next_line = start_line + len(kept)
@@ -92,6 +101,14 @@ def list_dir(ctx: ToolContext, path: str = ".") -> str:
 
     Args:
         path: the directory, relative to the workspace.
+        ctx: injected; `ctx.cwd` is the workspace every path is confined to.
+
+    Returns:
+        One entry name a line, sorted, directories ending with `/`.
+
+    Raises:
+        ToolError: `PATH_OUTSIDE_WORKSPACE` for a path outside the workspace; `FS_NOT_FOUND`, `FS_NOT_A_DIRECTORY`,
+            `FS_PERMISSION_DENIED` or `FS_IO_ERROR` when the directory cannot be listed.
     """
     resolved = resolve_in_workspace(ctx.cwd, path)
     try:
@@ -99,7 +116,7 @@ def list_dir(ctx: ToolContext, path: str = ".") -> str:
     except NotADirectoryError as exc:
         raise ToolError(f"{path} is not a directory", code=FS_NOT_A_DIRECTORY) from exc
     except OSError as exc:
-        raise os_error(exc, path) from exc
+        raise_os_error(exc, path)
     if not entries:
         return f"{path}: empty directory"
     names = [
@@ -122,6 +139,14 @@ def grep(ctx: ToolContext, pattern: str, path: str = ".", glob: str | None = Non
         pattern: a Python regular expression.
         path: the file or directory to search, relative to the workspace.
         glob: only search files whose name or relative path matches this pattern (`*.py`).
+        ctx: injected; `ctx.cwd` is the workspace every path is confined to.
+
+    Returns:
+        `file:line:text` lines, `no matches`, and notes on skipped files or the match cap.
+
+    Raises:
+        ToolError: `PATH_OUTSIDE_WORKSPACE` for a path outside the workspace; `GREP_INVALID_PATTERN` for a bad regular
+            expression; `FS_NOT_FOUND` when `path` does not exist.
     """
     try:
         regex = re.compile(pattern)
@@ -177,6 +202,14 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
     Args:
         path: the file, relative to the workspace; replaced if it exists.
         content: the full new content.
+        ctx: injected; `ctx.cwd` is the workspace every path is confined to.
+
+    Returns:
+        `wrote <n> bytes to <path>`.
+
+    Raises:
+        ToolError: `PATH_OUTSIDE_WORKSPACE` for a path outside the workspace; `FS_NOT_A_FILE` for a directory;
+            `FS_PERMISSION_DENIED` or `FS_IO_ERROR` when the write fails.
     """
     resolved = resolve_in_workspace(ctx.cwd, path)
     if resolved.is_dir():
@@ -186,7 +219,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
         resolved.parent.mkdir(parents=True, exist_ok=True)
         resolved.write_bytes(data)
     except OSError as exc:
-        raise os_error(exc, path) from exc
+        raise_os_error(exc, path)
     return f"wrote {len(data)} bytes to {display_path(ctx.cwd, resolved)}"
 
 
@@ -203,6 +236,16 @@ def edit_file(
         path: the file, relative to the workspace.
         old: the exact text to replace; it must occur exactly once.
         new: the replacement text.
+        ctx: injected; `ctx.cwd` is the workspace every path is confined to.
+
+    Returns:
+        `edited <path>`.
+
+    Raises:
+        ToolError: `PATH_OUTSIDE_WORKSPACE` for a path outside the workspace; `FS_EDIT_NOT_FOUND` when `old` does not
+            occur; `FS_AMBIGUOUS_EDIT` when it occurs more than once; `FS_NOT_FOUND`,
+            `FS_NOT_TEXT`, `FS_PERMISSION_DENIED` or `FS_IO_ERROR` when the file cannot be
+            read or written.
     """
     resolved = resolve_in_workspace(ctx.cwd, path)
     try:
@@ -210,7 +253,7 @@ def edit_file(
     except UnicodeDecodeError as exc:
         raise ToolError(f"{path} is not UTF-8 text", code=FS_NOT_TEXT) from exc
     except OSError as exc:
-        raise os_error(exc, path) from exc
+        raise_os_error(exc, path)
     count = text.count(old)
     if count == 0:
         raise ToolError(
@@ -226,7 +269,7 @@ def edit_file(
     try:
         resolved.write_text(text.replace(old, new, 1), encoding="utf-8")
     except OSError as exc:
-        raise os_error(exc, path) from exc
+        raise_os_error(exc, path)
     return f"edited {display_path(ctx.cwd, resolved)}"
 
 

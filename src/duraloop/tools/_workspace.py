@@ -9,7 +9,7 @@ sandbox (a path can change between the check and its use).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
+from typing import Final, NoReturn
 
 from ..errors import ToolError
 
@@ -64,26 +64,28 @@ def display_path(cwd: Path, resolved: Path) -> str:
     return relative.as_posix() if relative.parts else "."
 
 
-def os_error(exc: OSError, shown: str) -> ToolError:
-    """Translate an `OSError` raised on `shown` into a coded `ToolError`.
+def raise_os_error(exc: OSError, shown: str) -> NoReturn:
+    """Raise the coded `ToolError` for an `OSError` raised on `shown`, chained to it.
 
     Args:
         exc: the error.
         shown: the path as the model named it.
 
-    Returns:
-        `FS_NOT_FOUND`, `FS_PERMISSION_DENIED`, `FS_NOT_A_FILE`, `FS_NOT_A_DIRECTORY`, or
-        `FS_IO_ERROR` for anything else; the caller raises it `from exc`.
+    Raises:
+        ToolError: `FS_NOT_FOUND`, `FS_PERMISSION_DENIED`, `FS_NOT_A_FILE`,
+            `FS_NOT_A_DIRECTORY`, or `FS_IO_ERROR` for anything else.
     """
     if isinstance(exc, FileNotFoundError):
-        return ToolError(f"{shown}: no such file or directory", code=FS_NOT_FOUND)
+        raise ToolError(f"{shown}: no such file or directory", code=FS_NOT_FOUND) from exc
     if isinstance(exc, PermissionError):
-        return ToolError(f"{shown}: permission denied", code=FS_PERMISSION_DENIED)
+        raise ToolError(f"{shown}: permission denied", code=FS_PERMISSION_DENIED) from exc
     if isinstance(exc, IsADirectoryError):
-        return ToolError(f"{shown} is a directory, not a file", code=FS_NOT_A_FILE)
+        raise ToolError(f"{shown} is a directory, not a file", code=FS_NOT_A_FILE) from exc
     if isinstance(exc, NotADirectoryError):
-        return ToolError(f"{shown}: a path component is not a directory", code=FS_NOT_A_DIRECTORY)
-    return ToolError(f"{shown}: {exc.strerror or exc}", code=FS_IO_ERROR)
+        raise ToolError(
+            f"{shown}: a path component is not a directory", code=FS_NOT_A_DIRECTORY
+        ) from exc
+    raise ToolError(f"{shown}: {exc.strerror or exc}", code=FS_IO_ERROR) from exc
 
 
 def truncate_utf8(text: str, max_bytes: int) -> tuple[str, bool]:

@@ -1,0 +1,335 @@
+"""Shared helpers for the duraloop benchmarks (PERFORMANCE.md scenarios S, R and P).
+
+The scenario, as PERFORMANCE.md defines it for every framework: each step is one model
+response with 3 tool calls of no-op tools, persistence is durable on disk (the JSONL store,
+fsync at every durable boundary), and the whole history is sent with each request.
+
+Shape chosen here: N steps run in ONE turn (`LoopConfig(max_steps=N + 1)`), plus one final
+text-only step that ends the turn. One turn is the representative shape of an agent run
+(a single user task driving many tool steps) and isolates the per-step cost: the per-turn
+events (`turn/start`, `user/message`, `turn/end`, the request header) are paid once.
+
+Honest request cost: the scripted model is wrapped by `EncodingModel`, which, before each
+response, builds the provider payload of the whole request the way the OpenAI-compatible
+adapter does (`OpenAIChatModel.payload`, which caches the converted payload of each
+immutable message by id) and JSON-encodes it with msgspec (what the HTTP client would
+send). That work is inside every timed figure.
+
+Scripts import this module as `_scenario` (they run as `python benchmarks/<script>.py`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from duraloop.llm import ModelRequest, OpenAIChatModel, ScriptedModel, StreamChunk
+from duraloop.log import Session
+from duraloop.loop import AgentLoop, LoopConfig, start_session
+from duraloop.store import JsonlStore, MemoryStore, SessionStore
+from duraloop.tools import Tool, tool
+
+CALLS_PER_STEP = 3
+RUNS = 3
+
+# --------------------------------------------------------------------------- tools
+
+
+@tool(parallel=True)
+async def noop_read(i: int) -> str:
+    """Return at once (a no-op, parallel-safe tool).
+
+    Args:
+        i: the step number.
+    """
+    return "ok"
+
+
+@tool(parallel=True)
+async def noop_list(i: int) -> str:
+    """Return at once (a no-op, parallel-safe tool).
+
+    Args:
+        i: the step number.
+    """
+    return "ok"
+
+
+@tool(parallel=True)
+async def noop_stat(i: int) -> str:
+    """Return at once (a no-op, parallel-safe tool).
+
+    Args:
+        i: the step number.
+    """
+    return "ok"
+
+
+NOOP_TOOLS: tuple[Tool, ...] = (noop_read, noop_list, noop_stat)
+
+
+def sleep_tool(seconds: float) -> Tool:
+    """Return a parallel-safe tool named `sleep` whose body is `anyio.sleep(seconds)`."""
+
+    @tool(name="sleep", parallel=True)
+    async def sleep(i: int) -> str:
+        """Sleep for a fixed time, then return.
+
+        Args:
+            i: the call number.
+        """
+        if seconds > 0:
+            await anyio.sleep(seconds)
+        return "ok"
+
+    return sleep
+
+
+# --------------------------------------------------------------------------- scripts
+
+
+def step_script(
+    steps: int, *, calls_per_step: int = CALLS_PER_STEP, text: str = "", final_text: str = "Done."
+) -> list[dict[str, Any]]:
+    """Return a ScriptedModel script: `steps` tool steps, then one text-only final step.
+
+    Each tool step is one response with `calls_per_step` calls of the no-op tools (cycling
+    through `NOOP_TOOLS`), arguments `{"i": step}`, and optionally some text.
+    """
+    names = [t.name for t in NOOP_TOOLS]
+    script: list[dict[str, Any]] = []
+    for step in range(1, steps + 1):
+        calls = [
+            {"name": names[k % len(names)], "arguments": {"i": step}} for k in range(calls_per_step)
+        ]
+        response: dict[str, Any] = {"tool_calls": calls}
+        if text:
+            response["text"] = text
+        script.append(response)
+    script.append({"text": final_text})
+    return script
+
+
+class EncodingModel:
+    """A ScriptedModel that also builds and JSON-encodes the provider payload of each request.
+
+    Attributes:
+        request_times: perf_counter() at the start of each request (one per step).
+        encoded_bytes: bytes of the last encoded request body.
+    """
+
+    def __init__(self, script: Sequence[dict[str, Any]]) -> None:
+        self._inner = ScriptedModel(script)
+        self.provider = self._inner.provider
+        self.model = self._inner.model
+        # Used only for its payload conversion (with its per-message cache); never sends.
+        self._adapter = OpenAIChatModel("bench-model", api_key="sk-bench-not-used")
+        self.request_times: list[float] = []
+        self.encoded_bytes = 0
+
+    def encode(self, request: ModelRequest) -> bytes:
+        """Build the Chat Completions body for `request` and JSON-encode it."""
+        body = msgspec.json.encode(self._adapter.payload(request))
+        self.encoded_bytes = len(body)
+        return body
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Encode the request, then stream the next scripted response."""
+        self.request_times.append(time.perf_counter())
+        self.encode(request)
+        async for chunk in self._inner.stream(request):
+            yield chunk
+
+    async def aclose(self) -> None:
+        """Close the (unused) HTTP client of the payload adapter."""
+        await self._adapter.aclose()
+
+
+def encode_request(
+    adapter: OpenAIChatModel, messages: Sequence[Any], system: str | None, tools: Sequence[Any]
+) -> bytes:
+    """JSON-encode the Chat Completions body of one request (used by the resume child)."""
+    request = ModelRequest(messages=messages, system=system, tools=tools)
+    return msgspec.json.encode(adapter.payload(request))
+
+
+# --------------------------------------------------------------------------- fsync counting
+
+
+@dataclass
+class FsyncCounter:
+    """Counts every `os.fsync` in the process while installed (files and directories)."""
+
+    count: int = 0
+    _original: Callable[[int], None] | None = field(default=None, repr=False)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[FsyncCounter]:
+        original = os.fsync
+
+        def counting(fd: Any) -> None:
+            self.count += 1
+            original(fd)
+
+        os.fsync = counting
+        try:
+            yield self
+        finally:
+            os.fsync = original
+
+
+# --------------------------------------------------------------------------- scenario S
+
+
+@dataclass
+class StepRun:
+    """Figures of one scenario-S run."""
+
+    steps: int
+    turn_seconds: float
+    request_times: list[float]
+    turn_end: float
+    fsyncs_writer: int
+    fsyncs_os: int
+    bytes_written: int
+    file_bytes: int
+    events: int
+    last_request_bytes: int
+    session_id: str
+    root: Path
+
+    @property
+    def ms_per_step(self) -> float:
+        return self.turn_seconds * 1000 / self.steps
+
+    @property
+    def tail_ms_per_step(self) -> float:
+        """Per-step cost of the last 10% of tool steps (at least one step)."""
+        tail = max(1, self.steps // 10)
+        first = self.steps - tail  # index of the request of step (steps - tail + 1)
+        end = self.request_times[self.steps]  # request of the final text step
+        return (end - self.request_times[first]) * 1000 / tail
+
+
+def log_path(store: SessionStore, session_id: str) -> Path:
+    """Return the JSONL file of a stored session."""
+    locate = getattr(store.backend, "locate", None)
+    path = locate(session_id) if locate is not None else None
+    if path is None:
+        raise RuntimeError(f"no JSONL log for {session_id}")
+    return Path(path)
+
+
+async def run_steps(steps: int, root: Path, *, durable: bool = True) -> StepRun:
+    """Run scenario S once: one turn of `steps` tool steps (+ a final text step)."""
+    workspace = root / "ws"
+    workspace.mkdir(parents=True, exist_ok=True)
+    store: SessionStore = JsonlStore(root / "store") if durable else MemoryStore()
+    model = EncodingModel(step_script(steps))
+    counter = FsyncCounter()
+    with counter.installed():
+        loop = start_session(
+            store=store, model=model, tools=NOOP_TOOLS, cwd=workspace,
+            config=LoopConfig(max_steps=steps + 1),
+        )
+        writer = loop.durability
+        started = time.perf_counter()
+        result = await loop.run_turn("Run the benchmark task.")
+        ended = time.perf_counter()
+        loop.close()
+    await model.aclose()
+    if result.kind != "completed" or result.steps != steps + 1:
+        raise RuntimeError(f"scenario S turn ended {result.reason} after {result.steps} steps")
+    stats = writer.statistics() if writer is not None and hasattr(writer, "statistics") else None
+    file_bytes = log_path(store, loop.session.id).stat().st_size if durable else 0
+    return StepRun(
+        steps=steps,
+        turn_seconds=ended - started,
+        request_times=model.request_times,
+        turn_end=ended,
+        fsyncs_writer=stats.fsync_count if stats is not None else -1,
+        fsyncs_os=counter.count,
+        bytes_written=stats.bytes_written if stats is not None else -1,
+        file_bytes=file_bytes,
+        events=loop.session.seq,
+        last_request_bytes=model.encoded_bytes,
+        session_id=loop.session.id,
+        root=root,
+    )
+
+
+def run_steps_sync(steps: int, root: Path | None = None) -> StepRun:
+    """Run scenario S in a fresh temp dir (or `root`) and return its figures."""
+    if root is not None:
+        return anyio.run(run_steps, steps, root)
+    with tempfile.TemporaryDirectory(prefix="duraloop-bench-") as tmp:
+        return anyio.run(run_steps, steps, Path(tmp))
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def median_of(values: Sequence[float]) -> str:
+    """Format `median (min-max)`."""
+    return f"{statistics.median(values):.3g} ({min(values):.3g}-{max(values):.3g})"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Render a plain-text table."""
+    cells = [[str(c) for c in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+@dataclass
+class Figure:
+    """One summary line: a figure, its target and whether it passes."""
+
+    scenario: str
+    name: str
+    value: str
+    target: str
+    passed: bool | None  # None: informational, no target
+
+
+def figures_table(figures: Sequence[Figure]) -> str:
+    """Render figures as `scenario | figure | value | target | pass`."""
+    rows = [
+        (f.scenario, f.name, f.value, f.target, "-" if f.passed is None else ("PASS" if f.passed else "FAIL"))
+        for f in figures
+    ]
+    return table(("scenario", "figure", "median (min-max)", "target", "result"), rows)
+
+
+__all__ = [
+    "CALLS_PER_STEP",
+    "NOOP_TOOLS",
+    "RUNS",
+    "AgentLoop",
+    "EncodingModel",
+    "Figure",
+    "FsyncCounter",
+    "Session",
+    "StepRun",
+    "encode_request",
+    "figures_table",
+    "log_path",
+    "median_of",
+    "run_steps",
+    "run_steps_sync",
+    "sleep_tool",
+    "step_script",
+    "table",
+]

@@ -1,0 +1,156 @@
+"""Builders shared by the loop tests: a loop over a fresh session, fault-injecting pipelines."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+
+from duraloop.llm import ScriptedModel
+from duraloop.log import Event, Session
+from duraloop.loop import AgentLoop, LoopConfig
+from duraloop.loop._agent import Durability
+from duraloop.tools import (
+    Tool,
+    ToolCallRequest,
+    ToolContext,
+    ToolHooks,
+    ToolPipeline,
+    ToolRegistry,
+)
+from duraloop.tools._pipeline import Prepared
+from duraloop.tools._signal import CancelSignal
+
+Fault = Callable[[ToolCallRequest], Awaitable[None]]
+
+
+def call(call_id: str, name: str = "p", **arguments: Any) -> dict[str, Any]:
+    """A scripted tool call."""
+    return {"id": call_id, "name": name, "arguments": arguments}
+
+
+def tools_step(*calls: dict[str, Any], text: str = "") -> dict[str, Any]:
+    """A scripted response that calls tools."""
+    return {"text": text, "tool_calls": list(calls)}
+
+
+def faulty_pipeline(
+    *,
+    before_prepare: Fault | None = None,
+    before_dispatch: Fault | None = None,
+    is_parallel_error: BaseException | None = None,
+) -> type[ToolPipeline]:
+    """A `ToolPipeline` subclass whose stages run an injected fault first."""
+
+    class FaultyPipeline(ToolPipeline):
+        def is_parallel(self, call: ToolCallRequest) -> bool:
+            if is_parallel_error is not None:
+                raise is_parallel_error
+            return super().is_parallel(call)
+
+        async def prepare(self, call: ToolCallRequest, signal: CancelSignal) -> Prepared:
+            if before_prepare is not None:
+                await before_prepare(call)
+            return await super().prepare(call, signal)
+
+        async def dispatch(self, call: ToolCallRequest, signal: CancelSignal) -> Any:
+            if before_dispatch is not None:
+                await before_dispatch(call)
+            return await super().dispatch(call, signal)
+
+    return FaultyPipeline
+
+
+def make_loop(
+    cwd: Path,
+    script: Sequence[dict[str, Any]],
+    tools: Sequence[Tool] | ToolRegistry,
+    *,
+    cap: int = 10,
+    max_steps: int = 100,
+    pipeline: type[ToolPipeline] = ToolPipeline,
+    hooks: ToolHooks | None = None,
+    durability: Durability | None = None,
+    session: Session | None = None,
+) -> tuple[Session, ScriptedModel, AgentLoop]:
+    """A loop over a fresh session (or `session`) driven by a scripted model."""
+    session = session if session is not None else Session("s")
+    model = ScriptedModel(list(script))
+    loop = AgentLoop(
+        session,
+        model=model,
+        tools=tools,
+        cwd=cwd,
+        config=LoopConfig(max_parallel_tool_calls=cap, max_steps=max_steps),
+        durability=durability,
+        tool_hooks=hooks,
+        pipeline_factory=pipeline,
+    )
+    return session, model, loop
+
+
+def _any_object(arguments: Any) -> Any:
+    if not isinstance(arguments, dict):
+        raise ValueError("arguments must be a JSON object")
+    return arguments
+
+
+def recorder_tool(name: str, record: list[str], *, parallel: bool = True) -> Tool:
+    """A tool recording `<name>-start-<id>`, yielding once, then `<name>-end-<id>`."""
+
+    async def body(args: Any, ctx: ToolContext) -> str:
+        record.append(f"{name}-start-{ctx.call_id}")
+        await anyio.lowlevel.checkpoint()
+        record.append(f"{name}-end-{ctx.call_id}")
+        return f"{name} {ctx.call_id} ok"
+
+    return Tool(
+        name=name,
+        description=f"Record {name}.",
+        parameters={"type": "object", "properties": {}},
+        validator=_any_object,
+        body=body,
+        parallel=parallel,
+    )
+
+
+def of_type(events: Sequence[Event], kind: str) -> list[Event]:
+    """The events of one type, in order."""
+    return [event for event in events if event.type == kind]
+
+
+def result_for(events: Sequence[Event], call_id: str) -> Event:
+    """The single `tool/result` answering `call_id`."""
+    found = [
+        e for e in of_type(events, "tool/result") if e.data["message"]["source"]["callId"] == call_id
+    ]
+    assert len(found) == 1, f"{len(found)} results for {call_id}"
+    return found[0]
+
+
+def call_seq(events: Sequence[Event], call_id: str) -> int:
+    """The seq of the single `tool/call` of `call_id`."""
+    found = [e.seq for e in of_type(events, "tool/call") if e.data["callId"] == call_id]
+    assert len(found) == 1, f"{len(found)} tool/calls for {call_id}"
+    return found[0]
+
+
+def result_text(event: Event) -> str:
+    """The text of a `tool/result`."""
+    block = event.data["message"]["content"][0]
+    return "".join(part.get("text", "") for part in block["content"])
+
+
+def tool_results_in(messages: Sequence[dict[str, Any]]) -> list[tuple[str, bool, str]]:
+    """`(call id, isError, text)` of every tool-result message in a request."""
+    found = []
+    for message in messages:
+        source = message.get("source") or {}
+        if source.get("kind") == "tool":
+            block = message["content"][0]
+            text = "".join(part.get("text", "") for part in block["content"])
+            found.append((block["toolCallId"], block["isError"], text))
+    return found

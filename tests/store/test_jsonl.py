@@ -1,0 +1,189 @@
+"""The JSONL backend on disk: layout, crash recovery, fsync rollback, locks (cases 63-67).
+
+These tests write real files under `tmp_path`, corrupt them the way a crash would, and use
+a second OS process for the lock, because `flock` semantics are per open file description.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from duraloop.errors import CorruptLogError, SessionLockedError, StoreError
+from duraloop.log import Session
+from duraloop.store import JsonlStore, MemoryStore
+
+from ._builders import meta, one_turn_log, ss, te, text_chunk, ts
+
+
+def log_path(root: Path, session_id: str, cwd: str | None = None) -> Path:
+    project = "_no-cwd" if cwd is None else "--" + cwd.strip("/").replace("/", "-") + "--"
+    return root / project / session_id / "session.jsonl"
+
+
+def test_layout_modes_and_header_line(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    store.backend.materialize(meta("s1", "/home/user/proj"), one_turn_log())
+    path = log_path(tmp_path, "s1", "/home/user/proj")
+    assert path.is_file()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert path.read_bytes().startswith(b'{"type":"session","version":0,"id":"s1","createdAt":1000,"cwd":"/home/user/proj","delegationDepth":0}\n')
+    assert not list(path.parent.glob("*.tmp"))
+
+
+def test_case_63_crash_with_torn_line_truncates_and_closes_the_turn(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    store.backend.materialize(meta("s"), one_turn_log())
+    store.append("s", [ts(6, 2), ss(7, 2, 1)])
+    path = log_path(tmp_path, "s")
+    committed = path.read_bytes()
+    with path.open("ab") as handle:
+        handle.write(b'{"type":"assistant/chunk","seq":8,"ti')
+    loaded = store.load("s")
+    assert [e.seq for e in loaded.events] == list(range(10))
+    assert [e.type for e in loaded.events[8:]] == ["step/end", "turn/end"]
+    assert loaded.events[9].data["reason"] == {"kind": "interrupted"}
+    assert loaded.repair.truncated_bytes == len(b'{"type":"assistant/chunk","seq":8,"ti')
+    assert path.read_bytes().startswith(committed), "the committed prefix is unchanged"
+    store.append("s", [ts(10, 3), te(11, 3)])
+    assert [e.seq for e in store.load("s").events] == list(range(12))
+
+
+def test_case_64_failed_fsync_rolls_the_append_back_and_retry_succeeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = JsonlStore(tmp_path)
+    session = Session("s", seed=one_turn_log(), header=meta("s"), check_invariants=False)
+    writer = store.open_writer(session)
+    writer.flush()
+    path = log_path(tmp_path, "s")
+    size = path.stat().st_size
+    real_fsync = os.fsync
+    calls = {"n": 0}
+
+    def failing_fsync(fd: int) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise OSError(5, "simulated EIO")
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", failing_fsync)
+    session.append("turn/start", {"turn": 2})
+    with pytest.raises(StoreError, match="rolled back") as info:
+        writer.flush()
+    assert isinstance(info.value.__cause__, OSError)
+    assert path.stat().st_size == size
+    assert writer.statistics().pending_events == 1
+    writer.flush()
+    writer.close()
+    assert [e.seq for e in store.backend.read("s").events] == list(range(8))
+
+
+def test_writer_flush_is_one_fsync_per_batch_and_noop_when_idle(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    session = Session("s", header=meta("s"))
+    with store.open_writer(session) as writer:
+        session.append("turn/start", {"turn": 1})
+        writer.flush()
+        first = writer.statistics()
+        session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+        writer.flush()
+        writer.flush()
+        stats = writer.statistics()
+    assert first.fsync_count == 2, "materialize: file + directory"
+    assert stats.fsync_count == 3
+    assert stats.bytes_written == log_path(tmp_path, "s").stat().st_size
+
+
+def test_writer_packs_chunk_runs_per_batch(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    events = [ts(0, 1), ss(1, 1, 1), *[text_chunk(2 + k, 2 + k, "x") for k in range(4)]]
+    store.backend.materialize(meta("s"), events)
+    lines = log_path(tmp_path, "s").read_bytes().splitlines()
+    assert len(lines) == 4 and b'"text-chunks"' in lines[3]
+    assert store.inspect("s").events[: len(events)] == events
+
+
+def test_case_67_header_id_mismatch_rejects_and_changes_nothing(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    store.backend.materialize(meta("a"), [ts(0, 1)])
+    store.backend.materialize(meta("b"), [ts(0, 1)])
+    path = log_path(tmp_path, "a")
+    path.write_bytes(path.read_bytes().replace(b'"id":"a"', b'"id":"b"'))
+    before = path.read_bytes()
+    with pytest.raises(CorruptLogError, match='requested id "a" does not match header id "b"'):
+        store.load("a")
+    assert path.read_bytes() == before
+
+
+def test_corrupt_committed_line_raises_with_path_and_line(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    store.backend.materialize(meta("s"), one_turn_log())
+    path = log_path(tmp_path, "s")
+    lines = path.read_bytes().split(b"\n")
+    lines[3] = lines[3][:-5]
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(CorruptLogError) as info:
+        store.load("s")
+    assert info.value.line == 4
+    assert info.value.path == str(path)
+
+
+def test_duplicate_id_under_two_projects_is_corruption(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    store.backend.materialize(meta("s", "/a"), [ts(0, 1)])
+    other = log_path(tmp_path, "s", "/b")
+    other.parent.mkdir(parents=True)
+    other.write_bytes(log_path(tmp_path, "s", "/a").read_bytes())
+    with pytest.raises(CorruptLogError, match='duplicate JSONL session id "s"'):
+        store.load("s")
+
+
+HOLD_LOCK = textwrap.dedent(
+    """
+    import sys, time
+    from duraloop.store import JsonlStore
+    release = JsonlStore(sys.argv[1]).backend.lock("s", cwd=None)
+    print("locked", flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+def test_second_writer_in_another_process_gets_session_locked(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    store.backend.materialize(meta("s"), [ts(0, 1)])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(SessionLockedError, match="being written by another process"):
+            store.load("s")
+        with pytest.raises(SessionLockedError):
+            store.open_writer(Session("s", seed=[ts(0, 1)], header=meta("s")))
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdin is not None:
+            holder.stdin.close()
+        if holder.stdout is not None:
+            holder.stdout.close()
+    loaded = store.load("s")
+    assert [e.type for e in loaded.events] == ["turn/start", "turn/end"], "a dead holder's lock does not block"
+
+
+def test_memory_and_jsonl_store_agree_on_a_written_session(tmp_path: Path) -> None:
+    results = []
+    for store in (MemoryStore(), JsonlStore(tmp_path)):
+        session = Session("s", header=meta("s"), clock=lambda: 5)
+        with store.open_writer(session):
+            session.append("turn/start", {"turn": 1})
+            session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+        results.append(store.load("s").events)
+    assert results[0] == results[1]

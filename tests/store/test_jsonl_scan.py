@@ -1,0 +1,112 @@
+"""Torn-tail scanning of raw JSONL logs, exactly per session-spec 6.6 (cases 55-61).
+
+A bad or gapped line is tolerated (the start of a torn tail) only if no later decodable line
+contains a `turn/end`; otherwise the committed region is damaged and the scan raises with
+the line number. Scanning is pure, so these tests feed bytes straight to `scan_log`.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from duraloop.errors import CorruptLogError
+from duraloop.log import Event, encode_event
+from duraloop.store._jsonl_scan import scan_log
+from duraloop.store._records import encode_header
+
+from ._builders import meta, ss, te, ts
+
+HEADER = encode_header(meta("s"))
+
+
+def lines(*items: Event | bytes) -> bytes:
+    return b"".join((item if isinstance(item, bytes) else encode_event(item)) + b"\n" for item in items)
+
+
+@pytest.mark.parametrize("body", [b"", b'{"type":"session","version":0,"id":"s","createdAt":1,"delegationDepth":0}'])
+def test_case_55_header_must_be_a_complete_line(body: bytes) -> None:
+    with pytest.raises(CorruptLogError, match="header-less"):
+        scan_log(body, path="p")
+
+
+def test_case_55_two_header_lines_are_corrupt() -> None:
+    with pytest.raises(CorruptLogError, match="unparsable committed event.*line 2"):
+        scan_log(HEADER + HEADER + lines(te(0, 1)), path="p")
+
+
+def test_case_56_final_fragment_without_newline_is_torn() -> None:
+    e0 = encode_event(ts(0, 1)) + b"\n"
+    result = scan_log(HEADER + e0 + b"ignored torn tail", path="p")
+    assert [e.seq for e in result.events] == [0]
+    assert result.committed_bytes == len(HEADER) + len(e0)
+    assert result.torn_offset == result.committed_bytes
+
+
+def test_case_57_unparsable_line_without_later_turn_end_is_a_torn_tail() -> None:
+    result = scan_log(HEADER + lines(ts(0, 1), b"{not json", ss(1, 1, 1)), path="p")
+    assert [e.seq for e in result.events] == [0]
+    assert result.torn_offset == len(HEADER) + len(lines(ts(0, 1)))
+
+
+def test_case_57_gap_on_a_turn_end_line_is_fatal() -> None:
+    with pytest.raises(CorruptLogError, match=r"seq gap in committed region \(expected 0, got 1\) at line 2"):
+        scan_log(HEADER + lines(te(1, 1)), path="p")
+
+
+def test_case_58_seq_gap_without_later_turn_end_is_tolerated() -> None:
+    result = scan_log(HEADER + lines(ts(0, 1), ss(2, 1, 1)), path="p")
+    assert [e.seq for e in result.events] == [0]
+
+
+def test_case_58_seq_gap_before_a_turn_end_is_corruption() -> None:
+    with pytest.raises(CorruptLogError, match="seq gap in committed region.*line 3 of p"):
+        scan_log(HEADER + lines(ts(0, 1), ss(2, 1, 1), te(3, 1)), path="p")
+
+
+def test_case_58_corrupt_line_before_a_turn_end_raises_with_its_line_number() -> None:
+    with pytest.raises(CorruptLogError, match="unparsable committed event.* at line 2 of p") as info:
+        scan_log(HEADER + lines(b"{not json", te(1, 1)), path="p")
+    assert info.value.line == 2
+    assert info.value.path == "p"
+
+
+def test_case_58_blank_line_is_an_unparsable_line() -> None:
+    with pytest.raises(CorruptLogError, match="line 3"):
+        scan_log(HEADER + lines(ts(0, 1), b"", te(1, 1)), path="p")
+
+
+def test_case_59_header_only_file_has_no_events() -> None:
+    result = scan_log(HEADER, path="p")
+    assert result.events == []
+    assert result.committed_bytes == len(HEADER)
+    assert result.torn_offset is None
+
+
+def test_case_60_gap_after_the_last_turn_end_is_dropped() -> None:
+    result = scan_log(HEADER + lines(ts(0, 1), te(1, 1), ss(9, 1, 1)), path="p")
+    assert [e.seq for e in result.events] == [0, 1]
+    assert result.torn_offset is not None
+
+
+def test_case_61_packed_row_expands_between_turn_start_and_end() -> None:
+    row = b'{"type":"text-chunks","seq0":1,"time0":2,"data":{"turn":1,"step":1,"index":0,"dt":[1,1],"texts":["a","b","c"]}}'
+    result = scan_log(HEADER + lines(ts(0, 1), row, te(4, 1)), path="p")
+    assert [e.seq for e in result.events] == [0, 1, 2, 3, 4]
+    member = result.events[2]
+    assert (member.type, member.time, member.data["chunk"]) == (
+        "assistant/chunk", 3, {"type": "text-delta", "index": 0, "text": "b"},
+    )
+
+
+def test_case_61_malformed_row_before_a_turn_end_is_corruption() -> None:
+    row = b'{"type":"text-chunks","seq0":1,"time0":2,"data":{"turn":1,"step":1,"index":0,"dt":[1],"texts":["a","b","c"]}}'
+    with pytest.raises(CorruptLogError, match="malformed text-chunks storage row"):
+        scan_log(HEADER + lines(ts(0, 1), row, te(4, 1)), path="p")
+
+
+def test_case_61_packed_row_whose_seq0_skips_is_dropped_whole() -> None:
+    row = b'{"type":"text-chunks","seq0":5,"time0":2,"data":{"turn":1,"step":1,"index":0,"dt":[1,1],"texts":["a","b","c"]}}'
+    prefix = HEADER + lines(ts(0, 1), te(1, 1))
+    result = scan_log(prefix + row + b"\n", path="p")
+    assert [e.seq for e in result.events] == [0, 1]
+    assert result.committed_bytes == len(prefix)

@@ -1,0 +1,106 @@
+"""Packed chunk rows (session-spec 6.4, case 65): which runs pack, and exact round trips."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import pytest
+
+from duraloop.log import Event
+from duraloop.store._packing import unpack_row
+from duraloop.store._records import decode_record, encode_batch
+
+from ._builders import ev, se, ss, te, text_chunk, ts
+
+
+def rows(events: list[Event], *, pack: bool = True) -> list[dict[str, Any]]:
+    return [msgspec.json.decode(line) for line in encode_batch(events, pack_chunks=pack).splitlines()]
+
+
+def decoded(events: list[Event], *, pack: bool = True) -> list[Event]:
+    data = encode_batch(events, pack_chunks=pack)
+    return [event for line in data.splitlines() for event in decode_record(line)]
+
+
+def five_chunk_turn() -> list[Event]:
+    chunks = [text_chunk(2 + k, 10 + k, f"t{k}") for k in range(5)]
+    return [ts(0, 1), ss(1, 1, 1), *chunks, ev("assistant/message", 7, 20, {"x": 1}, op="append"), se(8, 1, 1), te(9, 1)]
+
+
+def test_case_65_five_text_deltas_pack_into_one_row() -> None:
+    events = five_chunk_turn()
+    assert [row["type"] for row in rows(events)] == [
+        "turn/start", "step/start", "text-chunks", "assistant/message", "step/end", "turn/end",
+    ]
+    row = rows(events)[2]
+    assert row == {"type": "text-chunks", "seq0": 2, "time0": 10, "data": {"turn": 1, "step": 1, "index": 0, "dt": [1, 1, 1, 1], "texts": ["t0", "t1", "t2", "t3", "t4"]}}
+    assert decoded(events) == events
+
+
+def test_case_65_pack_chunks_false_writes_verbatim_lines() -> None:
+    events = five_chunk_turn()
+    assert [row["type"] for row in rows(events, pack=False)].count("assistant/chunk") == 5
+    assert decoded(events, pack=False) == events
+
+
+def tool_delta(seq: int, time: int, args: str, *, call_id: str = "c", name: str | None = "bash") -> Event:
+    chunk: dict[str, Any] = {"type": "tool-call-delta", "index": 1, "id": call_id}
+    if name is not None:
+        chunk["name"] = name
+    chunk["argumentsDelta"] = args
+    return ev("assistant/chunk", seq, time, {"turn": 1, "step": 1, "chunk": chunk})
+
+
+def test_case_65_tool_call_and_reasoning_runs_pack_and_round_trip() -> None:
+    reasoning = [ev("assistant/chunk", k, 100 - k, {"turn": 1, "step": 1, "chunk": {"type": "reasoning-delta", "index": 0, "text": str(k)}}) for k in range(3)]
+    tools = [tool_delta(3 + k, 5, "{}"[: k % 2]) for k in range(4)]
+    events = reasoning + tools
+    assert [row["type"] for row in rows(events)] == ["reasoning-chunks", "tool-call-chunks"]
+    assert rows(events)[0]["data"]["dt"] == [-1, -1], "negative gaps round-trip"
+    assert decoded(events) == events
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [text_chunk(0, 0, "a"), text_chunk(1, 0, "b")],
+        [text_chunk(0, 0, "a"), text_chunk(1, 0, "b"), text_chunk(3, 0, "c")],
+        [text_chunk(0, 0, "a"), text_chunk(1, 0, "b"), text_chunk(2, 0, "c", index=1)],
+        [text_chunk(0, 0, "a"), text_chunk(1, 0, "b"), text_chunk(2, 0, "c", step=2)],
+        [tool_delta(0, 0, "a"), tool_delta(1, 0, "b"), tool_delta(2, 0, "c", call_id="d")],
+        [tool_delta(0, 0, "a"), tool_delta(1, 0, "b"), tool_delta(2, 0, "c", name=None)],
+        [text_chunk(0, 0, "a"), text_chunk(1, 0, "b"), ev("assistant/chunk", 2, 0, {"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 0, "text": "c", "extra": 1}})],
+        [text_chunk(0, 0, "a"), text_chunk(1, -(2**53 - 1), "b"), text_chunk(2, 2**53 - 1, "c")],
+    ],
+    ids=["short-run", "seq-gap", "index-switch", "step-switch", "call-id-change", "name-presence", "off-whitelist", "unsafe-gap"],
+)
+def test_case_65_ineligible_runs_stay_verbatim(events: list[Event]) -> None:
+    assert not [row for row in rows(events) if row["type"].endswith("-chunks")]
+    assert decoded(events) == events
+
+
+def test_case_65_short_run_stays_verbatim_exactly() -> None:
+    assert [row["type"] for row in rows([text_chunk(0, 0, "a"), text_chunk(1, 0, "b")])] == ["assistant/chunk"] * 2
+
+
+def test_case_65_mixed_layout_loads_identically() -> None:
+    events = five_chunk_turn()
+    packed = encode_batch(events[:5], pack_chunks=True) + encode_batch(events[5:], pack_chunks=False)
+    assert [e for line in packed.splitlines() for e in decode_record(line)] == events
+
+
+@pytest.mark.parametrize(
+    ("row", "detail"),
+    [
+        ({"type": "text-chunks", "seq0": -1, "time0": 0, "data": {"turn": 1, "step": 1, "index": 0, "dt": [], "texts": ["a"]}}, "seq0"),
+        ({"type": "text-chunks", "seq0": 0, "time0": 0.5, "data": {"turn": 1, "step": 1, "index": 0, "dt": [], "texts": ["a"]}}, "time0"),
+        ({"type": "text-chunks", "seq0": 0, "time0": 0, "data": {"turn": 1, "step": 1, "index": 0, "dt": [], "texts": []}}, "non-empty"),
+        ({"type": "text-chunks", "seq0": 0, "time0": 0, "data": {"turn": 1, "step": 1, "index": 0, "dt": [1, 2], "texts": ["a", "b"]}}, "dt"),
+        ({"type": "text-chunks", "seq0": 0, "time0": 0, "extra": 1, "data": {}}, "keys"),
+        ({"type": "tool-call-chunks", "seq0": 0, "time0": 0, "data": {"turn": 1, "step": 1, "index": 0, "dt": [], "args": ["a"]}}, "data keys"),
+    ],
+)
+def test_malformed_rows_are_rejected_strictly(row: dict[str, Any], detail: str) -> None:
+    with pytest.raises(ValueError, match=f"malformed {row['type']} storage row: .*{detail}"):
+        unpack_row(row)

@@ -1,0 +1,245 @@
+"""The persistence contract (session-spec 7.6), run on every backend.
+
+Coordination (seq checks, repair on load, collision check, single writer) lives once in
+SessionStore, so the same assertions must hold for MemoryStore and JsonlStore alike.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from duraloop.errors import (
+    AppendConflictError,
+    EventRejectedError,
+    SessionExistsError,
+    SessionForkError,
+    SessionLockedError,
+    SessionNotFoundError,
+    StoreError,
+)
+from duraloop.log import Event, Session, check_pairing
+from duraloop.log import vocabulary as v
+from duraloop.store import SessionStore
+
+from ._builders import assistant, call_block, ev, meta, one_turn_log, se, ss, te, tool_call, ts
+
+
+def stored(store: SessionStore, session_id: str) -> list[Event]:
+    return store.backend.read(session_id).events
+
+
+def test_case_71_round_trip_returns_identical_events_and_header(store: SessionStore) -> None:
+    store.backend.materialize(meta("s1", "/work"), one_turn_log())
+    loaded = store.load("s1")
+    assert loaded.header.version == 0
+    assert loaded.header.id == "s1"
+    assert loaded.header.cwd == "/work"
+    assert loaded.header.created_at == 1000
+    assert loaded.events == one_turn_log()
+    assert not loaded.repair.repaired
+
+
+def test_case_73_crash_with_open_turn_and_step_is_closed_durably(store: SessionStore) -> None:
+    store.backend.materialize(meta("s"), one_turn_log())
+    store.append("s", [ts(6, 2, time=7), ss(7, 2, 1, time=8)])
+    inspected = store.inspect("s")
+    assert [e.type for e in inspected.events][-4:] == ["turn/start", "step/start", "step/end", "turn/end"]
+    assert len(stored(store, "s")) == 8, "inspect never writes"
+    loaded = store.load("s")
+    assert [e.seq for e in loaded.events] == list(range(10))
+    assert loaded.events[-1].data == {"turn": 2, "reason": {"kind": "interrupted"}}
+    assert loaded.events[-1].time == 8, "closers reuse the last real time"
+    assert stored(store, "s") == loaded.events
+    store.append("s", [ts(10, 3), te(11, 3)])
+    assert [e.seq for e in stored(store, "s")] == list(range(12))
+
+
+def test_case_74_unstarted_tool_request_gets_tool_not_started(store: SessionStore) -> None:
+    store.backend.materialize(meta("s"), one_turn_log())
+    store.append("s", [ts(6, 2), ss(7, 2, 1), assistant(8, 2, 1, [call_block("call-x")], "a2")])
+    loaded = store.load("s")
+    assert [e.type for e in loaded.events[6:]] == [
+        "turn/start", "step/start", "assistant/message", "tool/result", "step/end", "turn/end",
+    ]
+    result = loaded.events[9].data
+    assert result["message"]["source"]["callId"] == "call-x"
+    assert result["message"]["content"][0]["isError"] is True
+    assert result["error"]["code"] == v.TOOL_NOT_STARTED
+    assert loaded.events[9].source_event_seqs is None
+
+
+def test_case_75_recorded_call_without_result_is_outcome_unknown(store: SessionStore) -> None:
+    events = [ts(0, 1), ss(1, 1, 1), assistant(2, 1, 1, [call_block("call-risk", "write")], "a1"), tool_call(3, 1, 1, "call-risk", "write")]
+    store.backend.materialize(meta("s"), events)
+    loaded = store.load("s")
+    result = loaded.events[4]
+    assert result.data["error"] == {"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"}
+    assert result.source_event_seqs == [3]
+    text = result.data["message"]["content"][0]["content"][0]["text"]
+    assert "retry only if the operation is read-only or idempotent" in text
+    assert "if it may have side effects, first verify external state or ask the user" in text
+    session = Session("s", seed=loaded.events, header=loaded.header)
+    messages = session.derive_messages()
+    check_pairing(messages)
+    block = messages[-1]["content"][0]
+    assert (block["toolCallId"], block["isError"]) == ("call-risk", True)
+
+
+def test_case_80_reappending_stored_seqs_is_rejected(store: SessionStore) -> None:
+    store.backend.materialize(meta("s"), one_turn_log())
+    with pytest.raises(AppendConflictError, match='expected 6 at index 0, got 0'):
+        store.append("s", one_turn_log())
+    assert stored(store, "s") == one_turn_log()
+
+
+def test_case_81_mid_batch_seq_gap_is_rejected(store: SessionStore) -> None:
+    store.backend.materialize(meta("s"), [ts(0, 1)])
+    with pytest.raises(AppendConflictError, match="expected 2 at index 1, got 3"):
+        store.append("s", [ss(1, 1, 1), se(3, 1, 1)])
+    assert len(stored(store, "s")) == 1
+
+
+def test_case_82_non_lossless_data_is_rejected_on_append(store: SessionStore) -> None:
+    store.backend.materialize(meta("s"), [ts(0, 1)])
+    with pytest.raises(EventRejectedError, match="losslessly JSON-serializable"):
+        store.append("s", [ev("plugin/x", 1, 1, {"bad": float("inf")})])
+    assert len(stored(store, "s")) == 1
+
+
+def test_case_85_fork_seed_is_persisted_once_with_end_seed(store: SessionStore) -> None:
+    session = Session("forked", seed=one_turn_log(), header=meta("forked"))
+    with store.open_writer(session) as writer:
+        writer.flush()
+        writer.flush()
+        assert writer.statistics().batches_written == 1
+    events = stored(store, "forked")
+    assert events[:6] == one_turn_log()
+    assert [e.type for e in events[6:]] == [v.END_SEED]
+
+
+def test_case_86_resume_writes_only_end_seed_then_new_turn(store: SessionStore) -> None:
+    store.backend.materialize(meta("s"), one_turn_log())
+    loaded = store.load("s")
+    session = Session("s", seed=loaded.events, header=loaded.header)
+    with store.open_writer(session) as writer:
+        writer.flush()
+        assert writer.statistics().events_written == 1
+        session.append("turn/start", {"turn": 2})
+        session.append("turn/end", {"turn": 2, "reason": {"kind": "completed"}})
+    events = stored(store, "s")
+    assert [e.seq for e in events] == list(range(9))
+    assert events[6].type == v.END_SEED
+    assert events[:6] == one_turn_log()
+
+
+def test_case_66_fork_persists_child_with_lineage_header(store: SessionStore) -> None:
+    store.backend.materialize(meta("src", "/work"), one_turn_log())
+    child = store.fork("src", child_id="kid")
+    assert child == "kid"
+    loaded = store.load("kid")
+    assert loaded.events[:6] == one_turn_log()
+    assert loaded.events[6].type == v.END_SEED
+    assert (loaded.header.parent_session, loaded.header.seed_length, loaded.header.cwd) == ("src", 6, "/work")
+
+
+def test_fork_errors_name_their_codes(store: SessionStore) -> None:
+    store.backend.materialize(meta("src"), [*one_turn_log(), ts(6, 2)])
+    with pytest.raises(SessionForkError) as not_found:
+        store.fork("nope")
+    assert not_found.value.code == "SESSION_NOT_FOUND"
+    with pytest.raises(SessionForkError) as exists:
+        store.fork("src", child_id="src", boundary=999)
+    assert exists.value.code == "SESSION_ALREADY_EXISTS"
+    with pytest.raises(SessionForkError) as open_turn:
+        store.fork("src", boundary=6)
+    assert open_turn.value.code == "OPEN_TURN"
+    minted = store.fork("src", boundary=5)
+    assert store.load(minted).header.seed_length == 6
+
+
+def test_case_89_new_session_reusing_a_persisted_id_is_rejected(store: SessionStore) -> None:
+    store.backend.materialize(meta("s"), one_turn_log())
+    with pytest.raises(SessionExistsError, match="already has a persisted log"):
+        store.open_writer(Session("s", header=meta("s")))
+    other_seed = Session("s", seed=[ts(0, 1), te(1, 1)], header=meta("s"))
+    with pytest.raises(SessionExistsError):
+        store.open_writer(other_seed)
+    assert stored(store, "s") == one_turn_log()
+
+
+def test_writer_materializes_on_first_flush_and_counts_batches(store: SessionStore) -> None:
+    session = Session("new", header=meta("new"))
+    writer = store.open_writer(session)
+    writer.flush()
+    assert not store.exists("new"), "materialization is lazy"
+    session.append("turn/start", {"turn": 1})
+    writer.flush()
+    session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    writer.close()
+    stats = writer.statistics()
+    assert (stats.batches_written, stats.events_written, stats.pending_events) == (2, 2, 0)
+    assert [e.type for e in store.load("new").events] == ["turn/start", "turn/end"]
+
+
+def test_second_writer_for_the_same_session_is_locked_out(store: SessionStore) -> None:
+    session = Session("s", header=meta("s"))
+    with store.open_writer(session):
+        with pytest.raises(StoreError):
+            store.open_writer(Session("s", header=meta("s")))
+    with store.open_writer(Session("s", header=meta("s"))):
+        pass
+
+
+def test_load_of_a_live_open_turn_is_rejected_until_it_closes(store: SessionStore) -> None:
+    session = Session("s", header=meta("s"))
+    with store.open_writer(session):
+        session.append("turn/start", {"turn": 1})
+        with pytest.raises(StoreError, match="live turn is open"):
+            store.load("s")
+        session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+        assert len(store.load("s").events) == 2
+
+
+def test_missing_session_is_not_found(store: SessionStore) -> None:
+    with pytest.raises(SessionNotFoundError):
+        store.load("absent")
+    with pytest.raises(SessionNotFoundError):
+        store.inspect("absent")
+    assert not store.exists("absent")
+    with pytest.raises(SessionNotFoundError):
+        store.append("absent", [ts(0, 1)])
+
+
+def test_case_76_list_summarizes_only_materialized_sessions(store: SessionStore) -> None:
+    store.backend.materialize(meta("done", "/w"), one_turn_log())
+    store.backend.materialize(meta("open"), [ts(0, 1)])
+    with store.open_writer(Session("lazy", header=meta("lazy"))):
+        pass
+    summaries = {s.id: s for s in store.list()}
+    assert set(summaries) == {"done", "open"}
+    assert (summaries["done"].turn_count, summaries["done"].last_turn_end, summaries["done"].event_count) == (1, "completed", 6)
+    assert summaries["open"].last_turn_end == "open"
+    assert summaries["done"].cwd == "/w"
+
+
+def test_case_68_unknown_type_is_refused_unless_ignorable(store: SessionStore) -> None:
+    from duraloop.errors import SessionFormatUnsupportedError
+
+    store.backend.materialize(meta("s"), [ev("future/event", 0, 0, {})])
+    with pytest.raises(SessionFormatUnsupportedError, match='event type "future/event" \\(seq 0\\)'):
+        store.load("s")
+    kept = Event("future/event", 0, 0, {}, ignorable=True)
+    store.backend.materialize(meta("t"), [kept])
+    assert store.load("t").events == [kept]
+
+
+def test_writer_lock_blocks_a_repairing_load(store: SessionStore) -> None:
+    store.backend.materialize(meta("s"), [ts(0, 1)])
+    release = store.backend.lock("s", cwd=None)
+    try:
+        with pytest.raises(SessionLockedError):
+            store.load("s")
+        assert len(store.inspect("s").events) == 2, "inspect needs no lock"
+    finally:
+        release()
+    assert len(store.load("s").events) == 2
