@@ -13,7 +13,7 @@ from typing import Any
 
 from duraloop.log import Event, Session, interrupted_turn_closers
 
-from ._builders import ES, SE, SS, TC, TE, TR, TS, U, A, build, call, fixed_clock, txt
+from ._builders import ES, SE, SS, TC, TE, TR, TS, A, U, build, call, fixed_clock, txt
 
 NOT_STARTED_TEXT = (
     "The tool call was interrupted before the Harness recorded it as started. "

@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from duraloop.errors import PairingError
-from duraloop.log import Message, assistant_message, check_pairing, tool_result_message, user_message
+from duraloop.log import (
+    Message,
+    assistant_message,
+    check_pairing,
+    tool_result_message,
+    user_message,
+)
 
 
 def asks(*call_ids: str, text: str = "") -> Message:

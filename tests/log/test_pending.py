@@ -7,7 +7,7 @@ constructor (Law 5: a recorded call is never reported as not-started).
 
 from __future__ import annotations
 
-from conformance._builders import SE, SS, TC, TE, TR, TS, U, A, RAW, build, call, txt
+from conformance._builders import RAW, SE, SS, TC, TE, TR, TS, A, U, build, call, txt
 from duraloop.log import Event, PendingCall, PendingToolCalls, unanswered_tool_result
 
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from conformance._builders import (
     CH,
     SE,
@@ -19,17 +22,14 @@ from conformance._builders import (
     TE,
     TR,
     TS,
-    U,
     A,
     Spec,
+    U,
     build,
     call,
     fixed_clock,
     txt,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from duraloop.log import (
     Event,
     PendingToolCalls,

@@ -14,10 +14,9 @@ from typing import Any
 import pytest
 
 import duraloop.log._session as session_module
+from conformance._builders import SE, SS, TE, TS, A, U, append, fixed_clock, txt
 from duraloop.errors import EventRejectedError
 from duraloop.log import Event, Session
-
-from conformance._builders import SE, SS, TE, TS, U, A, append, fixed_clock, txt
 
 
 def user(text: str) -> dict[str, Any]:
@@ -59,9 +58,7 @@ def test_observer_unsubscribe_stops_notifications() -> None:
     assert seen == [0]
 
 
-def test_reentrant_append_from_an_observer_is_refused_and_the_log_is_unchanged(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def test_reentrant_append_from_an_observer_is_refused_and_the_log_is_unchanged() -> None:
     session = Session("s", check_invariants=False, clock=fixed_clock())
     refused: list[Exception] = []
 
@@ -169,7 +166,12 @@ def test_surface_replace_rebuilds_messages(monkeypatch: pytest.MonkeyPatch) -> N
         session.append("user/message", user(text), surface_op="append")
     calls: list[int] = []
     real = session_module.project
-    monkeypatch.setattr(session_module, "project", lambda event: calls.append(event.seq) or real(event))
+
+    def counting(event: Event) -> Any:
+        calls.append(event.seq)
+        return real(event)
+
+    monkeypatch.setattr(session_module, "project", counting)
     session.append("user/message", user("summary"), surface_op={"op": "replace", "start": 0, "end": 1},
                    source_event_seqs=[0, 1])
     assert sorted(calls) == [2, 3]  # a rebuild over the new surface

@@ -24,11 +24,11 @@ from duraloop.store._records import decode_record, encode_batch, encode_header
 
 from ._builders import FIXTURES, meta, one_turn_log
 
-FIXTURE_FILES = sorted(FIXTURES.glob("*/session*.jsonl")) if FIXTURES.is_dir() else []
+FIXTURE_FILES: list[Path | None] = [*sorted(FIXTURES.glob("*/session*.jsonl"))] if FIXTURES.is_dir() else []
 
 
 def fixture_ids() -> list[str]:
-    return [path.parent.name for path in FIXTURE_FILES]
+    return [path.parent.name for path in FIXTURE_FILES if path is not None]
 
 
 @pytest.fixture(params=FIXTURE_FILES or [None], ids=fixture_ids() or ["absent"])

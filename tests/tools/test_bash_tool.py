@@ -116,3 +116,16 @@ async def test_bash_output_is_capped(tmp_path: Path) -> None:
     kept, note = outcome.text.split("\n", 1)
     assert kept == "a" * 256 * 1024
     assert note == "[truncated: 137856 more bytes of output]\n[exit code: 0]"
+
+
+@pytest.mark.anyio
+async def test_bash_child_ignoring_sigterm_is_killed_after_grace(tmp_path: Path) -> None:
+    outcome = await _bash(
+        tmp_path,
+        command="(trap '' TERM; sleep 30) & echo child=$!; sleep 30",
+        timeout_seconds=0.3,
+    )
+    assert outcome.error == TOOL_TIMEOUT_ERROR
+    match = re.search(r"child=(\d+)", outcome.text)
+    assert match is not None
+    assert not _process_alive(int(match.group(1)))

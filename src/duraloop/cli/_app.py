@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -21,7 +21,7 @@ from ..log import Event, SessionHeader, check_log
 from ..loop import LoopConfig, open_session, resume_session, start_session
 from ..store import JsonlStore, SessionStore, read_log_file
 from ..tools import builtin_tools
-from ._render import events_jsonl, messages_json, reason_text, render_transcript
+from ._render import events_jsonl, messages_json, render_transcript
 from ._runner import run_turn_live
 
 app = typer.Typer(
@@ -201,7 +201,7 @@ def show(
 
 
 def _when(epoch_ms: int) -> str:
-    return datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 @app.command()

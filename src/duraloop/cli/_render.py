@@ -61,6 +61,7 @@ class LiveRenderer:
         self.console = console
         self._mid_line = False
         self._call_started: dict[str, tuple[int, str]] = {}
+        self._call_names: dict[str, str] = {}
         self._turn_started_ms = 0
 
     def _newline(self) -> None:
@@ -95,9 +96,13 @@ class LiveRenderer:
             )
         elif kind == TOOL_RESULT:
             self._render_result(event, data)
-        elif kind == ASSISTANT_MESSAGE and data.get("interrupted"):
-            self._newline()
-            self.console.print("  [yellow](stream interrupted; the visible prefix is kept)[/yellow]")
+        elif kind == ASSISTANT_MESSAGE:
+            for block in data.get("message", {}).get("content", []):
+                if block.get("type") == "tool-call":
+                    self._call_names[str(block.get("id"))] = str(block.get("name"))
+            if data.get("interrupted"):
+                self._newline()
+                self.console.print("  [yellow](stream interrupted; the visible prefix is kept)[/yellow]")
         elif kind == TURN_END:
             self._newline()
             reason = data.get("reason", {})
@@ -107,7 +112,7 @@ class LiveRenderer:
     def _render_result(self, event: Event, data: dict[str, Any]) -> None:
         self._newline()
         call_id = str(data.get("message", {}).get("source", {}).get("callId"))
-        started, name = self._call_started.pop(call_id, (event.time, "tool"))
+        started, name = self._call_started.pop(call_id, (event.time, self._call_names.get(call_id, "tool")))
         duration = event.time - started
         error = data.get("error") or {}
         is_error = bool(data.get("message", {}).get("content", [{}])[0].get("isError"))

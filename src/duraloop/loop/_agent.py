@@ -219,7 +219,7 @@ class AgentLoop:
             await self._steps(state, signal)
         except TurnCancelled as exc:
             state.reason = {"kind": REASON_ABORTED, "reason": exc.reason}
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - recorded in turn/end, then re-raised
             error = exc
             if signal.aborted:
                 state.reason = {"kind": REASON_ABORTED, "reason": signal.reason}

@@ -66,7 +66,7 @@ class StepRecovery:
                     surface_op=SURFACE_APPEND,
                     source_event_seqs=result.source_event_seqs,
                 )
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - kept; the step's original failure propagates
                 self.failure = exc
                 logger.warning(
                     "session %s: recovery result for call %s could not be appended (%s); "

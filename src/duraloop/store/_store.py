@@ -287,6 +287,34 @@ class SessionStore:
         report = RepairReport(stored.torn_bytes, closers)
         return LoadedSession(stored.header, stored.events + closers, report)
 
+    def read(self, session_id: str) -> tuple[SessionHeader, builtins.list[Event]]:
+        """Read a session's stored events exactly as committed; never writes or repairs.
+
+        An open final turn stays open (no closers); a torn tail is left out.
+
+        Args:
+            session_id: the session to read.
+
+        Returns:
+            The header and the committed events in seq order.
+
+        Raises:
+            SessionNotFoundError: if nothing is stored under the id.
+            CorruptLogError: if the committed region is damaged.
+            SessionFormatUnsupportedError: for a newer/older format or an unknown event type.
+        """
+        stored = self.backend.read(session_id)
+        self._check_vocabulary(stored)
+        return stored.header, stored.events
+
+    def locate(self, session_id: str) -> str | None:
+        """Return where the session's log lives (a file path), or None for a memory store.
+
+        Raises:
+            SessionNotFoundError: if nothing is stored under the id.
+        """
+        return self.backend.read(session_id).path
+
     @staticmethod
     def _check_vocabulary(stored: StoredLog) -> None:
         for event in stored.events:

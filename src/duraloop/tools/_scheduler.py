@@ -196,7 +196,7 @@ class _GroupRunner:
                     if self.signal.aborted:
                         self.aborted = True
                     await self._fill_pool(task_group, send)
-            except BaseException as exc:
+            except BaseException as exc:  # noqa: BLE001 - drained, then re-raised below
                 if self.failure is None:
                     self.failure = exc
                 with anyio.CancelScope(shield=True):
@@ -257,7 +257,7 @@ class _GroupRunner:
             outcome = await self.pipeline.dispatch(self.group[index], self.signal)
             if self.failure is None:
                 self.slots[index] = _Slot(outcome, needs_post=True)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the first failure is re-raised by the group
             if self.failure is None:
                 self.failure = exc
         finally:

@@ -101,4 +101,5 @@ def truncate_utf8(text: str, max_bytes: int) -> tuple[str, bool]:
     encoded = text.encode("utf-8")
     if len(encoded) <= max_bytes:
         return text, False
+    # "ignore" only drops the one character the byte cut may have split in half.
     return encoded[:max_bytes].decode("utf-8", errors="ignore"), True
