@@ -34,8 +34,7 @@ import anyio
 import msgspec
 
 from duraloop.llm import ModelRequest, OpenAIChatModel, ScriptedModel, StreamChunk
-from duraloop.log import Session
-from duraloop.loop import AgentLoop, LoopConfig, start_session
+from duraloop.loop import LoopConfig, start_session
 from duraloop.store import JsonlStore, MemoryStore, SessionStore
 from duraloop.tools import Tool, tool
 
@@ -197,6 +196,7 @@ class StepRun:
 
     steps: int
     turn_seconds: float
+    cpu_seconds: float
     request_times: list[float]
     turn_end: float
     fsyncs_writer: int
@@ -211,6 +211,10 @@ class StepRun:
     @property
     def ms_per_step(self) -> float:
         return self.turn_seconds * 1000 / self.steps
+
+    @property
+    def cpu_ms_per_step(self) -> float:
+        return self.cpu_seconds * 1000 / self.steps
 
     @property
     def tail_ms_per_step(self) -> float:
@@ -243,9 +247,9 @@ async def run_steps(steps: int, root: Path, *, durable: bool = True) -> StepRun:
             config=LoopConfig(max_steps=steps + 1),
         )
         writer = loop.durability
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         result = await loop.run_turn("Run the benchmark task.")
-        ended = time.perf_counter()
+        ended, cpu_ended = time.perf_counter(), time.process_time()
         loop.close()
     await model.aclose()
     if result.kind != "completed" or result.steps != steps + 1:
@@ -255,6 +259,7 @@ async def run_steps(steps: int, root: Path, *, durable: bool = True) -> StepRun:
     return StepRun(
         steps=steps,
         turn_seconds=ended - started,
+        cpu_seconds=cpu_ended - cpu_started,
         request_times=model.request_times,
         turn_end=ended,
         fsyncs_writer=stats.fsync_count if stats is not None else -1,
@@ -317,11 +322,11 @@ __all__ = [
     "CALLS_PER_STEP",
     "NOOP_TOOLS",
     "RUNS",
-    "AgentLoop",
     "EncodingModel",
     "Figure",
     "FsyncCounter",
-    "Session",
+    "JsonlStore",
+    "MemoryStore",
     "StepRun",
     "encode_request",
     "figures_table",

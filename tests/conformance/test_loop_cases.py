@@ -14,6 +14,13 @@ from typing import Any
 
 import anyio
 import pytest
+
+from duraloop.errors import ToolError
+from duraloop.llm import ModelRequest, StreamChunk, block_start, finish_chunk, text_delta
+from duraloop.log import Event, Session
+from duraloop.loop import AgentLoop
+from duraloop.testing import Gates, check_log, describe_log, gated_tool
+from duraloop.tools import Deny, Tool, ToolCallRequest, ToolHooks, ToolOutcome, tool
 from loop._support import (
     call,
     call_seq,
@@ -25,13 +32,6 @@ from loop._support import (
     tool_results_in,
     tools_step,
 )
-
-from duraloop.errors import ToolError
-from duraloop.llm import ModelRequest, StreamChunk, block_start, finish_chunk, text_delta
-from duraloop.log import Event, Session
-from duraloop.loop import AgentLoop
-from duraloop.testing import Gates, check_log, describe_log, gated_tool
-from duraloop.tools import Deny, Tool, ToolCallRequest, ToolHooks, ToolOutcome, tool
 
 ABD = "ABORTED_BEFORE_DISPATCH"
 

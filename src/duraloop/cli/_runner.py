@@ -49,13 +49,20 @@ async def run_turn_live(
         Exception: the original failure of an error turn (the log is already closed).
     """
     unsubscribe = loop.session.observe(LiveRenderer(console))
+    failure: Exception | None = None
     try:
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(_watch_signals, loop, errors)
             try:
                 result = await loop.run_turn(prompt)
+            except Exception as exc:  # noqa: BLE001 - re-raised below, outside the task group
+                # Raised inside the task group it would come out wrapped in an ExceptionGroup,
+                # and the CLI's one-line `DuraloopError` report would not see it.
+                failure = exc
             finally:
                 task_group.cancel_scope.cancel()
-        return result
     finally:
         unsubscribe()
+    if failure is not None:
+        raise failure
+    return result

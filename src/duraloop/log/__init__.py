@@ -25,6 +25,7 @@ from ._messages import text_of as text_of
 from ._messages import tool_calls_of as tool_calls_of
 from ._messages import tool_result_message as tool_result_message
 from ._messages import user_message as user_message
+from ._pairing import PairingCheck as PairingCheck
 from ._pairing import check_pairing as check_pairing
 from ._pending import PendingCall as PendingCall
 from ._pending import PendingToolCalls as PendingToolCalls
@@ -42,6 +43,7 @@ __all__ = [
     "JsonValue",
     "LogCheckReport",
     "Message",
+    "PairingCheck",
     "PendingCall",
     "PendingToolCalls",
     "RecoveryResult",

@@ -5,6 +5,9 @@ followed by tool messages responding to each 'tool_call_id'"; Anthropic Messages
 "tool_use ids were found without tool_result blocks immediately after"): every tool call of
 an assistant message is answered by one tool-result message, in the assistant's call order,
 before the next non-tool message; no tool result answers a call that was not just made.
+
+`PairingCheck` checks incrementally: history only grows between requests (except after a
+surface replace), so each request checks only the messages added since the last one.
 """
 
 from __future__ import annotations
@@ -23,18 +26,48 @@ def _result_call_id(message: Message) -> str | None:
     return None
 
 
-def check_pairing(messages: Sequence[Message]) -> None:
-    """Raise unless every assistant tool call is answered, in order, before other messages.
+class PairingCheck:
+    """Check derived messages for pairing, remembering the checked prefix between calls."""
 
-    Args:
-        messages: derived messages, oldest first.
+    __slots__ = ("_checked", "_expected", "_expected_from", "_generation")
 
-    Raises:
-        PairingError: naming the message index and the unanswered or unexpected call id.
-    """
-    expected: list[str] = []
-    expected_from = -1
-    for index, message in enumerate(messages):
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self._checked = 0
+        self._expected: list[str] = []
+        self._expected_from = -1
+        self._generation = -1
+
+    def check(self, messages: Sequence[Message], *, generation: int = 0) -> None:
+        """Raise unless every tool call in `messages` is answered in order.
+
+        Args:
+            messages: the derived messages, oldest first.
+            generation: the surface's replace generation; a change rechecks everything.
+
+        Raises:
+            PairingError: naming the message index and the offending call id.
+        """
+        if generation != self._generation or len(messages) < self._checked:
+            self._reset()
+            self._generation = generation
+        try:
+            for index in range(self._checked, len(messages)):
+                self._step(index, messages[index])
+            if self._expected:
+                raise PairingError(
+                    f"tool call(s) {', '.join(map(repr, self._expected))} of message "
+                    f"{self._expected_from} are unanswered at the end of the history"
+                )
+        except PairingError:
+            self._reset()
+            raise
+        self._checked = len(messages)
+
+    def _step(self, index: int, message: Message) -> None:
+        expected = self._expected
         call_id = _result_call_id(message)
         if call_id is not None:
             if not expected:
@@ -44,24 +77,31 @@ def check_pairing(messages: Sequence[Message]) -> None:
             if call_id != expected[0]:
                 raise PairingError(
                     f"message {index} answers tool call {call_id!r}, but {expected[0]!r} from "
-                    f"message {expected_from} is next in the assistant's call order"
+                    f"message {self._expected_from} is next in the assistant's call order"
                 )
             expected.pop(0)
-            continue
+            return
         if expected:
             raise PairingError(
-                f"tool call(s) {', '.join(map(repr, expected))} of message {expected_from} are "
-                f"unanswered before message {index}"
+                f"tool call(s) {', '.join(map(repr, expected))} of message {self._expected_from} "
+                f"are unanswered before message {index}"
             )
         if message.get("role") == "assistant":
-            expected = [
+            self._expected = [
                 block["id"]
                 for block in message.get("content", ())
                 if isinstance(block, dict) and block.get("type") == "tool-call"
             ]
-            expected_from = index
-    if expected:
-        raise PairingError(
-            f"tool call(s) {', '.join(map(repr, expected))} of message {expected_from} are unanswered "
-            "at the end of the history"
-        )
+            self._expected_from = index
+
+
+def check_pairing(messages: Sequence[Message]) -> None:
+    """Raise unless every assistant tool call is answered, in order, before other messages.
+
+    Args:
+        messages: derived messages, oldest first.
+
+    Raises:
+        PairingError: naming the message index and the unanswered or unexpected call id.
+    """
+    PairingCheck().check(messages)

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from ..errors import LlmError, UsageError
 from ..llm import Model, ToolSchema
-from ..log import Message, Session, user_message
+from ..log import Message, PairingCheck, Session, user_message
 from ..log._vocabulary import (
     REASON_ABORTED,
     REASON_BLOCKED,
@@ -144,6 +144,7 @@ class AgentLoop:
         self._durable_through = session.seq - 1
         self._last_turn, header, context = _scan_log(session)
         self._request_state = RequestState(header=header, context=context)
+        self._pairing = PairingCheck()
 
     @property
     def last_turn(self) -> int:
@@ -281,6 +282,7 @@ class AgentLoop:
                 result = await run_step(
                     self.session, turn=turn, step=step, entering=entering, settings=settings,
                     pipeline=self.pipeline, signal=signal, state=self._request_state,
+                    pairing=self._pairing,
                 )
             except BaseException:
                 recovery.record_recovery_results()

@@ -16,7 +16,7 @@ import anyio
 
 from ..errors import LlmError
 from ..llm import BlockAssembler, Model, ModelRequest, ToolSchema, stream_chunks
-from ..log import Message, Session, assistant_message, check_pairing, tool_calls_of
+from ..log import Message, PairingCheck, Session, assistant_message, tool_calls_of
 from ..log._vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
@@ -87,7 +87,7 @@ async def run_step(
     pipeline: ToolPipeline,
     signal: CancelSignal,
     state: RequestState,
-    pairing: Callable[[Sequence[Message]], None] = check_pairing,
+    pairing: PairingCheck,
 ) -> str | None:
     """Run the body of one open step (after `step/start`, before `step/end`).
 
@@ -100,7 +100,7 @@ async def run_step(
         pipeline: the tool pipeline.
         signal: the turn's cancellation signal.
         state: request-header bookkeeping of this loop instance.
-        pairing: the provider pairing check run on the request's messages.
+        pairing: the incremental provider pairing check run on the request's messages.
 
     Returns:
         `"completed"` (a text-only answer), `"max-tokens"`, or None when tool results were
@@ -115,7 +115,7 @@ async def run_step(
         session.append(USER_MESSAGE, message, surface_op=SURFACE_APPEND)
     _log_request_header(session, settings, state)
     messages = session.derive_messages()
-    pairing(messages)
+    pairing.check(messages, generation=session.surface.replace_generation)
     settings.flush()
     signal.throw_if_aborted()
     request = ModelRequest(

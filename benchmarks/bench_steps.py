@@ -1,0 +1,124 @@
+"""Scenario S (PERFORMANCE.md): ms per step at N = 10 / 100 / 1000, bytes and fsyncs at N = 1000.
+
+One turn of N steps (each one model response with 3 no-op tool calls) plus a final text
+step, durable JSONL store, whole history built and JSON-encoded for every request (see
+`_scenario.py`). Each N runs 3 times in a fresh temp dir; figures are median (min-max).
+
+    /work/venv/bin/python benchmarks/bench_steps.py [--sizes 10,100,1000] [--runs 3]
+
+Figures: wall ms per step (turn time / N), CPU ms per step (process time, less sensitive to
+a busy machine), ms per step over the last 10% of steps (exposes growth), the ratio of
+per-step cost at the largest N to the smallest, bytes on disk, fsyncs (writer statistics
+and a process-wide `os.fsync` count) and fsyncs per step. `zlib-6` is an informational
+projection of the compressed size (zstd is not installed here).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import zlib
+from pathlib import Path
+
+import _scenario as sc
+
+TARGET_MS = 5.0
+TARGET_RATIO = 2.0
+TARGET_BYTES = 1_000_000
+TARGET_FSYNCS_PER_STEP = 2.0
+
+
+def measure(sizes: list[int], runs: int) -> tuple[dict[int, list[sc.StepRun]], list[int]]:
+    """Run every size `runs` times; return the runs and the zlib sizes of the largest N."""
+    results: dict[int, list[sc.StepRun]] = {n: [] for n in sizes}
+    compressed: list[int] = []
+    largest = max(sizes)
+    for _ in range(runs):
+        for n in sizes:
+            with tempfile.TemporaryDirectory(prefix="duraloop-bench-s-") as tmp:
+                run = sc.run_steps_sync(n, Path(tmp))
+                if n == largest:
+                    data = sc.log_path(sc.JsonlStore(Path(tmp) / "store"), run.session_id).read_bytes()
+                    compressed.append(len(zlib.compress(data, 6)))
+            results[n].append(run)
+            print(f"  N={n}: {run.ms_per_step:.2f} ms/step", file=sys.stderr, flush=True)
+    return results, compressed
+
+
+def report(results: dict[int, list[sc.StepRun]], compressed: list[int]) -> list[sc.Figure]:
+    """Print the scenario-S tables and return the summary figures."""
+    sizes = sorted(results)
+    rows = []
+    for n in sizes:
+        runs = results[n]
+        rows.append((
+            n,
+            sc.median_of([r.ms_per_step for r in runs]),
+            sc.median_of([r.cpu_ms_per_step for r in runs]),
+            sc.median_of([r.tail_ms_per_step for r in runs]),
+            sc.median_of([r.fsyncs_writer / n for r in runs]),
+            sc.median_of([r.file_bytes / 1e6 for r in runs]),
+            runs[0].events,
+            f"{runs[0].last_request_bytes / 1e3:.0f} kB",
+        ))
+    print("Scenario S: one turn of N steps x 3 no-op tool calls, durable JSONL, request encoded each step")
+    print(sc.table(
+        ("N", "ms/step (wall)", "ms/step (CPU)", "ms/step last 10%", "fsyncs/step", "MB on disk",
+         "events", "last request"),
+        rows,
+    ))
+    small, large = sizes[0], sizes[-1]
+    big = results[large]
+    ratio_wall = statistics.median(r.ms_per_step for r in big) / statistics.median(
+        r.ms_per_step for r in results[small]
+    )
+    ratio_cpu = statistics.median(r.cpu_ms_per_step for r in big) / statistics.median(
+        r.cpu_ms_per_step for r in results[small]
+    )
+    ratio_tail = statistics.median(r.tail_ms_per_step for r in big) / statistics.median(
+        r.tail_ms_per_step for r in results[small]
+    )
+    ms = statistics.median(r.ms_per_step for r in big)
+    size = statistics.median(r.file_bytes for r in big)
+    fsyncs = statistics.median(r.fsyncs_writer for r in big)
+    fsyncs_os = statistics.median(r.fsyncs_os for r in big)
+    print()
+    summary = [
+        sc.Figure("S", f"ms/step at N={large}", sc.median_of([r.ms_per_step for r in big]),
+                  f"<= {TARGET_MS} (ratio {ms / TARGET_MS:.2f}x target)", ms <= TARGET_MS),
+        sc.Figure("S", f"ratio per-step N={large}/N={small} (wall)", f"{ratio_wall:.2f}",
+                  f"<= {TARGET_RATIO}", ratio_wall <= TARGET_RATIO),
+        sc.Figure("S", f"ratio per-step N={large}/N={small} (CPU)", f"{ratio_cpu:.2f}",
+                  f"<= {TARGET_RATIO}", None),
+        sc.Figure("S", f"ratio last-10% step N={large}/N={small}", f"{ratio_tail:.2f}",
+                  f"<= {TARGET_RATIO}", None),
+        sc.Figure("S", f"bytes on disk at N={large} (raw JSONL)",
+                  sc.median_of([r.file_bytes / 1e6 for r in big]) + " MB",
+                  f"<= 1.0 MB (ratio {size / TARGET_BYTES:.2f}x target)", size <= TARGET_BYTES),
+        sc.Figure("S", f"zlib-6 projection at N={large} (info)",
+                  sc.median_of([c / 1e6 for c in compressed]) + " MB" if compressed else "-",
+                  "zstd not installed", None),
+        sc.Figure("S", f"fsyncs at N={large} (writer; os.fsync {fsyncs_os:.0f})",
+                  f"{fsyncs:.0f}", f"<= {TARGET_FSYNCS_PER_STEP * large:.0f}",
+                  fsyncs <= TARGET_FSYNCS_PER_STEP * large),
+        sc.Figure("S", "fsyncs per step", f"{fsyncs / large:.3f}",
+                  f"<= {TARGET_FSYNCS_PER_STEP}", fsyncs / large <= TARGET_FSYNCS_PER_STEP),
+    ]
+    print(sc.figures_table(summary))
+    return summary
+
+
+def main(argv: list[str] | None = None) -> list[sc.Figure]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="10,100,1000")
+    parser.add_argument("--runs", type=int, default=sc.RUNS)
+    args = parser.parse_args(argv)
+    sizes = sorted(int(x) for x in args.sizes.split(","))
+    results, compressed = measure(sizes, args.runs)
+    return report(results, compressed)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""`python -m duraloop`: the command line."""
+
+from duraloop.cli import main
+
+main()

@@ -1,0 +1,239 @@
+"""The tool-call scheduler on its own (loop-spec 4): rolling cap, barriers, drain (Laws 6, 7).
+
+`execute_tool_calls` is driven directly over a session holding an open step, so each test
+sees exactly what the scheduler appends. Gated bodies (`duraloop.testing.Gates`) and
+`anyio.wait_all_tasks_blocked()` decide the order; no test sleeps.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from duraloop.log import Session, assistant_message
+from duraloop.testing import Gates, describe_log, gated_tool
+from duraloop.tools import (
+    CancelSignal,
+    SchedulerOutcome,
+    Tool,
+    ToolCallRequest,
+    ToolContext,
+    ToolPipeline,
+    ToolRegistry,
+    execute_tool_calls,
+)
+
+
+def _open_step(calls: list[tuple[str, str]]) -> tuple[Session, list[Any]]:
+    session = Session("s")
+    session.append("turn/start", {"turn": 1})
+    session.append("step/start", {"turn": 1, "step": 1})
+    blocks = [
+        {"type": "tool-call", "id": call_id, "name": name, "arguments": "{}"}
+        for call_id, name in calls
+    ]
+    message = assistant_message(blocks, provider="test", model="test")
+    session.append(
+        "assistant/message", {"turn": 1, "step": 1, "message": message}, surface_op="append"
+    )
+    return session, blocks
+
+
+def _close_and_check(session: Session) -> None:
+    session.append("step/end", {"turn": 1, "step": 1})
+    session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    from duraloop.testing import check_log
+
+    check_log(session)
+
+
+class _Run:
+    def __init__(self) -> None:
+        self.outcome: SchedulerOutcome | None = None
+        self.error: BaseException | None = None
+        self.done = anyio.Event()
+
+
+async def _execute(
+    session: Session,
+    blocks: list[Any],
+    pipeline: ToolPipeline,
+    run: _Run,
+    *,
+    cap: Any = 10,
+    signal: CancelSignal | None = None,
+) -> None:
+    try:
+        run.outcome = await execute_tool_calls(
+            session, blocks, turn=1, step=1, pipeline=pipeline,
+            signal=signal or CancelSignal(), max_parallel_tool_calls=cap,
+        )
+    except Exception as exc:
+        run.error = exc
+    finally:
+        run.done.set()
+
+
+def _pipeline(registry: ToolRegistry, tmp_path: Path) -> ToolPipeline:
+    return ToolPipeline(registry, cwd=tmp_path, session_id="s")
+
+
+@pytest.mark.anyio
+async def test_b6_rolling_cap_starts_next_call_when_a_slot_frees(tmp_path: Path) -> None:
+    gates = Gates()
+    session, blocks = _open_step([(f"c{i}", "p") for i in range(1, 5)])
+    pipeline = _pipeline(ToolRegistry([gated_tool("p", gates)]), tmp_path)
+    run = _Run()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: _execute(session, blocks, pipeline, run, cap=2))
+        await gates.wait_entered("c1", "c2")
+        await anyio.wait_all_tasks_blocked()
+        assert gates.entered == ["c1", "c2"]
+        gates.release("c1")
+        await gates.wait_entered("c3")
+        await anyio.wait_all_tasks_blocked()
+        assert gates.entered == ["c1", "c2", "c3"]
+        assert describe_log(session.events)[3:] == ["call(c1)", "call(c2)", "res(c1,ok)", "call(c3)"]
+        gates.release("c2", "c3", "c4")
+    assert run.outcome == SchedulerOutcome(aborted=False)
+    assert [s for s in describe_log(session.events) if s.startswith("res(")] == [
+        "res(c1,ok)", "res(c2,ok)", "res(c3,ok)", "res(c4,ok)",
+    ]
+    _close_and_check(session)
+
+
+@pytest.mark.anyio
+async def test_b7_cap_one_runs_parallel_calls_serially(tmp_path: Path) -> None:
+    gates = Gates()
+    session, blocks = _open_step([("c1", "p"), ("c2", "p")])
+    pipeline = _pipeline(ToolRegistry([gated_tool("p", gates)]), tmp_path)
+    run = _Run()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: _execute(session, blocks, pipeline, run, cap=1))
+        await gates.wait_entered("c1")
+        await anyio.wait_all_tasks_blocked()
+        assert gates.entered == ["c1"]
+        gates.release("c1")
+        await gates.wait_entered("c2")
+        gates.release("c2")
+    assert describe_log(session.events)[3:] == [
+        "call(c1)", "res(c1,ok)", "call(c2)", "res(c2,ok)",
+    ]
+    _close_and_check(session)
+
+
+@pytest.mark.anyio
+async def test_b8_registry_swap_by_a_body_reclassifies_unstarted_calls(tmp_path: Path) -> None:
+    gates = Gates()
+    registry = ToolRegistry([gated_tool("x", gates, parallel=True)])
+
+    async def replace_body(args: Any, ctx: ToolContext) -> str:
+        registry.unregister("x")
+        registry.register(gated_tool("x", gates, parallel=False))
+        return "replaced"
+
+    registry.register(
+        Tool(
+            name="replace",
+            description="Swap x for an exclusive version.",
+            parameters={"type": "object", "properties": {}},
+            validator=lambda arguments: arguments,
+            body=replace_body,
+        )
+    )
+    session, blocks = _open_step([("x0", "replace"), ("x1", "x"), ("x2", "x")])
+    run = _Run()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: _execute(session, blocks, _pipeline(registry, tmp_path), run))
+        await gates.wait_entered("x1")
+        await anyio.wait_all_tasks_blocked()
+        assert gates.entered == ["x1"], "x now runs as barriers: only x1 starts"
+        gates.release("x1")
+        await gates.wait_entered("x2")
+        gates.release("x2")
+    assert describe_log(session.events)[3:] == [
+        "call(x0)", "res(x0,ok)", "call(x1)", "res(x1,ok)", "call(x2)", "res(x2,ok)",
+    ]
+    _close_and_check(session)
+
+
+@pytest.mark.anyio
+async def test_cap_getter_is_read_once_per_group(tmp_path: Path) -> None:
+    gates = Gates()
+    registry = ToolRegistry([gated_tool("p", gates), gated_tool("x", gates, parallel=False)])
+    session, blocks = _open_step([("c1", "p"), ("c2", "p"), ("c3", "x"), ("c4", "p")])
+    reads: list[int] = []
+
+    def cap() -> int:
+        reads.append(len(session.events))
+        return 10
+
+    gates.release("c1", "c2", "c3", "c4")
+    run = _Run()
+    await _execute(session, blocks, _pipeline(registry, tmp_path), run, cap=cap)
+    assert run.error is None
+    assert len(reads) == 3, "groups [c1, c2], [c3], [c4]"
+    _close_and_check(session)
+
+
+@pytest.mark.anyio
+async def test_raising_cap_getter_fails_before_any_tool_call(tmp_path: Path) -> None:
+    session, blocks = _open_step([("c1", "p"), ("c2", "p")])
+    boom = RuntimeError("settings unreadable")
+
+    def cap() -> int:
+        raise boom
+
+    run = _Run()
+    pipeline = _pipeline(ToolRegistry([gated_tool("p", Gates())]), tmp_path)
+    await _execute(session, blocks, pipeline, run, cap=cap)
+    assert run.error is boom
+    assert [e.type for e in session.events][3:] == []
+
+
+@pytest.mark.anyio
+async def test_dispatch_failure_waits_for_in_flight_sibling_before_raising(
+    tmp_path: Path,
+) -> None:
+    gates = Gates()
+    boom = RuntimeError("dispatch exploded")
+
+    class FailingFirst(ToolPipeline):
+        async def dispatch(self, call: ToolCallRequest, signal: CancelSignal) -> Any:
+            if call.call_id == "c1":
+                await gates.wait("dispatch-c1")
+            return await super().dispatch(call, signal)
+
+    session, blocks = _open_step([("c1", "p"), ("c2", "p"), ("c3", "p")])
+    pipeline = FailingFirst(ToolRegistry([gated_tool("p", gates)]), cwd=tmp_path, session_id="s")
+    run = _Run()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: _execute(session, blocks, pipeline, run, cap=2))
+        await gates.wait_entered("dispatch-c1", "c2")
+        gates.release("dispatch-c1", error=boom)
+        await anyio.wait_all_tasks_blocked()
+        assert not run.done.is_set(), "the scheduler drains c2 before raising (Law 7)"
+        gates.release("c2")
+    assert run.error is boom
+    assert "c3" not in gates.entered
+    assert describe_log(session.events)[3:] == ["call(c1)", "call(c2)"]
+
+
+@pytest.mark.anyio
+async def test_abort_before_group_answers_every_call_with_skipped_pairs(tmp_path: Path) -> None:
+    gates = Gates()
+    session, blocks = _open_step([("c1", "p"), ("c2", "x")])
+    registry = ToolRegistry([gated_tool("p", gates), gated_tool("x", gates, parallel=False)])
+    signal = CancelSignal()
+    signal.cancel()
+    run = _Run()
+    await _execute(session, blocks, _pipeline(registry, tmp_path), run, signal=signal)
+    assert run.outcome == SchedulerOutcome(aborted=True)
+    assert gates.entered == []
+    assert describe_log(session.events)[3:] == [
+        "call(c1)", "res(c1,ABORTED_BEFORE_DISPATCH)", "call(c2)", "res(c2,ABORTED_BEFORE_DISPATCH)",
+    ]
+    _close_and_check(session)
