@@ -1,1 +1,59 @@
-"""duraloop: a durable agent loop."""
+"""duraloop: a durable agent loop.
+
+The common names are re-exported here; each layer's full API is in its package:
+`duraloop.log`, `duraloop.store`, `duraloop.llm`, `duraloop.tools`, `duraloop.loop`.
+"""
+
+from .errors import DuraloopError as DuraloopError
+from .errors import LlmError as LlmError
+from .errors import ToolError as ToolError
+from .llm import Model as Model
+from .llm import OpenAIChatModel as OpenAIChatModel
+from .llm import ScriptedModel as ScriptedModel
+from .log import Event as Event
+from .log import Session as Session
+from .log import check_log as check_log
+from .log import check_pairing as check_pairing
+from .log import interrupted_turn_closers as interrupted_turn_closers
+from .loop import AgentLoop as AgentLoop
+from .loop import LoopConfig as LoopConfig
+from .loop import TurnResult as TurnResult
+from .loop import open_session as open_session
+from .loop import resume_session as resume_session
+from .loop import start_session as start_session
+from .store import JsonlStore as JsonlStore
+from .store import MemoryStore as MemoryStore
+from .store import SessionStore as SessionStore
+from .tools import Tool as Tool
+from .tools import ToolContext as ToolContext
+from .tools import ToolHooks as ToolHooks
+from .tools import builtin_tools as builtin_tools
+from .tools import tool as tool
+
+__all__ = [
+    "AgentLoop",
+    "DuraloopError",
+    "Event",
+    "JsonlStore",
+    "LlmError",
+    "LoopConfig",
+    "MemoryStore",
+    "Model",
+    "OpenAIChatModel",
+    "ScriptedModel",
+    "Session",
+    "SessionStore",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolHooks",
+    "TurnResult",
+    "builtin_tools",
+    "check_log",
+    "check_pairing",
+    "interrupted_turn_closers",
+    "open_session",
+    "resume_session",
+    "start_session",
+    "tool",
+]

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Annotated
 
 import anyio
 import typer
 from rich.console import Console
+from rich.logging import RichHandler
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 
 from ..errors import DuraloopError, UsageError
@@ -31,8 +36,10 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     add_completion=False,
 )
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+# soft_wrap: a line is never broken at the console width (a piped `session: <id>` line or a
+# one-line error must stay one line; the terminal wraps long lines itself).
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 StoreOption = Annotated[
     Path | None,
@@ -227,10 +234,26 @@ def check(
 @app.command(name="ls")
 def list_sessions(store: StoreOption = None) -> None:
     """List sessions: id, created, turns, the last turn's end reason."""
-    table = Table("id", "created", "turns", "last turn")
+    table = Table("created", "turns", "last turn")
+    table.add_column("id", no_wrap=True, overflow="fold")
+    table.columns.insert(0, table.columns.pop())
     for summary in _store(store).list():
         table.add_row(summary.id, _when(summary.created_at), str(summary.turn_count), summary.last_turn_end)
-    out.print(table)
+    # Ids are never cut: a piped listing gets the table's full width, not 80 columns.
+    needed = Measurement.get(out, out.options.update(max_width=10_000), table).maximum
+    with _width_at_least(needed):
+        out.print(table)
+
+
+@contextlib.contextmanager
+def _width_at_least(width: int) -> Iterator[None]:
+    saved = out.width
+    if not out.is_terminal and width > saved:
+        out.width = width
+    try:
+        yield
+    finally:
+        out.width = saved
 
 
 @app.command()
@@ -245,6 +268,11 @@ def demo(
 
 def main() -> None:
     """Run the CLI; a DuraloopError prints one line `Type: message` and exits 1."""
+    logging.basicConfig(
+        level=logging.WARNING,
+        format="%(message)s",
+        handlers=[RichHandler(console=err, show_time=False, show_path=False)],
+    )
     try:
         app()
     except DuraloopError as exc:

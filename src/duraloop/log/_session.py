@@ -130,7 +130,8 @@ class Session:
 
         Raises:
             EventRejectedError: if the data is not lossless JSON, a surface or relational rule
-                is broken, a validator vetoes it, or it is called from inside an observer.
+                is broken, or it is called from inside an observer.
+            Exception: whatever a validator raises to veto the append, unchanged.
         """
         if self._notifying:
             raise EventRejectedError(
