@@ -21,6 +21,7 @@ Scripts import this module as `_scenario` (they run as `python benchmarks/<scrip
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import statistics
 import tempfile
@@ -119,6 +120,23 @@ def step_script(
     return script
 
 
+class BenchScriptedModel(ScriptedModel):
+    """ScriptedModel without its input-token estimate (a stand-in for a real provider).
+
+    `ScriptedModel._input_tokens` walks the whole history on every request (O(history) per
+    step, ~1 ms at 4000 messages) to fake a usage figure a real provider would report
+    itself; the benchmarks measure the loop, not that estimate, so it is stubbed here.
+    `bench_steps.py --with-token-estimate` runs the unstubbed model for comparison.
+    """
+
+    def _input_tokens(self, request: ModelRequest) -> int:
+        return len(request.messages)
+
+
+if not hasattr(ScriptedModel, "_input_tokens"):  # pragma: no cover - a rename upstream
+    print("warning: ScriptedModel._input_tokens is gone; BenchScriptedModel stubs nothing")
+
+
 class EncodingModel:
     """A ScriptedModel that also builds and JSON-encodes the provider payload of each request.
 
@@ -127,8 +145,8 @@ class EncodingModel:
         encoded_bytes: bytes of the last encoded request body.
     """
 
-    def __init__(self, script: Sequence[dict[str, Any]]) -> None:
-        self._inner = ScriptedModel(script)
+    def __init__(self, script: Sequence[dict[str, Any]], *, estimate_tokens: bool = False) -> None:
+        self._inner = ScriptedModel(script) if estimate_tokens else BenchScriptedModel(script)
         self.provider = self._inner.provider
         self.model = self._inner.model
         # Used only for its payload conversion (with its per-message cache); never sends.
@@ -234,12 +252,14 @@ def log_path(store: SessionStore, session_id: str) -> Path:
     return Path(path)
 
 
-async def run_steps(steps: int, root: Path, *, durable: bool = True) -> StepRun:
+async def run_steps(
+    steps: int, root: Path, *, durable: bool = True, estimate_tokens: bool = False
+) -> StepRun:
     """Run scenario S once: one turn of `steps` tool steps (+ a final text step)."""
     workspace = root / "ws"
     workspace.mkdir(parents=True, exist_ok=True)
     store: SessionStore = JsonlStore(root / "store") if durable else MemoryStore()
-    model = EncodingModel(step_script(steps))
+    model = EncodingModel(step_script(steps), estimate_tokens=estimate_tokens)
     counter = FsyncCounter()
     with counter.installed():
         loop = start_session(
@@ -273,12 +293,16 @@ async def run_steps(steps: int, root: Path, *, durable: bool = True) -> StepRun:
     )
 
 
-def run_steps_sync(steps: int, root: Path | None = None) -> StepRun:
+def run_steps_sync(
+    steps: int, root: Path | None = None, *, estimate_tokens: bool = False
+) -> StepRun:
     """Run scenario S in a fresh temp dir (or `root`) and return its figures."""
     if root is not None:
-        return anyio.run(run_steps, steps, root)
+        return anyio.run(functools.partial(run_steps, steps, root, estimate_tokens=estimate_tokens))
     with tempfile.TemporaryDirectory(prefix="duraloop-bench-") as tmp:
-        return anyio.run(run_steps, steps, Path(tmp))
+        return anyio.run(
+            functools.partial(run_steps, steps, Path(tmp), estimate_tokens=estimate_tokens)
+        )
 
 
 # --------------------------------------------------------------------------- reporting
@@ -320,6 +344,7 @@ def figures_table(figures: Sequence[Figure]) -> str:
 
 __all__ = [
     "CALLS_PER_STEP",
+    "BenchScriptedModel",
     "NOOP_TOOLS",
     "RUNS",
     "EncodingModel",

@@ -30,7 +30,9 @@ TARGET_BYTES = 1_000_000
 TARGET_FSYNCS_PER_STEP = 2.0
 
 
-def measure(sizes: list[int], runs: int) -> tuple[dict[int, list[sc.StepRun]], list[int]]:
+def measure(
+    sizes: list[int], runs: int, *, estimate_tokens: bool = False
+) -> tuple[dict[int, list[sc.StepRun]], list[int]]:
     """Run every size `runs` times; return the runs and the zlib sizes of the largest N."""
     results: dict[int, list[sc.StepRun]] = {n: [] for n in sizes}
     compressed: list[int] = []
@@ -38,7 +40,7 @@ def measure(sizes: list[int], runs: int) -> tuple[dict[int, list[sc.StepRun]], l
     for _ in range(runs):
         for n in sizes:
             with tempfile.TemporaryDirectory(prefix="duraloop-bench-s-") as tmp:
-                run = sc.run_steps_sync(n, Path(tmp))
+                run = sc.run_steps_sync(n, Path(tmp), estimate_tokens=estimate_tokens)
                 if n == largest:
                     data = sc.log_path(sc.JsonlStore(Path(tmp) / "store"), run.session_id).read_bytes()
                     compressed.append(len(zlib.compress(data, 6)))
@@ -114,9 +116,13 @@ def main(argv: list[str] | None = None) -> list[sc.Figure]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="10,100,1000")
     parser.add_argument("--runs", type=int, default=sc.RUNS)
+    parser.add_argument(
+        "--with-token-estimate", action="store_true",
+        help="keep ScriptedModel's O(history) input-token estimate (stubbed by default)",
+    )
     args = parser.parse_args(argv)
     sizes = sorted(int(x) for x in args.sizes.split(","))
-    results, compressed = measure(sizes, args.runs)
+    results, compressed = measure(sizes, args.runs, estimate_tokens=args.with_token_estimate)
     return report(results, compressed)
 
 

@@ -3,7 +3,7 @@
 Pins Laws 4 and 6 on the live driver: every tool call is answered in model order, commits
 wait for earlier calls, cancellation answers unstarted calls with `ABORTED_BEFORE_DISPATCH`
 pairs. Concurrency is ordered with `Gates` and `anyio.wait_all_tasks_blocked()`, never with
-sleeps, and every test checks the whole log afterwards (`check_log`).
+sleeps, and every test checks the whole log afterwards (`assert_log_valid`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from duraloop.errors import ToolError
 from duraloop.llm import ModelRequest, StreamChunk, block_start, finish_chunk, text_delta
 from duraloop.log import Event, Session
 from duraloop.loop import AgentLoop
-from duraloop.testing import Gates, check_log, describe_log, gated_tool
+from duraloop.testing import Gates, assert_log_valid, describe_log, gated_tool
 from duraloop.tools import Deny, Tool, ToolCallRequest, ToolHooks, ToolOutcome, tool
 from loop._support import (
     call,
@@ -88,7 +88,7 @@ async def test_b1_text_turn_logs_one_step_and_completes(tmp_path: Path) -> None:
     assert of_type(events, "request/header")[0].data["reason"] == "initial"
     assert [m["role"] for m in session.derive_messages()] == ["user", "assistant"]
     assert len(model.requests) == 1
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -108,7 +108,7 @@ async def test_b2_tool_round_trip_sends_result_in_second_request(tmp_path: Path)
     assert result_for(events, "c1").source_event_seqs == [call_seq(events, "c1")]
     assert len(model.requests) == 2
     assert tool_results_in(model.requests[1].messages) == [("c1", False, "echo: ping")]
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -131,7 +131,7 @@ async def test_b3_parallel_siblings_all_start_before_any_is_released(tmp_path: P
         "A(c1,c2,c3)", "call(c1)", "call(c2)", "call(c3)",
         "res(c1,ok)", "res(c2,ok)", "res(c3,ok)", "S-1", "S+2", "A", "S-2", "T-1(completed)",
     ]
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -149,7 +149,7 @@ async def test_b4_exclusive_call_is_a_barrier_between_parallel_groups(tmp_path: 
     assert describe_log(session.events)[6:12] == [
         "call(A1)", "res(A1,ok)", "call(A2)", "res(A2,ok)", "call(A3)", "res(A3,ok)",
     ]
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -170,7 +170,7 @@ async def test_b5_results_commit_in_model_order(tmp_path: Path) -> None:
     results = [e.data["message"]["source"]["callId"] for e in of_type(session.events, "tool/result")]
     assert results == ["c1", "c2"]
     assert [cid for cid, _, _ in tool_results_in(session.derive_messages())] == ["c1", "c2"]
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -206,7 +206,7 @@ async def test_b12_deny_has_no_code_and_pre_execute_throw_skips_post_execute(
     denied, thrown = result_for(events, "c2"), result_for(events, "c3")
     assert "blocked by policy" in result_text(denied) and "error" not in denied.data
     assert result_text(thrown) == "Error: pre exploded" and "error" not in thrown.data
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -222,7 +222,7 @@ async def test_b13_unknown_tool_is_an_error_result_and_the_turn_continues(
     assert event.data["error"] == {"name": "ToolNotFoundError", "code": "UNKNOWN_TOOL"}
     assert result_text(event) == 'Error: unknown tool "nope"'
     assert event.data["message"]["content"][0]["isError"] is True
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -257,7 +257,7 @@ async def test_b14_malformed_arguments_recorded_raw_and_fail_invalid_args(
     assert calls == {"c1": "not json", "c2": "not json", "c3": ""}
     assert result_for(events, "c1").data["error"] == {"name": "ToolArgsError", "code": "INVALID_ARGS"}
     assert seen == ["not json", {}]
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -269,7 +269,7 @@ async def test_b15_tool_error_code_passes_through(tmp_path: Path) -> None:
     event = result_for(session.events, "c1")
     assert event.data["error"] == {"name": "ToolError", "code": "BOOM"}
     assert result_text(event) == "Error: exploded"
-    check_log(session)
+    assert_log_valid(session)
 
 
 # Abort
@@ -298,14 +298,14 @@ async def test_b19_cancel_from_assistant_observer_answers_call_before_dispatch(
     events = list(session.events)
     assert describe_log(events)[5:] == ["A(c1)", "call(c1)", f"res(c1,{ABD})", "S-1", "T-1(aborted)"]
     assert result_for(events, "c1").data["error"] == {"name": "AbortError", "code": ABD}
-    check_log(session)
+    assert_log_valid(session)
 
     later = await loop.run_turn("again")
     assert later.kind == "completed"
     assert tool_results_in(model.requests[1].messages) == [
         ("c1", True, "Error: tool call aborted before dispatch")
     ]
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -331,7 +331,7 @@ async def test_b20_cancel_during_pre_execute_starts_no_body(tmp_path: Path) -> N
         "A(c1,c2)", "call(c1)", f"res(c1,{ABD})", "call(c2)", f"res(c2,{ABD})",
         "S-1", "T-1(aborted)",
     ]
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -355,7 +355,7 @@ async def test_b21_cancel_mid_group_commits_started_and_skips_unstarted(tmp_path
         "A(c1,c2,c3,c4)", "call(c1)", "call(c2)", "res(c1,ABORTED)", "res(c2,ABORTED)",
         "call(c3)", f"res(c3,{ABD})", "call(c4)", f"res(c4,{ABD})", "S-1", "T-1(aborted)",
     ]
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -379,7 +379,7 @@ async def test_b22_aborted_parallel_group_skips_later_exclusive_barrier(tmp_path
     assert describe_log(session.events)[-5:] == [
         "res(c2,ABORTED)", "call(c3)", f"res(c3,{ABD})", "S-1", "T-1(aborted)",
     ]
-    check_log(session)
+    assert_log_valid(session)
 
 
 class _HangingModel:
@@ -417,14 +417,14 @@ async def test_b24_cancel_mid_stream_keeps_interrupted_prefix(tmp_path: Path) ->
     assert message.data["message"]["content"] == [{"type": "text", "text": "partial"}]
     assert message.data["interrupted"] is True
     assert message.source_event_seqs == [e.seq for e in of_type(events, "assistant/chunk")]
-    check_log(session)
+    assert_log_valid(session)
 
     await loop.run_turn("next")
     texts = [
         block.get("text") for m in model.requests[1].messages for block in m["content"]
     ]
     assert "partial" in texts
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -449,4 +449,4 @@ async def test_cancel_from_chunk_observer_keeps_interrupted_prefix(tmp_path: Pat
     assert len(deltas) == 2 and committed.strip()
     assert message.data["message"]["content"] == [{"type": "text", "text": committed}]
     assert message.source_event_seqs == [e.seq for e in of_type(events, "assistant/chunk")]
-    check_log(session)
+    assert_log_valid(session)

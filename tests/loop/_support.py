@@ -10,7 +10,7 @@ import anyio
 import anyio.lowlevel
 
 from duraloop.llm import ScriptedModel
-from duraloop.log import Event, Session
+from duraloop.log import Event, Message, Session
 from duraloop.loop import AgentLoop, LoopConfig
 from duraloop.loop._agent import Durability
 from duraloop.tools import (
@@ -144,7 +144,7 @@ def result_text(event: Event) -> str:
     return "".join(part.get("text", "") for part in block["content"])
 
 
-def tool_results_in(messages: Sequence[dict[str, Any]]) -> list[tuple[str, bool, str]]:
+def tool_results_in(messages: Sequence[Message]) -> list[tuple[str, bool, str]]:
     """`(call id, isError, text)` of every tool-result message in a request."""
     found = []
     for message in messages:

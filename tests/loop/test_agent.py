@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from duraloop.log import Session
-from duraloop.testing import check_log, describe_log
+from duraloop.testing import assert_log_valid, describe_log
 from duraloop.tools import Tool, ToolContext
 
 from ._support import call, make_loop, of_type, tools_step
@@ -28,6 +28,9 @@ class RecordingDurability:
 
     def flush(self) -> None:
         self.flushed_through.append(self.session.seq)
+
+    def close(self) -> None:
+        self.flush()
 
 
 def _law5_tool(
@@ -74,7 +77,7 @@ async def test_every_body_starts_after_a_flush_covering_its_tool_call(tmp_path: 
     assert sorted(call_id for call_id, _, _ in starts) == ["c1", "c2", "c3", "c4", "c5"]
     for call_id, seq, durable in starts:
         assert seq < durable, f"{call_id}: tool/call seq {seq} not durable (flushed < {durable})"
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -101,7 +104,7 @@ async def test_a_tool_step_within_the_cap_flushes_twice(tmp_path: Path) -> None:
     assert flushes_in(2) == 1, "a text step flushes only before its request"
     turn_end = of_type(events, "turn/end")[0].seq
     assert durability.flushed_through[-1] == turn_end + 1, "turn/end is flushed"
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -124,4 +127,4 @@ async def test_max_steps_ends_turn_blocked_between_steps(tmp_path: Path) -> None
         "S+2", "A(c2)", "call(c2)", "res(c2,ok)", "S-2", "T-1(blocked)",
     ]
     assert of_type(session.events, "turn/end")[0].data["reason"] == result.reason
-    check_log(session)
+    assert_log_valid(session)

@@ -3,7 +3,7 @@
 Hypothesis draws a turn of 1-3 scripted steps, each with 0-4 tool calls mixing parallel-safe
 and exclusive instant tools and a random cap, and injects at most one failure: a session
 validator vetoing the N-th `tool/call` or `tool/result` append, or the dispatch of the K-th
-call raising. After `run_turn` (raising or not) the log must pass `check_log`: the
+call raising. After `run_turn` (raising or not) the log must pass `assert_log_valid`: the
 invariants, Law 4 for every step, the pairing check and exactly one `turn/end`. A random
 search over failure points finds orderings hand-written cases miss.
 """
@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from duraloop.log import Event
-from duraloop.testing import check_log
+from duraloop.testing import assert_log_valid
 from duraloop.tools import ToolCallRequest
 
 from ._support import faulty_pipeline, make_loop, of_type, recorder_tool
@@ -95,7 +95,7 @@ async def _scenario(
         assert reason["kind"] == "error" and str(fired[0]) in reason["error"]["message"]
     else:
         assert raised is None and result.kind == "completed"
-    check_log(session)
+    assert_log_valid(session)
     # Law 5: a body ran only for a call that has a tool/call.
     recorded = {e.data["callId"] for e in of_type(session.events, "tool/call")}
     started = {entry.rsplit("-", 1)[1] for entry in record if "-start-" in entry}

@@ -26,7 +26,7 @@ from duraloop.log import (
     interrupted_turn_closers,
 )
 from duraloop.loop import AgentLoop, StepRecovery
-from duraloop.testing import Gates, check_log, describe_log, gated_tool
+from duraloop.testing import Gates, assert_log_valid, describe_log, gated_tool
 from duraloop.tools import ToolCallRequest, ToolHooks, ToolOutcome
 
 from ._support import (
@@ -158,7 +158,7 @@ async def test_b48_dispatch_failure_drains_then_records_outcome_unknown_for_all(
     assert reason["error"]["code"] == "UNKNOWN"
     assert "scheduler exploded" in reason["error"]["message"]
     assert post == [], "no post-execute runs for drained or recovered calls"
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -182,7 +182,7 @@ async def test_b49_failure_before_scheduling_records_not_started_without_tool_ca
     assert of_type(events, "tool/call") == []
     _assert_recovery(events, "c1", NS)
     _assert_recovery(events, "c2", NS)
-    check_log(session)
+    assert_log_valid(session)
 
     result = await loop.run_turn("next")
     assert result.kind == "completed"
@@ -190,7 +190,7 @@ async def test_b49_failure_before_scheduling_records_not_started_without_tool_ca
         ("c1", True, NOT_STARTED_TEXT),
         ("c2", True, NOT_STARTED_TEXT),
     ]
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -220,7 +220,7 @@ async def test_b50_exclusive_prefix_kept_then_unknown_then_not_started(tmp_path:
     assert result_text(result_for(events, "c1")) == "x c1 ok"
     _assert_recovery(events, "c2", OU)
     _assert_recovery(events, "c3", NS)
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -261,7 +261,7 @@ async def test_b51_settled_later_sibling_is_discarded_and_recorded_unknown(
         "A(c1,c2)", "call(c1)", "call(c2)", f"res(c1,{OU})", f"res(c2,{OU})", "S-1", "T-1(error)",
     ]
     assert post == []
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -297,7 +297,7 @@ async def test_b53_append_failure_during_abort_drain_recovers_and_ends_aborted(
     _assert_recovery(events, "c1", OU)
     _assert_recovery(events, "c2", OU)
     _assert_recovery(events, "c3", NS)
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -337,7 +337,7 @@ async def test_b54_failed_recovery_append_keeps_original_error_and_closes_turn(
     # The documented limitation: the closed turn stays unanswered and repair leaves it alone.
     assert interrupted_turn_closers(events) == []
     with pytest.raises(AssertionError, match="unanswered"):
-        check_log(session)
+        assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -370,7 +370,7 @@ async def test_b55_live_recovery_matches_crash_repair_closers(tmp_path: Path) ->
     _assert_recovery(live, "c2", NS)
     assert closers[3].data["reason"] == {"kind": "interrupted"}
     assert live[cut + 4].data["reason"]["kind"] == "error"
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -388,10 +388,10 @@ async def test_b56_resume_and_fork_after_live_recovery_need_no_repair(tmp_path: 
     assert [(cid, err) for cid, err, _ in tool_results_in(messages)] == [
         ("c1", True), ("c2", True), ("c3", True),
     ]
-    check_log(resumed)
+    assert_log_valid(resumed)
     seed = fork_seed(session.events, session_id="s")
     child = Session("child", seed=seed)
-    check_log(child)
+    assert_log_valid(child)
 
 
 @pytest.mark.anyio
@@ -410,6 +410,9 @@ async def test_failing_flush_before_dispatch_never_runs_body_and_records_unknown
             if self.count == 2:
                 raise boom
 
+        def close(self) -> None:
+            self.flush()
+
     durability = FlakyDurability()
     session, _model, loop = make_loop(
         tmp_path,
@@ -425,7 +428,7 @@ async def test_failing_flush_before_dispatch_never_runs_body_and_records_unknown
     assert describe_log(events)[5:] == ["A(c1)", "call(c1)", f"res(c1,{OU})", "S-1", "T-1(error)"]
     _assert_recovery(events, "c1", OU)
     assert durability.count == 3, "the turn-end flush still runs"
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -455,7 +458,7 @@ async def test_validator_hook_failure_on_one_result_recovers_that_call_and_the_r
         f"res(c2,{OU})", f"res(c3,{NS})", "S-1", "T-1(error)",
     ]
     assert record == ["x-start-c1", "x-end-c1", "x-start-c2", "x-end-c2"]
-    check_log(session)
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -476,4 +479,31 @@ async def test_vetoed_first_tool_call_records_not_started_for_every_call(tmp_pat
     assert describe_log(session.events)[5:] == [
         "A(c1,c2)", f"res(c1,{NS})", f"res(c2,{NS})", "S-1", "T-1(error)",
     ]
-    check_log(session)
+    assert_log_valid(session)
+
+
+@pytest.mark.anyio
+async def test_host_cancel_scope_mid_tools_still_closes_a_valid_log(tmp_path: Path) -> None:
+    """anyio cancellation of the caller (not `loop.cancel()`) drains, recovers, closes."""
+    gates = Gates()
+    session, _model, loop = make_loop(
+        tmp_path, [tools_step(call("c1"), call("c2"), call("c3"))], [gated_tool("p", gates)], cap=2
+    )
+    scopes: list[anyio.CancelScope] = []
+
+    async def run() -> None:
+        with anyio.CancelScope() as scope:
+            scopes.append(scope)
+            await loop.run_turn("go")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await gates.wait_entered("c1", "c2")
+        scopes[0].cancel()
+    assert scopes[0].cancelled_caught
+    assert describe_log(session.events)[5:-1] == [
+        "A(c1,c2,c3)", "call(c1)", "call(c2)", f"res(c1,{OU})", f"res(c2,{OU})",
+        f"res(c3,{NS})", "S-1",
+    ]
+    assert session.events[-1].type == "turn/end"
+    assert_log_valid(session)

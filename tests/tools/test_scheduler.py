@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from duraloop.log import Session, assistant_message
-from duraloop.testing import Gates, describe_log, gated_tool
+from duraloop.testing import Gates, assert_log_valid, describe_log, gated_tool
 from duraloop.tools import (
     CancelSignal,
     SchedulerOutcome,
@@ -45,9 +45,7 @@ def _open_step(calls: list[tuple[str, str]]) -> tuple[Session, list[Any]]:
 def _close_and_check(session: Session) -> None:
     session.append("step/end", {"turn": 1, "step": 1})
     session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
-    from duraloop.testing import check_log
-
-    check_log(session)
+    assert_log_valid(session)
 
 
 class _Run:

@@ -7,9 +7,9 @@ import functools
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Annotated
 
 import anyio
@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
-from ..errors import DuraloopError, UsageError
+from ..errors import CorruptLogError, DuraloopError, UsageError
 from ..llm import parse_model_spec
 from ..log import Event, SessionHeader, check_log
 from ..loop import LoopConfig, open_session, resume_session, start_session
@@ -217,7 +217,13 @@ def check(
     store: StoreOption = None,
 ) -> None:
     """Check invariants and provider pairing (never writes); exit 1 with a report if invalid."""
-    header, log = _read(target, store)
+    try:
+        header, log = _read(target, store)
+    except CorruptLogError as exc:
+        # Damage is a finding of `check`, reported like any other problem (not a crash).
+        out.print(f"{target}: INVALID (the log cannot be read)")
+        out.print(f"  - {escape(str(exc))}")
+        raise typer.Exit(1) from None
     report = check_log(header.id, log)
     status = "valid" if report.valid else "INVALID"
     out.print(f"{header.id}: {status} ({report.event_count} events, {report.turn_count} turns)")
@@ -234,9 +240,10 @@ def check(
 @app.command(name="ls")
 def list_sessions(store: StoreOption = None) -> None:
     """List sessions: id, created, turns, the last turn's end reason."""
-    table = Table("created", "turns", "last turn")
-    table.add_column("id", no_wrap=True, overflow="fold")
-    table.columns.insert(0, table.columns.pop())
+    table = Table()
+    table.add_column("id", overflow="fold")
+    for column in ("created", "turns", "last turn"):
+        table.add_column(column)
     for summary in _store(store).list():
         table.add_row(summary.id, _when(summary.created_at), str(summary.turn_count), summary.last_turn_end)
     # Ids are never cut: a piped listing gets the table's full width, not 80 columns.

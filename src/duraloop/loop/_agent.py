@@ -224,6 +224,9 @@ class AgentLoop:
             error = exc
             if signal.aborted:
                 state.reason = {"kind": REASON_ABORTED, "reason": signal.reason}
+            elif not isinstance(exc, Exception):
+                # The caller's own cancel scope (or KeyboardInterrupt) stopped the turn.
+                state.reason = {"kind": REASON_ABORTED, "reason": {"kind": "parent"}}
             else:
                 state.reason = {"kind": REASON_ERROR, "error": _failure_of(exc)}
         reason = state.reason or {"kind": REASON_ERROR, "error": {"message": "no reason", "code": "UNKNOWN"}}

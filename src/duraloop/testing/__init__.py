@@ -2,7 +2,7 @@
 
 from ._gates import Gates as Gates
 from ._gates import gated_tool as gated_tool
-from ._logcheck import check_log as check_log
+from ._logcheck import assert_log_valid as assert_log_valid
 from ._logcheck import describe_log as describe_log
 
-__all__ = ["Gates", "check_log", "describe_log", "gated_tool"]
+__all__ = ["Gates", "assert_log_valid", "describe_log", "gated_tool"]

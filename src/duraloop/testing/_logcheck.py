@@ -1,6 +1,6 @@
 """Whole-log checks for tests: relational invariants, Law 4, one `turn/end` per turn.
 
-`check_log` is what every failure test asserts afterwards: the log is still a valid,
+`assert_log_valid` is what every failure test asserts afterwards: the log is still a valid,
 provider-acceptable conversation, whatever failed. `describe_log` renders a log in the
 spec's compact notation so a test can compare the shape of a whole log in one line.
 """
@@ -97,7 +97,7 @@ def _check_law4(events: Sequence[Event]) -> None:
             )
 
 
-def check_log(session: Session) -> None:
+def assert_log_valid(session: Session) -> None:
     """Assert a session log is valid after whatever happened to it.
 
     Checks: the relational invariants (`InvariantChecker`) over the whole log; Law 4 for every
