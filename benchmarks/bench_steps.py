@@ -9,7 +9,9 @@ step, durable JSONL store, whole history built and JSON-encoded for every reques
 Figures: wall ms per step (turn time / N), CPU ms per step (process time, less sensitive to
 a busy machine), ms per step over the last 10% of steps (exposes growth), the ratio of
 per-step cost at the largest N to the smallest, bytes on disk, fsyncs (writer statistics
-and a process-wide `os.fsync` count) and fsyncs per step. `zlib-6` is an informational
+and a process-wide `os.fsync` count) and fsyncs per step. Per step is judged on the marginal
+cost ((F(N_max) - F(N_min)) / (N_max - N_min)); the fixed part (creating the file and
+fsyncing its directory, the final text step, `turn/end`) is shown next to it. `zlib-6` is an informational
 projection of the compressed size (zstd is not installed here).
 """
 
@@ -86,6 +88,9 @@ def report(results: dict[int, list[sc.StepRun]], compressed: list[int]) -> list[
     size = statistics.median(r.file_bytes for r in big)
     fsyncs = statistics.median(r.fsyncs_writer for r in big)
     fsyncs_os = statistics.median(r.fsyncs_os for r in big)
+    fsyncs_small = statistics.median(r.fsyncs_writer for r in results[small])
+    marginal = (fsyncs - fsyncs_small) / (large - small) if large > small else fsyncs / large
+    fixed = fsyncs - marginal * large
     print()
     summary = [
         sc.Figure("S", f"ms/step at N={large}", sc.median_of([r.ms_per_step for r in big]),
@@ -103,10 +108,9 @@ def report(results: dict[int, list[sc.StepRun]], compressed: list[int]) -> list[
                   sc.median_of([c / 1e6 for c in compressed]) + " MB" if compressed else "-",
                   "zstd not installed", None),
         sc.Figure("S", f"fsyncs at N={large} (writer; os.fsync {fsyncs_os:.0f})",
-                  f"{fsyncs:.0f}", f"<= {TARGET_FSYNCS_PER_STEP * large:.0f}",
-                  fsyncs <= TARGET_FSYNCS_PER_STEP * large),
-        sc.Figure("S", "fsyncs per step", f"{fsyncs / large:.3f}",
-                  f"<= {TARGET_FSYNCS_PER_STEP}", fsyncs / large <= TARGET_FSYNCS_PER_STEP),
+                  f"{fsyncs:.0f} = {marginal:.3f}/step + {fixed:.0f} fixed", "(info)", None),
+        sc.Figure("S", f"fsyncs per step (marginal, N={small}->{large})", f"{marginal:.3f}",
+                  f"<= {TARGET_FSYNCS_PER_STEP}", marginal <= TARGET_FSYNCS_PER_STEP),
     ]
     print(sc.figures_table(summary))
     return summary
