@@ -38,9 +38,83 @@ def lossless_copy(value: object, *, what: str) -> JsonValue:
             the value is cyclic or nested deeper than Python's recursion limit.
     """
     try:
-        return _copy(value, what, "$")
+        return _fast_copy(value)
+    except _NotJson:
+        pass
     except RecursionError as exc:
         raise _reject(what, "$ is cyclic or nested too deeply") from exc
+    try:
+        return _copy(value, what, "$")  # the slow path names the offending part and raises
+    except RecursionError as exc:
+        raise _reject(what, "$ is cyclic or nested too deeply") from exc
+
+
+def check_lossless(value: object, *, what: str) -> None:
+    """Check that `value` is lossless JSON without copying it.
+
+    Args:
+        value: any Python value.
+        what: names the value in the error message.
+
+    Raises:
+        EventRejectedError: like `lossless_copy`.
+    """
+    try:
+        if _fast_check(value):
+            return
+    except RecursionError as exc:
+        raise _reject(what, "$ is cyclic or nested too deeply") from exc
+    lossless_copy(value, what=what)  # names the offending part and raises
+
+
+def _fast_check(value: object) -> bool:
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if kind is dict:
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str or (type(item) not in _SCALARS and not _fast_check(item)):
+                return False
+        return True
+    if kind is list:
+        items: list[object] = value  # type: ignore[assignment]
+        for item in items:
+            if type(item) not in _SCALARS and not _fast_check(item):
+                return False
+        return True
+    if kind is float:
+        number: float = value  # type: ignore[assignment]
+        return math.isfinite(number) and (number != 0.0 or math.copysign(1.0, number) > 0)
+    return False
+
+
+class _NotJson(Exception):  # noqa: N818 - internal control flow, never escapes this module
+    """Raised by the fast path; the slow path then finds and names the problem."""
+
+
+_SCALARS = (str, int, bool, type(None))
+
+
+def _fast_copy(value: object) -> JsonValue:
+    """Copy without building error paths; raise `_NotJson` at the first doubt."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict:
+        out: dict[str, Any] = {}
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str:
+                raise _NotJson
+            out[key] = item if type(item) in _SCALARS else _fast_copy(item)
+        return out
+    if kind is list or kind is tuple:
+        items: list[object] | tuple[object, ...] = value  # type: ignore[assignment]
+        return [item if type(item) in _SCALARS else _fast_copy(item) for item in items]
+    if kind is float:
+        number: float = value  # type: ignore[assignment]
+        if math.isfinite(number) and (number != 0.0 or math.copysign(1.0, number) > 0):
+            return number
+    raise _NotJson
 
 
 def _copy(value: object, what: str, path: str) -> JsonValue:

@@ -18,7 +18,7 @@ from ..errors import EventRejectedError
 from ._event import Event, check_envelope
 from ._header import SessionHeader
 from ._invariants import InvariantChecker
-from ._json import JsonValue, lossless_copy
+from ._json import JsonValue, check_lossless, lossless_copy
 from ._messages import Message
 from ._surface import Surface
 from ._validate import check_message_shape, check_vocabulary
@@ -116,6 +116,7 @@ class Session:
         *,
         surface_op: str | dict[str, Any] | None = None,
         source_event_seqs: Sequence[int] | None = None,
+        copy: bool = True,
     ) -> Event:
         """Validate and commit one event, then notify observers.
 
@@ -124,6 +125,9 @@ class Session:
             data: the JSON payload; it is copied, so later changes by the caller are ignored.
             surface_op: `"append"` or a replace dict; required on surface types only.
             source_event_seqs: seqs of earlier events this surface event cites.
+            copy: False hands `data` over without a copy (it is still checked); the caller
+                must never mutate it afterwards. duraloop's loop passes False for events it
+                builds itself.
 
         Returns:
             The committed event.
@@ -137,7 +141,11 @@ class Session:
             raise EventRejectedError(
                 f're-entrant append of "{type}" from a session observer is not allowed'
             )
-        copied = lossless_copy(data, what=f'session event "{type}"')
+        if copy:
+            copied = lossless_copy(data, what=f'session event "{type}"')
+        else:
+            check_lossless(data, what=f'session event "{type}"')
+            copied = data
         # A str is a Sequence too: keep it as it is so the surface check rejects it as "must
         # be an array" instead of splitting it into characters.
         sources: Any = (
@@ -145,7 +153,9 @@ class Session:
             if source_event_seqs is None or isinstance(source_event_seqs, str | bytes)
             else list(source_event_seqs)
         )
-        op = lossless_copy(surface_op, what=f'surfaceOp of "{type}"') if surface_op is not None else None
+        op = surface_op
+        if op is not None and op != "append":
+            op = lossless_copy(surface_op, what=f'surfaceOp of "{type}"')
         event = Event(type, len(self._events), self._clock(), copied, sources, op)
         check_vocabulary(event)
         self._commit(event, run_validators=True)

@@ -278,7 +278,7 @@ class AgentLoop:
     ) -> str | None:
         turn = state.turn
         with StepRecovery(self.session, turn=turn) as recovery:
-            self.session.append(STEP_START, {"turn": turn, "step": step})
+            self.session.append(STEP_START, {"turn": turn, "step": step}, copy=False)
             state.steps = step
             entering, state.entering = state.entering, []
             try:
@@ -291,7 +291,7 @@ class AgentLoop:
                 recovery.record_recovery_results()
                 raise
             finally:
-                self.session.append(STEP_END, {"turn": turn, "step": step})
+                self.session.append(STEP_END, {"turn": turn, "step": step}, copy=False)
             state.text = _last_assistant_text(self.session) or state.text
             return result
 

@@ -65,6 +65,7 @@ class StepRecovery:
                     result.data,
                     surface_op=SURFACE_APPEND,
                     source_event_seqs=result.source_event_seqs,
+                    copy=False,
                 )
             except Exception as exc:  # noqa: BLE001 - kept; the step's original failure propagates
                 self.failure = exc

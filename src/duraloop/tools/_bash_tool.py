@@ -164,6 +164,11 @@ async def _terminate_group(process: Process) -> None:
             await anyio.sleep(_POLL_SECONDS)
     _signal_group(pgid, signals.SIGKILL)
     await process.wait()
+    # SIGKILL is delivered asynchronously: wait (bounded) until the group is really gone,
+    # so a caller that returns from the tool never sees a survivor.
+    with anyio.move_on_after(KILL_GRACE_SECONDS):
+        while _group_alive(pgid):  # noqa: ASYNC110
+            await anyio.sleep(_POLL_SECONDS)
 
 
 def _group_alive(pgid: int) -> bool:

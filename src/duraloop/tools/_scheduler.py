@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import anyio
 from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..log import Session
 from ..log._messages import ToolCallBlock, tool_result_message
@@ -60,7 +61,9 @@ def commit_result(
         data["error"] = outcome.error
     if outcome.meta is not None:
         data["meta"] = outcome.meta
-    session.append(TOOL_RESULT, data, surface_op=SURFACE_APPEND, source_event_seqs=[call_seq])
+    session.append(
+        TOOL_RESULT, data, surface_op=SURFACE_APPEND, source_event_seqs=[call_seq], copy=False
+    )
 
 
 def _append_call(session: Session, call: ToolCallRequest) -> int:
@@ -73,6 +76,7 @@ def _append_call(session: Session, call: ToolCallRequest) -> int:
             "name": call.name,
             "arguments": call.raw_arguments,
         },
+        copy=False,
     )
     return event.seq
 
@@ -180,30 +184,47 @@ class _GroupRunner:
     committed: int = 0
     aborted: bool = False
     failure: BaseException | None = None
+    _workers: int = 0
+    _task_group: TaskGroup = field(init=False)
+    _work: tuple[
+        MemoryObjectSendStream[int], MemoryObjectReceiveStream[int], MemoryObjectSendStream[int]
+    ] = field(init=False)
 
     async def run(self) -> tuple[int, bool]:
+        """Run the group; return (calls consumed, aborted) or raise the first failure.
+
+        Dispatches run on at most `cap` worker tasks of one task group, spawned as needed
+        (a task per worker, not per call: a worker runs one dispatch after another).
+        """
         self.aborted = self.signal.aborted
-        send, receive = anyio.create_memory_object_stream[int](max_buffer_size=len(self.group))
+        size = len(self.group)
+        done_send, done_receive = anyio.create_memory_object_stream[int](max_buffer_size=size)
+        work_send, work_receive = anyio.create_memory_object_stream[int](max_buffer_size=size)
         async with anyio.create_task_group() as task_group:
+            self._task_group = task_group
+            self._work = (work_send, work_receive, done_send)
             try:
-                await self._fill_pool(task_group, send)
+                await self._fill_pool()
                 while self.in_flight:
-                    settled = await receive.receive()
+                    settled = await done_receive.receive()
                     self.in_flight.discard(settled)
                     self._raise_failure()
                     await self._commit_ready()
                     self._raise_failure()
                     if self.signal.aborted:
                         self.aborted = True
-                    await self._fill_pool(task_group, send)
+                    await self._fill_pool()
             except BaseException as exc:  # noqa: BLE001 - drained, then re-raised below
                 if self.failure is None:
                     self.failure = exc
                 with anyio.CancelScope(shield=True):
                     while self.in_flight:
-                        self.in_flight.discard(await receive.receive())
-        send.close()
-        receive.close()
+                        self.in_flight.discard(await done_receive.receive())
+            finally:
+                work_send.close()  # idle workers see the end of the stream and return
+        done_send.close()
+        done_receive.close()
+        work_receive.close()
         if self.failure is not None:
             raise self.failure
         if self.aborted:
@@ -216,9 +237,7 @@ class _GroupRunner:
         if self.failure is not None:
             raise self.failure
 
-    async def _fill_pool(
-        self, task_group: TaskGroup, send: anyio.abc.ObjectSendStream[int]
-    ) -> None:
+    async def _fill_pool(self) -> None:
         while (
             not self.aborted
             and self.next_to_start < len(self.group)
@@ -228,14 +247,30 @@ class _GroupRunner:
             if index > 0 and self.parallel and not self.pipeline.is_parallel(self.group[index]):
                 break
             if await self._start_call(index):
-                self.in_flight.add(index)
-                task_group.start_soon(self._dispatch, index, send)
+                self._submit(index)
             self.next_to_start += 1
             self._raise_failure()
             await self._commit_ready()
             self._raise_failure()
             if self.signal.aborted:
                 self.aborted = True
+
+    def _submit(self, index: int) -> None:
+        """Hand a prepared call to a worker, spawning one while fewer than needed exist."""
+        self.in_flight.add(index)
+        work_send, work_receive, done_send = self._work
+        work_send.send_nowait(index)  # the buffer holds the whole group: never blocks
+        if self._workers < len(self.in_flight):  # each in-flight dispatch holds one worker
+            self._workers += 1
+            self._task_group.start_soon(self._worker, work_receive, done_send)
+
+    async def _worker(
+        self,
+        work: MemoryObjectReceiveStream[int],
+        done: MemoryObjectSendStream[int],
+    ) -> None:
+        async for index in work:
+            await self._dispatch(index, done)
 
     async def _start_call(self, index: int) -> bool:
         """Append `tool/call` and prepare; return True when the call needs a dispatch."""
@@ -250,7 +285,7 @@ class _GroupRunner:
         self.slots[index] = _Slot(prepared.outcome, needs_post=prepared.kind == "post-result")
         return False
 
-    async def _dispatch(self, index: int, send: anyio.abc.ObjectSendStream[int]) -> None:
+    async def _dispatch(self, index: int, send: MemoryObjectSendStream[int]) -> None:
         try:
             if self.ensure_durable is not None:
                 self.ensure_durable(self.call_seqs[index])
@@ -261,8 +296,7 @@ class _GroupRunner:
             if self.failure is None:
                 self.failure = exc
         finally:
-            with anyio.CancelScope(shield=True):
-                await send.send(index)
+            send.send_nowait(index)  # the buffer holds the whole group: never blocks
 
     async def _commit_ready(self) -> None:
         while self.committed < self.next_to_start and self.committed in self.slots:
