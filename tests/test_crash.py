@@ -74,7 +74,7 @@ def _start_sleeping_turn(cli: Cli) -> tuple[subprocess.Popen[bytes], Path, int]:
 
 def _call_seq(events: list[dict[str, Any]], call_id: str) -> int:
     (seq,) = [e["seq"] for e in events if e["type"] == "tool/call" and e["data"]["callId"] == call_id]
-    return seq
+    return int(seq)
 
 
 def _results(events: list[dict[str, Any]], call_id: str) -> list[dict[str, Any]]:

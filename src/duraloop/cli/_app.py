@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import os
 import sys
@@ -52,6 +53,13 @@ ModelOption = Annotated[
     str | None,
     typer.Option("--model", envvar="DURALOOP_MODEL", help="Model spec: scripted:PATH, openai:MODEL or deepseek:MODEL."),
 ]
+
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
+
+def _print_json(value: object) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
 
 
 def _store(path: Path | None) -> SessionStore:
@@ -214,6 +222,7 @@ def _when(epoch_ms: int) -> str:
 @app.command()
 def check(
     target: Annotated[str, typer.Argument(help="A session id, or the path of a session log file.")],
+    as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
     """Check invariants and provider pairing (never writes); exit 1 with a report if invalid."""
@@ -221,10 +230,26 @@ def check(
         header, log = _read(target, store)
     except CorruptLogError as exc:
         # Damage is a finding of `check`, reported like any other problem (not a crash).
-        out.print(f"{target}: INVALID (the log cannot be read)")
-        out.print(f"  - {escape(str(exc))}")
+        if as_json:
+            _print_json({"session": target, "valid": False, "problems": [str(exc)]})
+        else:
+            out.print(f"{target}: INVALID (the log cannot be read)")
+            out.print(f"  - {escape(str(exc))}")
         raise typer.Exit(1) from None
     report = check_log(header.id, log)
+    if as_json:
+        _print_json(
+            {
+                "session": header.id,
+                "valid": report.valid,
+                "events": report.event_count,
+                "turns": report.turn_count,
+                "openTurn": report.open_turn,
+                "closersNeeded": report.closers_needed,
+                "problems": report.problems,
+            }
+        )
+        raise typer.Exit(0 if report.valid else 1)
     status = "valid" if report.valid else "INVALID"
     out.print(f"{header.id}: {status} ({report.event_count} events, {report.turn_count} turns)")
     if report.open_turn is not None:
@@ -238,13 +263,30 @@ def check(
 
 
 @app.command(name="ls")
-def list_sessions(store: StoreOption = None) -> None:
+def list_sessions(as_json: JsonOption = False, store: StoreOption = None) -> None:
     """List sessions: id, created, turns, the last turn's end reason."""
+    summaries = _store(store).list()
+    if as_json:
+        _print_json(
+            [
+                {
+                    "id": summary.id,
+                    "createdAt": summary.created_at,
+                    "cwd": summary.cwd,
+                    "turns": summary.turn_count,
+                    "lastTurnEnd": summary.last_turn_end,
+                    "events": summary.event_count,
+                    "parentSession": summary.parent_session,
+                }
+                for summary in summaries
+            ]
+        )
+        return
     table = Table()
     table.add_column("id", overflow="fold")
     for column in ("created", "turns", "last turn"):
         table.add_column(column)
-    for summary in _store(store).list():
+    for summary in summaries:
         table.add_row(summary.id, _when(summary.created_at), str(summary.turn_count), summary.last_turn_end)
     # Ids are never cut: a piped listing gets the table's full width, not 80 columns.
     needed = Measurement.get(out, out.options.update(max_width=10_000), table).maximum
