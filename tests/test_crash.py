@@ -185,3 +185,34 @@ def test_signal_cancels_the_turn_durably(cli: Cli, signum: signal.Signals, to_gr
              what=f"process group {bash_pid} to exit")
     status = Path(f"/proc/{bash_pid}/status")
     assert not status.exists() or "zombie" in status.read_text()
+
+
+def test_second_sigint_exits_at_once_and_resume_repairs(cli: Cli) -> None:
+    # The bash command ignores SIGTERM, so the first Ctrl-C's drain waits out the kill grace.
+    stubborn: list[dict[str, Any]] = [
+        {"tool_calls": [{"id": "bash-1", "name": "bash",
+                         "arguments": {"command": "echo $$ > pid; trap '' TERM; sleep 30"}}]},
+    ]
+    proc = cli.popen("run", "Wait.", "--session", SESSION, "--model", cli.script(stubborn))
+    try:
+        log = wait_for_log(cli, SESSION)
+        pid_file = cli.cwd / "pid"
+        wait_for(lambda: (pid_file.is_file() and pid_file.read_text().strip() != "")
+                 or proc.poll() is not None, what="the bash command to start")
+        proc.send_signal(signal.SIGINT)
+        wait_for(lambda: "cancelling the turn" in (cli.tmp / "popen.err").read_text()
+                 or proc.poll() is not None, what="the first SIGINT to be handled")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=EXIT_TIMEOUT) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # Exited at once, mid-drain: the log ends inside the turn, and resume closes it.
+    _assert_open_turn(cli)
+    ok(cli("resume", SESSION))
+    events = raw_events(log)
+    (result,) = _results(events, "bash-1")
+    assert result["data"]["error"]["code"] == "TOOL_OUTCOME_UNKNOWN"
+    assert [e["type"] for e in events[-3:]] == ["step/end", "turn/end", "session/end-seed"]
+    assert ": valid (" in ok(cli("check", SESSION)).stdout

@@ -50,8 +50,10 @@ def reason_text(reason: dict[str, Any]) -> str:
 
 
 class LiveRenderer:
-    """A session observer that prints a running turn: text as it streams, each tool call
-    with its state and duration (milliseconds), and the turn's end.
+    """Print a running turn as a session observer.
+
+    Shows text as it streams, each tool call with its state and duration (milliseconds),
+    and the turn's end.
 
     Args:
         console: where the stream goes (stdout).

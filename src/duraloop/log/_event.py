@@ -50,7 +50,7 @@ def encode_event(event: Event) -> bytes:
 
 
 def encode_events_lines(events: list[Event]) -> bytes:
-    """Encode events as JSONL: one line per event, each ending in `\\n`."""
+    """Encode events as JSONL: one line per event, each ending in a newline."""
     buffer = bytearray()
     for event in events:
         _encoder.encode_into(event, buffer, len(buffer))
