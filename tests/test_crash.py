@@ -214,5 +214,7 @@ def test_second_sigint_exits_at_once_and_resume_repairs(cli: Cli) -> None:
     events = raw_events(log)
     (result,) = _results(events, "bash-1")
     assert result["data"]["error"]["code"] == "TOOL_OUTCOME_UNKNOWN"
-    assert [e["type"] for e in events[-3:]] == ["step/end", "turn/end", "session/end-seed"]
+    # `resume` without a prompt commits the repair and starts no lifecycle (no end-seed).
+    assert [e["type"] for e in events[-3:]] == ["tool/result", "step/end", "turn/end"]
+    assert events[-1]["data"]["reason"] == {"kind": "interrupted"}
     assert ": valid (" in ok(cli("check", SESSION)).stdout
