@@ -10,10 +10,10 @@ text-only step that ends the turn. One turn is the representative shape of an ag
 events (`turn/start`, `user/message`, `turn/end`, the request header) are paid once.
 
 Honest request cost: the scripted model is wrapped by `EncodingModel`, which, before each
-response, builds the provider payload of the whole request the way the OpenAI-compatible
-adapter does (`OpenAIChatModel.payload`, which caches the converted payload of each
-immutable message by id) and JSON-encodes it with msgspec (what the HTTP client would
-send). That work is inside every timed figure.
+response, builds the JSON body of the whole request exactly as the OpenAI-compatible
+adapter sends it (`OpenAIChatModel.encode_request`, which reuses the encoded fragments of
+the unchanged history prefix and converts and encodes only new messages). That work is
+inside every timed figure.
 
 Scripts import this module as `_scenario` (they run as `python benchmarks/<script>.py`).
 """
@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import msgspec
 
 from duraloop.llm import ModelRequest, OpenAIChatModel, ScriptedModel, StreamChunk
 from duraloop.loop import LoopConfig, start_session
@@ -149,14 +148,14 @@ class EncodingModel:
         self._inner = ScriptedModel(script) if estimate_tokens else BenchScriptedModel(script)
         self.provider = self._inner.provider
         self.model = self._inner.model
-        # Used only for its payload conversion (with its per-message cache); never sends.
+        # Used only for its request encoding (with its prefix cache); never sends.
         self._adapter = OpenAIChatModel("bench-model", api_key="sk-bench-not-used")
         self.request_times: list[float] = []
         self.encoded_bytes = 0
 
     def encode(self, request: ModelRequest) -> bytes:
-        """Build the Chat Completions body for `request` and JSON-encode it."""
-        body = msgspec.json.encode(self._adapter.payload(request))
+        """Build the Chat Completions body for `request` as the adapter sends it (bytes)."""
+        body = self._adapter.encode_request(request)
         self.encoded_bytes = len(body)
         return body
 
@@ -177,7 +176,7 @@ def encode_request(
 ) -> bytes:
     """JSON-encode the Chat Completions body of one request (used by the resume child)."""
     request = ModelRequest(messages=messages, system=system, tools=tools)
-    return msgspec.json.encode(adapter.payload(request))
+    return adapter.encode_request(request)
 
 
 # --------------------------------------------------------------------------- fsync counting

@@ -13,8 +13,9 @@ The child times, with perf_counter, exactly what `duraloop.loop.resume_session` 
 building the next request (its steps are repeated here so each phase is timed):
 `load` (read, scan, truncate the torn tail, append closers durably), `seed`
 (`Session(seed=...)`), `writer+loop` (`open_writer`, `AgentLoop`, durable `session/end-seed`),
-`derive+pairing` (`derive_messages` + `check_pairing`) and `encode` (Chat Completions payload
-of the whole history + msgspec JSON encode). The parent also reports the child's whole
+`derive+pairing` (`derive_messages` + `check_pairing`) and `encode` (the Chat Completions
+body of the whole history, `OpenAIChatModel.encode_request` on a fresh adapter: every
+message converted and encoded once). The parent also reports the child's whole
 wall time (interpreter start and imports included).
 
     /work/venv/bin/python benchmarks/bench_resume.py [--runs 3] [--events 100000]

@@ -23,6 +23,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    raw: bytes
 
 
 @dataclass
@@ -104,10 +105,13 @@ class FakeOpenAIServer:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", "0"))
-                body = json.loads(self.rfile.read(length) or b"{}")
+                raw = self.rfile.read(length)
                 server.requests.append(
                     RecordedRequest(
-                        self.path, {k.lower(): v for k, v in self.headers.items()}, body
+                        self.path,
+                        {k.lower(): v for k, v in self.headers.items()},
+                        json.loads(raw or b"{}"),
+                        raw,
                     )
                 )
                 reply = (

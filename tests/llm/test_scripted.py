@@ -7,13 +7,22 @@ chunk shapes must satisfy the llm-spec 1.4 contract exactly as a real adapter's 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 from duraloop.errors import ConfigError, LlmError
-from duraloop.llm import BlockAssembler, ModelRequest, ScriptedModel, StreamChunk, stream_chunks
-from duraloop.log._messages import user_message
+from duraloop.llm import (
+    BlockAssembler,
+    ModelRequest,
+    ScriptedModel,
+    StreamChunk,
+    _scripted,
+    stream_chunks,
+)
+from duraloop.log._json import JsonValue
+from duraloop.log._messages import assistant_message, tool_result_message, user_message
 
 REQUEST = ModelRequest(messages=[user_message("hello there, model")], system="be brief")
 
@@ -192,3 +201,41 @@ def test_scripted_malformed_response_raises_config_error(
 ) -> None:
     with pytest.raises(ConfigError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
         ScriptedModel([response])
+
+
+@pytest.mark.anyio
+async def test_scripted_input_tokens_count_only_new_messages_of_a_growing_history(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counted: list[object] = []
+    chars = _scripted._message_chars
+
+    def counting(message: Mapping[str, JsonValue]) -> int:
+        if "role" in message:  # a message, not the tool-result block it recurses into
+            counted.append(message)
+        return chars(message)
+
+    monkeypatch.setattr(_scripted, "_message_chars", counting)
+    model = ScriptedModel([{"text": "fine"}] * 4)
+    call = {"type": "tool-call", "id": "c1", "name": "read", "arguments": '{"p":"abc"}'}
+    history = [user_message("x" * 40)]
+    expected = [40 // 4]
+    history += [
+        assistant_message([{"type": "text", "text": "y" * 8}, call], provider="p", model="m"),
+        tool_result_message("c1", [{"type": "text", "text": "z" * 12}], is_error=False),
+    ]
+    expected.append((40 + 8 + len("read") + len('{"p":"abc"}') + 12 + len("sys")) // 4)
+    forked = [*history[:1], user_message("w" * 20)]
+    expected.append((40 + 20) // 4)
+    requests = [
+        ModelRequest(messages=history[:1]),
+        ModelRequest(messages=list(history), system="sys"),
+        ModelRequest(messages=forked),
+    ]
+    counts = []
+    for request in requests:
+        usage = _assemble(await _collect(model, request)).usage
+        assert usage is not None
+        counts.append((usage["inputTokens"], len(counted)))
+    # Request 2 counts its 2 new messages; the fork recounts its whole (2-message) history.
+    assert counts == [(expected[0], 1), (expected[1], 3), (expected[2], 5)]

@@ -2,21 +2,25 @@
 
 Built on the official `openai` SDK with its retries off (`max_retries=0`): one `stream()`
 call is one provider attempt, and duraloop's retry policy owns retries (llm-spec 1.4 rule 7).
-Wire rules follow llm-spec 2.1/2.3 and the pairing rule of 3.1: an assistant message carries
-all its tool calls (raw argument strings), each tool result becomes one `tool` message
-right after it, and error results say so in their text (section 4).
+Wire conversion lives in `_openai_request` (llm-spec 2.1/2.3, 3.1, 4).
 
-The converted payload of each message is cached by message id (messages are immutable), so
-the unchanged prefix of a long history is encoded once and reused.
+Two costs are kept off the hot paths:
+
+- The request body is built by `RequestEncoder` as bytes, reusing the encoded fragments of
+  the unchanged history prefix, and posted with the SDK's own HTTP client as raw `content`
+  (`AsyncOpenAI.post`), so the SDK's per-request `async_maybe_transform` walk over every
+  message (about 1.4 s at 4,000 messages) never runs. Auth headers, the base URL,
+  timeouts, the SSE decoding into `ChatCompletionChunk` and the exception classes are the
+  SDK's, as with `chat.completions.create`.
+- `openai` is imported when an `OpenAIChatModel` is constructed, not when this module is
+  imported: `import duraloop` must not pay the SDK's import time (about 1 s).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any, Final, cast
-
-import openai
+from typing import TYPE_CHECKING, Final
 
 from ..errors import ConfigError, LlmError
 from ..log._json import JsonObject
@@ -31,21 +35,26 @@ from ._errors import (
     TIMEOUT,
     TRANSPORT,
     UNKNOWN,
-    UNSUPPORTED_CONTENT,
     code_for_status,
     is_context_window_exceeded,
     is_quota_exceeded,
     parse_retry_after_ms,
 )
 from ._model import ModelRequest
+from ._openai_request import RequestEncoder, body_options, convert_message
 from ._openai_stream import ChunkTranslator
 
-_NO_OUTPUT: Final = "(no output)"
-_ERROR_PREFIX: Final = "Error: "
+if TYPE_CHECKING:
+    import openai
+    from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+_PATH: Final = "/chat/completions"
 
 
 class OpenAIChatModel:
     """A model behind an OpenAI-compatible Chat Completions endpoint.
+
+    Constructing one imports the `openai` SDK (importing duraloop does not).
 
     Args:
         model: the provider's model id, sent verbatim.
@@ -74,6 +83,10 @@ class OpenAIChatModel:
                 f"the {provider} API key is empty or contains spaces or non-printable "
                 "characters; check the key you configured"
             )
+        # Deferred to here: the SDK costs about 1 s to import.
+        import openai
+        from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
         self.provider = provider
         self.model = model
         self._base_url = base_url or "https://api.openai.com/v1"
@@ -81,16 +94,40 @@ class OpenAIChatModel:
         self._client = openai.AsyncOpenAI(
             api_key=key, base_url=base_url, max_retries=0, timeout=timeout_seconds
         )
-        self._cache: dict[str, tuple[Message, list[JsonObject]]] = {}
+        self._cast_to: type[ChatCompletion] = ChatCompletion
+        self._stream_cls: type[openai.AsyncStream[ChatCompletionChunk]] = openai.AsyncStream[
+            ChatCompletionChunk
+        ]
+        self._encoder = RequestEncoder(model, self._convert)
 
     async def aclose(self) -> None:
         """Close the underlying HTTP client and its connections."""
         await self._client.close()
 
-    def payload(self, request: ModelRequest) -> JsonObject:
-        """Build the Chat Completions request body for `request`.
+    def encode_request(self, request: ModelRequest) -> bytes:
+        """Build the Chat Completions request body for `request` as JSON bytes.
 
-        Message payloads are cached; treat the returned value as read-only.
+        The history prefix shared with the previous request (the same message objects, in
+        order) is not converted or encoded again: its cached byte fragments are joined, so
+        the cost is one join plus converting the new messages.
+
+        Args:
+            request: the messages and options.
+
+        Returns:
+            Compact UTF-8 JSON: `{model, messages, stream, stream_options, tools?,
+            max_tokens?, temperature?}`, the body `stream()` sends.
+
+        Raises:
+            LlmError: `UNSUPPORTED_CONTENT` if a message holds an image or has an unknown role.
+        """
+        return self._encoder.encode(request)
+
+    def payload(self, request: ModelRequest) -> JsonObject:
+        """Build the Chat Completions request body for `request` as a dict, for inspection.
+
+        Converts the whole history on every call (no cache); `stream()` sends
+        `encode_request(request)`, which encodes the same value.
 
         Args:
             request: the messages and options.
@@ -104,62 +141,12 @@ class OpenAIChatModel:
         messages: list[JsonObject] = []
         if request.system is not None:
             messages.append({"role": "system", "content": request.system})
-        cache = self._cache
         for message in request.messages:
-            entry = cache.get(message["id"])
-            if entry is None or (entry[0] is not message and entry[0] != message):
-                entry = (message, self._convert(message))
-                cache[message["id"]] = entry
-            messages.extend(entry[1])
-        body: JsonObject = {
-            "model": self.model,
-            "messages": messages,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
-        if request.tools:
-            body["tools"] = [{"type": "function", "function": t.to_json()} for t in request.tools]
-        if request.max_tokens is not None:
-            body["max_tokens"] = request.max_tokens
-        if request.temperature is not None:
-            body["temperature"] = request.temperature
-        return body
+            messages.extend(self._convert(message))
+        return {"model": self.model, "messages": messages, **body_options(request)}
 
     def _convert(self, message: Message) -> list[JsonObject]:
-        role = message["role"]
-        blocks = message.get("content", [])
-        if role == "assistant":
-            return [self._convert_assistant(message)]
-        if role == "user":
-            return _convert_user(message)
-        if role == "system":
-            return [{"role": "system", "content": _joined_text(blocks, message, sep="")}]
-        raise LlmError(
-            f"message {message['id']} has role {role!r}, which Chat Completions cannot carry",
-            code=UNSUPPORTED_CONTENT,
-        )
-
-    def _convert_assistant(self, message: Message) -> JsonObject:
-        text: list[str] = []
-        reasoning: list[str] = []
-        calls: list[JsonObject] = []
-        for block in message.get("content", []):
-            kind = block.get("type")
-            if kind == "text":
-                text.append(block["text"])
-            elif kind == "reasoning":
-                reasoning.append(block["text"])
-            elif kind == "tool-call":
-                function = {"name": block["name"], "arguments": block["arguments"]}
-                calls.append({"id": block["id"], "type": "function", "function": function})
-            elif kind == "image":
-                raise _unsupported_image(message)
-        out: JsonObject = {"role": "assistant", "content": "".join(text)}
-        if self._send_reasoning and reasoning:
-            out["reasoning_content"] = "".join(reasoning)
-        if calls:
-            out["tool_calls"] = calls
-        return out
+        return convert_message(message, send_reasoning=self._send_reasoning)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         """Make one Chat Completions streaming request and translate it into chunks.
@@ -173,19 +160,21 @@ class OpenAIChatModel:
 
         Raises:
             LlmError: on any HTTP, transport, timeout or protocol failure (raised `from` the
-                SDK error); `STREAM_CLOSED` if the stream ended without a finish reason.
+                SDK error); `STREAM_CLOSED` if the stream ended without a finish reason;
+                `UNSUPPORTED_CONTENT` (before any request) if a message cannot be sent.
         """
-        body = self.payload(request)
+        import openai  # loaded by __init__ already: a sys.modules lookup
+
+        body = self.encode_request(request)
         translator = ChunkTranslator()
         try:
-            response = await self._client.chat.completions.create(
-                model=self.model,
-                messages=cast(Any, body["messages"]),
+            response = await self._client.post(
+                _PATH,
+                cast_to=self._cast_to,
+                content=body,
+                options={"security": {"bearer_auth": True}},
                 stream=True,
-                stream_options={"include_usage": True},
-                tools=cast(Any, body.get("tools", openai.omit)),
-                max_tokens=body.get("max_tokens", openai.omit),
-                temperature=body.get("temperature", openai.omit),
+                stream_cls=self._stream_cls,
             )
             async with response:
                 async for chunk in response:
@@ -202,6 +191,8 @@ class OpenAIChatModel:
             yield out
 
     def _llm_error(self, exc: openai.OpenAIError) -> LlmError:
+        import openai  # loaded by __init__ already: a sys.modules lookup
+
         where = f"{self.provider} API request to {self._base_url}"
         if isinstance(exc, openai.APITimeoutError):
             return LlmError(f"{where} timed out", code=TIMEOUT)
@@ -235,44 +226,3 @@ class OpenAIChatModel:
                 code = SERVER
             return LlmError(f"{self.provider} stream failed: {exc.message}", code=code)
         return LlmError(f"{where} failed: {exc}", code=UNKNOWN)
-
-
-def _convert_user(message: Message) -> list[JsonObject]:
-    # Tool messages first, then any text: keeps the pairing rule of llm-spec 3.1 even if a
-    # user message mixes text and tool results (llm-spec 6.14).
-    out: list[JsonObject] = []
-    text: list[str] = []
-    has_results = False
-    for block in message.get("content", []):
-        kind = block.get("type")
-        if kind == "tool-result":
-            has_results = True
-            content = _joined_text(block.get("content", []), message, sep="\n") or _NO_OUTPUT
-            if block.get("isError") and not content.startswith("Error"):
-                content = _ERROR_PREFIX + content
-            out.append({"role": "tool", "tool_call_id": block["toolCallId"], "content": content})
-        elif kind == "text":
-            text.append(block["text"])
-        elif kind == "image":
-            raise _unsupported_image(message)
-    if text or not has_results:
-        out.append({"role": "user", "content": "".join(text)})
-    return out
-
-
-def _joined_text(blocks: list[Any], message: Message, *, sep: str) -> str:
-    parts: list[str] = []
-    for block in blocks:
-        kind = block.get("type")
-        if kind == "text":
-            parts.append(block["text"])
-        elif kind == "image":
-            raise _unsupported_image(message)
-    return sep.join(parts)
-
-
-def _unsupported_image(message: Message) -> LlmError:
-    return LlmError(
-        f"message {message['id']} holds an image; the Chat Completions adapter sends text only",
-        code=UNSUPPORTED_CONTENT,
-    )

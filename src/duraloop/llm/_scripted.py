@@ -10,6 +10,11 @@ A response is a JSON object:
 "error"?: {"code", "message"}, "delay_ms"?}`.
 A string `arguments` is sent raw (a script may send malformed JSON on purpose); an object
 is JSON-encoded compactly. A missing call id becomes `call_<n>`, unique within the script.
+
+The reported `usage` is an estimate, not a tokenizer's count: `inputTokens` is the
+characters of the whole prompt (system prompt, message text, reasoning, tool-call names and
+arguments, tool-result text) divided by 4, kept incrementally across requests;
+`outputTokens` is the response's characters divided by 4.
 """
 
 from __future__ import annotations
@@ -96,7 +101,8 @@ class ScriptedModel:
         self.requests: list[ModelRequest] = []
         self._path = path
         self._responses = _parse_script(responses, where=path or "the scripted model's script")
-        self._token_cache: dict[str, tuple[Message, int]] = {}
+        self._counted: list[Message] = []  # the previous request's history, in order
+        self._counted_chars = 0  # the character estimate of `_counted`
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> ScriptedModel:
@@ -199,15 +205,30 @@ class ScriptedModel:
         yield finish_chunk(response.finish)
 
     def _input_tokens(self, request: ModelRequest) -> int:
-        chars = len(request.system or "")
-        cache = self._token_cache
-        for message in request.messages:
-            entry = cache.get(message["id"])
-            if entry is None or entry[0] is not message:
-                entry = (message, _message_chars(message))
-                cache[message["id"]] = entry
-            chars += entry[1]
-        return chars // _CHARS_PER_TOKEN
+        """Estimate the prompt's input tokens: its characters / 4, O(new messages) per request.
+
+        The figure stands in for the count a real provider reports for the whole prompt:
+        the characters of the system prompt plus every message's text, reasoning, tool-call
+        name and arguments and tool-result text, divided by 4. The history's total is kept
+        from the previous request: when the new history starts with the same messages (one
+        list comparison, which compares identical items by pointer in C), only the new
+        messages are counted; any other change (a fork, a replaced surface) recounts the
+        whole history once.
+        """
+        messages = request.messages
+        counted = self._counted
+        count = len(counted)
+        prefix = messages[:count]
+        if type(prefix) is not list:
+            prefix = list(prefix)
+        if len(prefix) == count and prefix == counted:
+            tail = messages[count:]
+            counted.extend(tail)
+            self._counted_chars += sum(map(_message_chars, tail))
+        else:
+            self._counted = list(messages)
+            self._counted_chars = sum(map(_message_chars, messages))
+        return (len(request.system or "") + self._counted_chars) // _CHARS_PER_TOKEN
 
 
 def _message_chars(message: Mapping[str, JsonValue]) -> int:
