@@ -106,3 +106,10 @@ def test_read_log_file_reads_a_real_store_log_and_refuses_damage(tmp_path: Path)
     path.write_bytes(path.read_bytes().replace(b'"seq":2', b'"seq":7'))
     with pytest.raises(CorruptLogError, match="seq gap"):
         read_log_file(path)
+
+
+def test_a_zstd_log_file_is_read_by_its_suffix(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path, compression="zstd")
+    store.backend.materialize(meta("z"), one_turn_log())
+    header, events = read_log_file(str(store.locate("z")))
+    assert (header.id, events) == ("z", one_turn_log())

@@ -1,4 +1,4 @@
-"""The JSONL backend on disk: layout, crash recovery, fsync rollback, locks (cases 63-67).
+"""The JSONL backend on disk: layout, crash recovery, fsync rollback, locks (cases 63-67), zstd.
 
 These tests write real files under `tmp_path`, corrupt them the way a crash would, and use
 a second OS process for the lock, because `flock` semantics are per open file description.
@@ -12,14 +12,18 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from random import Random
 
 import pytest
+import zstandard
 
-from duraloop.errors import CorruptLogError, SessionLockedError, StoreError
-from duraloop.log import Session
+from duraloop.errors import ConfigError, CorruptLogError, SessionLockedError, StoreError
+from duraloop.log import Event, Session
 from duraloop.store import JsonlStore, MemoryStore
+from duraloop.store._records import encode_header
+from duraloop.store._zstd import scan_frames
 
-from ._builders import meta, one_turn_log, ss, te, text_chunk, ts
+from ._builders import meta, one_turn_log, se, ss, te, text_chunk, ts
 
 
 def log_path(root: Path, session_id: str, cwd: str | None = None) -> Path:
@@ -187,3 +191,116 @@ def test_memory_and_jsonl_store_agree_on_a_written_session(tmp_path: Path) -> No
             session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
         results.append(store.load("s").events)
     assert results[0] == results[1]
+
+
+# --------------------------------------------------------------------------- zstd encoding
+
+
+def zstd_path(root: Path, session_id: str) -> Path:
+    return root / "_no-cwd" / session_id / "session.jsonl.zstd"
+
+
+def noisy_chunks(first_seq: int, count: int) -> list[Event]:
+    """Chunk events of incompressible text: one batch of them spans several zstd blocks."""
+    random = Random(first_seq)
+    return [
+        text_chunk(first_seq + k, 0, "".join(random.choice("0123456789abcdef") for _ in range(200)), index=k)
+        for k in range(count)
+    ]
+
+
+def test_zstd_layout_is_one_checksummed_frame_for_the_header_and_one_per_batch(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path, compression="zstd")
+    session = Session("s", header=meta("s"))
+    with store.open_writer(session) as writer:
+        session.append("turn/start", {"turn": 1})
+        writer.flush()
+        session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    data = zstd_path(tmp_path, "s").read_bytes()
+    scan = scan_frames(data, path=None)
+    assert len(scan.frames) == 3 and scan.torn_start is None
+    texts = [zstandard.ZstdDecompressor().decompress(data[a:b]) for a, b in scan.frames]
+    assert texts[0] == encode_header(meta("s"))
+    assert [text.count(b"\n") for text in texts] == [1, 1, 1]
+    assert all(zstandard.get_frame_parameters(data[a:b]).has_checksum for a, b in scan.frames)
+    assert not log_path(tmp_path, "s").exists()
+    assert writer.statistics().bytes_written == len(data)
+
+
+def test_zstd_torn_frame_load_rewrites_recovered_events_and_closers_as_one_frame(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path, compression="zstd")
+    store.backend.materialize(meta("s"), [ts(0, 1), ss(1, 1, 1)])
+    path = zstd_path(tmp_path, "s")
+    committed = path.read_bytes()
+    store.append("s", noisy_chunks(2, 2000))
+    torn_size = path.stat().st_size - 10
+    path.write_bytes(path.read_bytes()[:torn_size])
+    loaded = store.load("s")
+    recovered = len(loaded.events) - 2 - 2
+    assert 0 < recovered < 2000
+    assert [e.type for e in loaded.events[-2:]] == ["step/end", "turn/end"]
+    assert loaded.repair.truncated_bytes == torn_size - len(committed), "cut at the torn frame's start"
+    data = path.read_bytes()
+    assert data.startswith(committed)
+    scan = scan_frames(data, path=None)
+    assert scan.torn_start is None and len(scan.frames) == 3, "recovered events + closers: one frame"
+    assert store.inspect("s").events == loaded.events
+    store.append("s", [ts(len(loaded.events), 2)])
+    assert len(store.backend.read("s").events) == len(loaded.events) + 1
+
+
+def test_zstd_writer_adopting_a_torn_frame_rewrites_recovered_events_without_closers(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path, compression="zstd")
+    seed = [ts(0, 1), ss(1, 1, 1), *noisy_chunks(2, 2000)]
+    store.backend.materialize(meta("s"), seed[:2])
+    store.append("s", seed[2:])
+    path = zstd_path(tmp_path, "s")
+    path.write_bytes(path.read_bytes()[:-10])
+    recovered = store.backend.read("s").recovered_events
+    assert 0 < recovered < 2000
+    session = Session("s", seed=seed[: 2 + recovered], header=meta("s"), check_invariants=False)
+    with store.open_writer(session) as writer:
+        assert writer.stored_seq == 2
+        session.append("step/end", {"turn": 1, "step": 1})
+    events = store.backend.read("s").events
+    assert events == list(session.events)
+    assert [e.type for e in events[-2:]] == ["session/end-seed", "step/end"]
+
+
+def test_zstd_append_after_a_torn_frame_rewrites_the_recovered_events(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path, compression="zstd")
+    store.backend.materialize(meta("s"), [ts(0, 1), ss(1, 1, 1)])
+    store.append("s", noisy_chunks(2, 2000))
+    path = zstd_path(tmp_path, "s")
+    path.write_bytes(path.read_bytes()[:-10])
+    count = len(store.backend.read("s").events)
+    store.append("s", [se(count, 1, 1), te(count + 1, 1)])
+    stored = store.backend.read("s")
+    assert stored.torn is None
+    assert [e.seq for e in stored.events] == list(range(count + 2))
+
+
+def test_one_root_holds_one_encoding(tmp_path: Path) -> None:
+    JsonlStore(tmp_path).backend.materialize(meta("raw"), [ts(0, 1)])
+    JsonlStore(tmp_path, compression="zstd").backend.materialize(meta("packed"), [ts(0, 1)])
+    with pytest.raises(StoreError, match='is a raw log, but this store writes compression="zstd"'):
+        JsonlStore(tmp_path, compression="zstd").load("raw")
+    with pytest.raises(StoreError, match='is a zstd log, but this store writes compression="none"'):
+        JsonlStore(tmp_path).list()
+    with pytest.raises(StoreError, match="one root holds one encoding"):
+        JsonlStore(tmp_path).open_writer(Session("packed", header=meta("packed")))
+
+
+def test_unknown_compression_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match='store compression must be "none" or "zstd", got \'gzip\''):
+        JsonlStore(tmp_path, compression="gzip")  # type: ignore[arg-type]
+
+
+def test_zstd_list_reads_header_frames_and_skips_a_log_without_one(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path, compression="zstd")
+    store.backend.materialize(meta("a"), one_turn_log())
+    store.backend.materialize(meta("b"), [ts(0, 1)])
+    path = zstd_path(tmp_path, "b")
+    path.write_bytes(path.read_bytes()[:5])
+    assert [summary.id for summary in store.list() if summary.id == "a"] == ["a"]
+    assert [header.id for header in store.backend.list_headers()] == ["a"]

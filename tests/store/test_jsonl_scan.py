@@ -1,4 +1,4 @@
-"""Torn-tail scanning of raw JSONL logs, exactly per session-spec 6.6 (cases 55-61).
+"""Torn-tail scanning of raw and zstd JSONL logs, exactly per session-spec 6.6 (cases 55-61).
 
 A bad or gapped line is tolerated (the start of a torn tail) only if no later decodable line
 contains a `turn/end`; otherwise the committed region is damaged and the scan raises with
@@ -7,14 +7,17 @@ the line number. Scanning is pure, so these tests feed bytes straight to `scan_l
 
 from __future__ import annotations
 
+from random import Random
+
 import pytest
 
 from duraloop.errors import CorruptLogError
 from duraloop.log import Event, encode_event
-from duraloop.store._jsonl_scan import scan_log
+from duraloop.store._jsonl_scan import scan_log, scan_zstd_log
 from duraloop.store._records import encode_header
+from duraloop.store._zstd import FrameCodec
 
-from ._builders import meta, ss, te, ts
+from ._builders import meta, se, ss, te, text_chunk, ts
 
 HEADER = encode_header(meta("s"))
 
@@ -110,3 +113,83 @@ def test_case_61_packed_row_whose_seq0_skips_is_dropped_whole() -> None:
     result = scan_log(prefix + row + b"\n", path="p")
     assert [e.seq for e in result.events] == [0, 1]
     assert result.committed_bytes == len(prefix)
+
+
+def test_a_turn_end_spelled_with_an_escape_after_an_issue_is_still_corruption() -> None:
+    escaped = encode_event(te(2, 1)).replace(b"turn/end", b"turn\\/end")
+    with pytest.raises(CorruptLogError, match="seq gap in committed region.*line 3"):
+        scan_log(HEADER + lines(ts(0, 1), ss(2, 1, 1), escaped), path="p")
+
+
+def test_a_valid_event_whose_type_spells_a_row_tag_stays_an_event() -> None:
+    odd = b'{"type":"text-chunks","seq":1,"time":1,"data":{},"ignorable":true}'
+    result = scan_log(HEADER + lines(ts(0, 1), odd), path="p")
+    assert result.events[1] == Event("text-chunks", 1, 1, {}, ignorable=True)
+
+
+def test_a_row_written_with_another_key_order_expands_the_same() -> None:
+    row = b'{"seq0":1,"time0":2,"type":"text-chunks","data":{"texts":["a","b","c"],"dt":[1,1],"index":0,"step":1,"turn":1}}'
+    result = scan_log(HEADER + lines(ts(0, 1), row, te(4, 1)), path="p")
+    assert [e.seq for e in result.events] == [0, 1, 2, 3, 4]
+    assert result.events[3].data["chunk"] == {"type": "text-delta", "index": 0, "text": "c"}
+
+
+# --------------------------------------------------------------------------- zstd (spec 6.6)
+
+
+def zstd_log(*plaintexts: bytes) -> bytes:
+    codec = FrameCodec()
+    return b"".join(codec.compress(text) for text in [HEADER, *plaintexts])
+
+
+def big_batch(first_seq: int, count: int) -> bytes:
+    """A batch of incompressible chunk lines, large enough to span several zstd blocks."""
+    random = Random(first_seq)
+    return lines(*[
+        text_chunk(first_seq + k, 0, "".join(random.choice("0123456789abcdef") for _ in range(200)), index=k)
+        for k in range(count)
+    ])
+
+
+def test_zstd_log_with_complete_frames_reads_every_event() -> None:
+    data = zstd_log(lines(ts(0, 1)), lines(ss(1, 1, 1), se(2, 1, 1)), lines(te(3, 1)))
+    result = scan_zstd_log(data, path="p")
+    assert [e.seq for e in result.events] == [0, 1, 2, 3]
+    assert (result.torn_offset, result.recovered_events) == (None, 0)
+
+
+@pytest.mark.parametrize("header_frame", [HEADER + HEADER, HEADER[:-1], b""])
+def test_case_55_zstd_header_frame_must_hold_exactly_one_line(header_frame: bytes) -> None:
+    data = FrameCodec().compress(header_frame) + FrameCodec().compress(lines(ts(0, 1)))
+    with pytest.raises(CorruptLogError, match="header-less"):
+        scan_zstd_log(data, path="p")
+
+
+def test_zstd_log_without_a_complete_frame_is_header_less() -> None:
+    with pytest.raises(CorruptLogError, match="header-less"):
+        scan_zstd_log(zstd_log()[:-1], path="p")
+
+
+@pytest.mark.parametrize(
+    "batch",
+    [lines(ts(0, 1), b"{not json"), lines(ts(0, 1), ss(2, 1, 1)), lines(ts(0, 1)) + b'{"type":"turn'],
+    ids=["bad-line", "seq-gap", "torn-record"],
+)
+def test_any_damage_inside_a_complete_zstd_frame_is_corruption(batch: bytes) -> None:
+    with pytest.raises(CorruptLogError, match="complete zstd frame"):
+        scan_zstd_log(zstd_log(batch), path="p")
+
+
+def test_torn_zstd_frame_keeps_the_events_it_still_yields_as_recovered() -> None:
+    complete = zstd_log(lines(ts(0, 1), ss(1, 1, 1)))
+    torn_frame = FrameCodec().compress(big_batch(2, 2000))
+    result = scan_zstd_log(complete + torn_frame[: len(torn_frame) - 10], path="p")
+    assert result.torn_offset == len(complete)
+    assert 0 < result.recovered_events < 2000
+    assert [e.seq for e in result.events] == list(range(2 + result.recovered_events))
+
+
+def test_torn_zstd_frame_that_yields_nothing_recovers_nothing() -> None:
+    complete = zstd_log(lines(ts(0, 1)))
+    result = scan_zstd_log(complete + FrameCodec().compress(lines(ss(1, 1, 1)))[:-5], path="p")
+    assert (len(result.events), result.recovered_events, result.torn_offset) == (1, 0, len(complete))

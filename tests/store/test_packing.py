@@ -1,4 +1,8 @@
-"""Packed chunk rows (session-spec 6.4, case 65): which runs pack, and exact round trips."""
+"""Packed chunk rows (session-spec 6.4, case 65): which runs pack, and exact round trips.
+
+The typed row decoder (the load's fast path) must build exactly what the strict dict decoder
+builds and must leave every malformed row to it, so its messages stay the strict ones.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +10,15 @@ from typing import Any
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from duraloop.log import Event
-from duraloop.store._packing import unpack_row
-from duraloop.store._records import decode_record, encode_batch
+from duraloop.store._jsonl_scan import scan_log
+from duraloop.store._packing import MalformedRowError, decode_row_line, unpack_row
+from duraloop.store._records import RecordError, decode_record, encode_batch, encode_header
 
-from ._builders import ev, se, ss, te, text_chunk, ts
+from ._builders import ev, meta, se, ss, te, text_chunk, ts
 
 
 def rows(events: list[Event], *, pack: bool = True) -> list[dict[str, Any]]:
@@ -104,3 +111,87 @@ def test_case_65_mixed_layout_loads_identically() -> None:
 def test_malformed_rows_are_rejected_strictly(row: dict[str, Any], detail: str) -> None:
     with pytest.raises(ValueError, match=f"malformed {row['type']} storage row: .*{detail}"):
         unpack_row(row)
+
+
+WELL_FORMED_ROWS = [
+    {"type": "text-chunks", "seq0": 2, "time0": 10, "data": {"turn": 1, "step": 1, "index": 0, "dt": [1, -3], "texts": ["a", "", "c"]}},
+    {"type": "reasoning-chunks", "seq0": 0, "time0": -5, "data": {"turn": 2, "step": 3, "index": 1, "dt": [], "texts": ["only"]}},
+    {"type": "tool-call-chunks", "seq0": 7, "time0": 0, "data": {"turn": 1, "step": 1, "index": 2, "dt": [0, 0], "id": "c", "name": "bash", "args": ["{", "}", ""]}},
+    {"type": "tool-call-chunks", "seq0": 7, "time0": 0, "data": {"turn": 1, "step": 1, "index": 2, "dt": [0], "id": "c", "args": ["{", "}"]}},
+    {"type": "text-chunks", "seq0": 2**53 - 3, "time0": 2**53 - 3, "data": {"turn": 1.5, "step": "x", "index": None, "dt": [1, 1], "texts": ["a", "b", "c"]}},
+]
+
+
+@pytest.mark.parametrize("row", WELL_FORMED_ROWS)
+def test_typed_row_decoder_builds_exactly_what_the_strict_decoder_builds(row: dict[str, Any]) -> None:
+    line = msgspec.json.encode(row)
+    members = decode_row_line(line)
+    assert members is not None
+    assert members == unpack_row(msgspec.json.decode(line))
+    assert [msgspec.json.encode(e.data) for e in members] == [
+        msgspec.json.encode(e.data) for e in unpack_row(msgspec.json.decode(line))
+    ], "chunk keys in the same order"
+
+
+MALFORMED_ROWS = [
+    {"type": "text-chunks", "seq0": -1, "time0": 0, "data": {"turn": 1, "step": 1, "index": 0, "dt": [], "texts": ["a"]}},
+    {"type": "text-chunks", "seq0": 0, "time0": 2**53, "data": {"turn": 1, "step": 1, "index": 0, "dt": [], "texts": ["a"]}},
+    {"type": "text-chunks", "seq0": 2**53 - 1, "time0": 0, "data": {"turn": 1, "step": 1, "index": 0, "dt": [0], "texts": ["a", "b"]}},
+    {"type": "text-chunks", "seq0": 0, "time0": 2**53 - 1, "data": {"turn": 1, "step": 1, "index": 0, "dt": [1], "texts": ["a", "b"]}},
+    {"type": "text-chunks", "seq0": 0, "time0": 0, "data": {"turn": 1, "step": 1, "index": 0, "dt": [2**53], "texts": ["a", "b"]}},
+    {"type": "text-chunks", "seq0": 0, "time0": 0, "data": {"turn": 1, "step": 1, "index": 0, "dt": [1.0], "texts": ["a", "b"]}},
+    {"type": "text-chunks", "seq0": 0, "time0": 0, "data": {"turn": 1, "step": 1, "index": 0, "dt": [True], "texts": ["a", "b"]}},
+    {"type": "text-chunks", "seq0": 0, "time0": 0, "data": {"turn": 1, "step": 1, "index": 0, "dt": [], "texts": []}},
+    {"type": "text-chunks", "seq0": 0, "time0": 0, "data": {"turn": 1, "step": 1, "index": 0, "dt": [], "texts": [1]}},
+    {"type": "text-chunks", "seq0": 0, "time0": 0, "data": {"turn": 1, "step": 1, "index": 0, "dt": [], "texts": ["a"], "name": "x"}},
+    {"type": "tool-call-chunks", "seq0": 0, "time0": 0, "data": {"turn": 1, "step": 1, "index": 0, "dt": [], "id": 5, "args": ["a"]}},
+    {"type": "tool-call-chunks", "seq0": 0, "time0": 0, "data": {"turn": 1, "step": 1, "index": 0, "dt": [], "id": "c", "name": None, "args": ["a"]}},
+    {"type": "reasoning-chunks", "seq0": 0, "time0": 0, "data": {"turn": 1, "step": 1, "dt": [], "texts": ["a"]}},
+    {"type": "text-chunks", "seq0": 0, "time0": 0, "data": []},
+    {"type": "text-chunks", "seq0": 0, "time0": 0, "extra": 1, "data": {"turn": 1, "step": 1, "index": 0, "dt": [], "texts": ["a"]}},
+    {"type": "text-chunks", "seq0": 2**64, "time0": 0, "data": {"turn": 1, "step": 1, "index": 0, "dt": [], "texts": ["a"]}},
+]
+
+
+@pytest.mark.parametrize("row", MALFORMED_ROWS)
+def test_typed_row_decoder_leaves_every_malformed_row_to_the_strict_decoder(row: dict[str, Any]) -> None:
+    line = msgspec.json.encode(row)
+    assert decode_row_line(line) is None
+    with pytest.raises(MalformedRowError) as strict:
+        unpack_row(msgspec.json.decode(line))
+    with pytest.raises(RecordError) as via_record:
+        decode_record(line)
+    assert str(via_record.value) == str(strict.value)
+
+
+chunk_kinds = st.sampled_from(["text-delta", "reasoning-delta", "tool-call-delta", "tool-call-delta-unnamed"])
+
+
+@st.composite
+def chunk_runs(draw: st.DrawFn) -> list[Event]:
+    events: list[Event] = []
+    time = draw(st.integers(-(2**53 - 1), 2**53 - 1))
+    for seq in range(draw(st.integers(0, 12))):
+        kind = draw(chunk_kinds)
+        index = draw(st.integers(0, 1))
+        text = draw(st.text(max_size=3))
+        step_gap = draw(st.integers(-3, 3))
+        time = max(-(2**53 - 1), min(2**53 - 1, time + step_gap))
+        if kind.startswith("tool-call-delta"):
+            chunk: dict[str, Any] = {"type": "tool-call-delta", "index": index, "id": "c"}
+            if kind == "tool-call-delta":
+                chunk["name"] = "bash"
+            chunk["argumentsDelta"] = text
+        else:
+            chunk = {"type": kind, "index": index, "text": text}
+        events.append(ev("assistant/chunk", seq, time, {"turn": 1, "step": 1, "chunk": chunk}))
+    return events
+
+
+@settings(max_examples=200, deadline=None)
+@given(chunk_runs())
+def test_packed_batches_decode_back_to_the_same_events(events: list[Event]) -> None:
+    data = encode_batch(events, pack_chunks=True)
+    assert [e for line in data.splitlines() for e in decode_record(line)] == events
+    header = encode_header(meta("s"))
+    assert scan_log(header + data, path="p").events == events

@@ -17,7 +17,7 @@ from ..errors import EventRejectedError
 from ._json import JsonValue, is_safe_int
 
 
-class Event(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True,
+class Event(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True, gc=False,
             rename={"source_event_seqs": "sourceEventSeqs", "surface_op": "surfaceOp"}):
     """One log entry (session-spec 1.1).
 

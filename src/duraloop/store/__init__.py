@@ -11,7 +11,7 @@ from ._store import LoadedSession as LoadedSession
 from ._store import MemoryStore as MemoryStore
 from ._store import RepairReport as RepairReport
 from ._store import SessionStore as SessionStore
-from ._store import SessionSummary as SessionSummary
+from ._summary import SessionSummary as SessionSummary
 from ._writer import SessionWriter as SessionWriter
 from ._writer import WriterStatistics as WriterStatistics
 

@@ -7,7 +7,7 @@ storage"), so each backend stays small and one contract suite runs on all of the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -25,6 +25,9 @@ class StoredLog:
             or None when the stored log ends cleanly.
         path: the raw artifact for messages (JSONL file), or None.
         torn_bytes: the size of the torn tail (0 when `torn` is None).
+        recovered_events: how many of the final `events` lie inside the torn tail (a torn
+            zstd frame still decodes in part): cutting at `torn` removes them from storage,
+            so whoever truncates writes them again with its next batch.
     """
 
     header: SessionHeader
@@ -32,6 +35,7 @@ class StoredLog:
     torn: int | None = None
     path: str | None = None
     torn_bytes: int = 0
+    recovered_events: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +66,15 @@ class StorageBackend(Protocol):
 
     def exists(self, session_id: str) -> bool:
         """Return whether a materialized log exists for `session_id`."""
+        ...
+
+    def revision(self, session_id: str) -> Hashable | None:
+        """Return a cheap token that stays equal while the stored log is unchanged.
+
+        JSONL: one `stat` of the file last read (device, inode, size, mtime and ctime in
+        nanoseconds, session-spec 6.5). None when the backend has no cheap token or the log
+        is not where it was read; callers then fall back to a full read.
+        """
         ...
 
     def materialize(self, header: SessionHeader, batch: Sequence[Event]) -> WriteReceipt:

@@ -1,4 +1,4 @@
-"""Read any JSONL session log file: ours, a dsh raw log, or a dsh projected fixture.
+"""Read any JSONL session log file: ours (raw or zstd), a dsh raw log, or a projected fixture.
 
 Projected fixtures (session-spec 8.1) have `seq`/`time` (`seq0`/`time0`) removed and
 placeholders in place of volatile values; they are restored by position (the n-th decoded
@@ -15,7 +15,7 @@ from pathlib import Path
 from duraloop.errors import SessionFormatUnsupportedError
 from duraloop.log import Event, SessionHeader
 
-from ._jsonl_scan import scan_log
+from ._jsonl_scan import scan_log, scan_zstd_log
 from ._store import READABLE_EVENT_TYPES
 
 logger = logging.getLogger(__name__)
@@ -25,6 +25,9 @@ FIXTURE_CWD = "/fixture-cwd"
 
 FIXTURE_SESSION_ID = "fixture-session"
 """The id substituted for the `{{sessionId}}` placeholder."""
+
+_ZSTD_SUFFIX = ".zstd"
+"""A file named `*.zstd` is read as a zstd-framed log (session-spec 6.4)."""
 
 _PLACEHOLDERS = ((b"{{cwd}}", FIXTURE_CWD.encode()), (b"{{sessionId}}", FIXTURE_SESSION_ID.encode()))
 
@@ -36,7 +39,7 @@ def read_log_file(path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Eve
     left out and logged as a warning; damage inside the committed region raises.
 
     Args:
-        path: a `session.jsonl` file.
+        path: a `session.jsonl` file, or a `session.jsonl.zstd` file (read as zstd frames).
 
     Returns:
         The header and the events in seq order (an interrupted turn stays open).
@@ -48,9 +51,12 @@ def read_log_file(path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Eve
     """
     file = Path(path)
     data = file.read_bytes()
-    for placeholder, value in _PLACEHOLDERS:
-        data = data.replace(placeholder, value)
-    result = scan_log(data, path=str(file), projected=True)
+    if file.name.endswith(_ZSTD_SUFFIX):
+        result = scan_zstd_log(data, path=str(file))
+    else:
+        for placeholder, value in _PLACEHOLDERS:
+            data = data.replace(placeholder, value)
+        result = scan_log(data, path=str(file), projected=True)
     if result.torn_offset is not None:
         logger.warning(
             "%s: ignoring a torn tail of %d bytes after line-complete events",

@@ -1,4 +1,4 @@
-"""The JSONL backend: one raw `session.jsonl` per session (session-spec 6.3-6.6).
+"""The JSONL backend: one `session.jsonl` (or `session.jsonl.zstd`) per session (spec 6.3-6.6).
 
 Writes are durable before they return: materialization publishes header plus first batch
 with `link` (never overwrites) and fsyncs the directory; an append is one write and one
@@ -14,10 +14,12 @@ import fcntl
 import logging
 import os
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
+from typing import Literal
 
 from duraloop.errors import (
+    ConfigError,
     CorruptLogError,
     SessionExistsError,
     SessionLockedError,
@@ -27,13 +29,18 @@ from duraloop.errors import (
 from duraloop.log import Event, SessionHeader
 
 from ._backend import StoredLog, WriteReceipt
-from ._jsonl_scan import scan_log
-from ._paths import LOCK_FILE_NAME, LOG_FILE_NAME, encode_segment, session_dir
+from ._jsonl_scan import header_frame_line, scan_log, scan_zstd_log
+from ._paths import LOCK_FILE_NAME, LOG_FILE_NAME, ZSTD_LOG_FILE_NAME, encode_segment, session_dir
 from ._records import decode_header, encode_batch, encode_header
+from ._zstd import FrameCodec, decompress_complete, scan_frames
 
 logger = logging.getLogger(__name__)
 _DIR_MODE = 0o700
 _FILE_MODE = 0o600
+_MAX_READ_ATTEMPTS = 8
+_HEADER_READ_BYTES = 64 * 1024
+Compression = Literal["none", "zstd"]
+"""How a JSONL store encodes its files (session-spec 6.3)."""
 
 
 def _fsync_dir(path: Path) -> None:
@@ -44,6 +51,32 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _revision(stat: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
+
+
+def _read_stable(path: Path) -> bytes:
+    """Read the whole file, again while its stat changes during the read (spec 6.5).
+
+    Raises:
+        StoreError: if the file cannot be read, or keeps changing (a writer ignoring the lock).
+    """
+    try:
+        with path.open("rb", buffering=0) as handle:
+            for _ in range(_MAX_READ_ATTEMPTS):
+                before = _revision(os.fstat(handle.fileno()))
+                handle.seek(0)
+                data = handle.read()
+                if _revision(os.fstat(handle.fileno())) == before:
+                    return data
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc}") from exc
+    raise StoreError(
+        f"{path} kept changing while it was read ({_MAX_READ_ATTEMPTS} attempts); is another "
+        "process writing it without the session lock?"
+    )
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -52,31 +85,60 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 class JsonlBackend:
-    """Raw JSONL storage under one root directory.
+    """JSONL storage under one root directory, raw or zstd-framed (session-spec 6.3-6.6).
 
     Args:
         root: the store directory; created on first write.
         pack_chunks: store runs of >= 3 chunk events as packed rows (session-spec 6.4).
+        compression: `"none"` writes `session.jsonl`; `"zstd"` writes `session.jsonl.zstd`,
+            one checksummed Zstandard frame for the header and one per durable batch. One
+            root holds one encoding: a log of the other kind is refused, never converted.
+
+    Raises:
+        ConfigError: if `compression` is not `"none"` or `"zstd"`.
     """
 
-    def __init__(self, root: Path | str, *, pack_chunks: bool = True) -> None:
+    def __init__(
+        self, root: Path | str, *, pack_chunks: bool = True, compression: Compression = "none"
+    ) -> None:
+        if compression not in ("none", "zstd"):
+            raise ConfigError(f'store compression must be "none" or "zstd", got {compression!r}')
         self.root = Path(root).absolute()
         self.pack_chunks = pack_chunks
+        self.compression: Compression = compression
+        self._file_name = ZSTD_LOG_FILE_NAME if compression == "zstd" else LOG_FILE_NAME
+        self._other_file_name = LOG_FILE_NAME if compression == "zstd" else ZSTD_LOG_FILE_NAME
+        self._codec = FrameCodec() if compression == "zstd" else None
+        self._read_paths: dict[str, Path] = {}
+
+    def _frame(self, plaintext: bytes) -> bytes:
+        """Return `plaintext` as stored: itself (raw), or one checksummed frame (zstd)."""
+        return plaintext if self._codec is None else self._codec.compress(plaintext)
+
+    def _check_encoding(self, directory: Path) -> None:
+        other = directory / self._other_file_name
+        if other.exists():
+            raise StoreError(
+                f"{other} is a {'zstd' if self.compression == 'none' else 'raw'} log, but this "
+                f'store writes compression="{self.compression}"; one root holds one encoding — '
+                "open it with the matching `compression=`"
+            )
 
     def locate(self, session_id: str) -> Path | None:
         """Return the log path of a stored session, or None.
 
         Raises:
             CorruptLogError: if the id is stored under two project directories.
+            StoreError: if the id's log has the other encoding (`compression=`).
         """
         if not self.root.is_dir():
             return None
         segment = encode_segment(session_id)
-        found = [
-            candidate
-            for project in sorted(self.root.iterdir())
-            if (candidate := project / segment / LOG_FILE_NAME).is_file()
-        ]
+        projects = sorted(self.root.iterdir())
+        found = [path for project in projects if (path := project / segment / self._file_name).is_file()]
+        if not found:
+            for project in projects:
+                self._check_encoding(project / segment)
         if len(found) > 1:
             raise CorruptLogError(
                 f'duplicate JSONL session id "{session_id}": ' + ", ".join(map(str, found))
@@ -92,11 +154,11 @@ class JsonlBackend:
     def read(self, session_id: str) -> StoredLog:
         """Read and scan one session log; see `StorageBackend.read`."""
         path = self._require(session_id)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise StoreError(f"cannot read {path}: {exc}") from exc
-        result = scan_log(data, path=str(path))
+        data = _read_stable(path)
+        if self.compression == "zstd":
+            result = scan_zstd_log(data, path=str(path))
+        else:
+            result = scan_log(data, path=str(path))
         header = result.header
         if header.id != session_id:
             raise CorruptLogError(
@@ -106,8 +168,21 @@ class JsonlBackend:
             raise CorruptLogError(
                 f'header (id "{header.id}", cwd {header.cwd!r}) does not map to this file', path=str(path), line=1
             )
+        self._read_paths[session_id] = path
         torn_bytes = result.size_bytes - result.committed_bytes
-        return StoredLog(header, result.events, result.torn_offset, str(path), torn_bytes)
+        return StoredLog(
+            header, result.events, result.torn_offset, str(path), torn_bytes, result.recovered_events
+        )
+
+    def revision(self, session_id: str) -> Hashable | None:
+        """Stat the file last read for the id; see `StorageBackend.revision`."""
+        path = self._read_paths.get(session_id)
+        if path is None:
+            return None
+        try:
+            return _revision(os.stat(path))
+        except OSError:
+            return None
 
     def exists(self, session_id: str) -> bool:
         """Return whether a log file exists for the id."""
@@ -129,9 +204,10 @@ class JsonlBackend:
         if self.locate(header.id) is not None:
             raise SessionExistsError(f'session "{header.id}" already has a persisted log; resume it instead')
         directory = session_dir(self.root, header.id, header.cwd)
-        final = directory / LOG_FILE_NAME
-        tmp = directory / f"{LOG_FILE_NAME}.{secrets.token_hex(6)}.tmp"
-        payload = encode_header(header) + encode_batch(batch, pack_chunks=self.pack_chunks)
+        final = directory / self._file_name
+        tmp = directory / f"{self._file_name}.{secrets.token_hex(6)}.tmp"
+        lines = encode_batch(batch, pack_chunks=self.pack_chunks)
+        payload = self._frame(encode_header(header)) + (self._frame(lines) if lines else b"")
         try:
             self._mkdirs(directory)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _FILE_MODE)
@@ -154,9 +230,10 @@ class JsonlBackend:
     def append(self, session_id: str, batch: Sequence[Event]) -> WriteReceipt:
         """Append one batch with one write and one fsync; see `StorageBackend.append`."""
         path = self._require(session_id)
-        payload = encode_batch(batch, pack_chunks=self.pack_chunks)
-        if not payload:
+        lines = encode_batch(batch, pack_chunks=self.pack_chunks)
+        if not lines:
             return WriteReceipt(0, 0)
+        payload = self._frame(lines)
         try:
             fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         except OSError as exc:
@@ -200,7 +277,10 @@ class JsonlBackend:
         return size - torn
 
     def list_headers(self) -> list[SessionHeader]:
-        """Read the header line of every stored log; see `StorageBackend.list_headers`."""
+        """Read the header record of every stored log; see `StorageBackend.list_headers`.
+
+        A log whose header line (raw) or first frame (zstd) is not complete yet is skipped.
+        """
         if not self.root.is_dir():
             return []
         headers: list[SessionHeader] = []
@@ -209,19 +289,40 @@ class JsonlBackend:
             if not project.is_dir():
                 continue
             for directory in sorted(project.iterdir()):
-                path = directory / LOG_FILE_NAME
+                path = directory / self._file_name
                 if not path.is_file():
+                    if directory.is_dir():
+                        self._check_encoding(directory)
                     continue
-                with path.open("rb") as handle:
-                    first = handle.readline()
-                if not first.endswith(b"\n"):
+                first = self._header_line(path)
+                if first is None:
                     continue
-                header = decode_header(first[:-1], path=str(path))
+                header = decode_header(first, path=str(path))
                 if header.id in seen:
                     raise CorruptLogError(f'duplicate JSONL session id "{header.id}": {seen[header.id]}, {path}')
                 seen[header.id] = path
                 headers.append(header)
         return headers
+
+    def _header_line(self, path: Path) -> bytes | None:
+        """Return the header line without its newline, or None if it is not complete yet."""
+        try:
+            with path.open("rb") as handle:
+                if self._codec is None:
+                    first = handle.readline()
+                    return first[:-1] if first.endswith(b"\n") else None
+                data = handle.read(_HEADER_READ_BYTES)
+                scan = scan_frames(data, path=str(path), max_frames=1)
+                if not scan.frames and len(data) == _HEADER_READ_BYTES:
+                    data += handle.read()
+                    scan = scan_frames(data, path=str(path), max_frames=1)
+        except OSError as exc:
+            raise StoreError(f"cannot read the header of {path}: {exc}") from exc
+        if not scan.frames:
+            return None
+        start, end = scan.frames[0]
+        text = decompress_complete(data[start:end], path=str(path), offset=start)
+        return header_frame_line(text, path=str(path))
 
     def lock(self, session_id: str, *, cwd: str | None) -> Callable[[], None]:
         """Take an exclusive `flock` on `session.lock`; see `StorageBackend.lock`."""

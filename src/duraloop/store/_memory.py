@@ -6,7 +6,7 @@ the writer lock is per session id within this process.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 
 from duraloop.errors import SessionExistsError, SessionLockedError, SessionNotFoundError
 from duraloop.log import Event, SessionHeader, encode_events_lines
@@ -32,6 +32,11 @@ class MemoryBackend:
     def exists(self, session_id: str) -> bool:
         """Return whether the id has a stored log."""
         return session_id in self._logs
+
+    def revision(self, session_id: str) -> Hashable | None:
+        """Return None: a memory read is already cheap; see `StorageBackend.revision`."""
+        del session_id
+        return None
 
     def materialize(self, header: SessionHeader, batch: Sequence[Event]) -> WriteReceipt:
         """Store header and first batch; see `StorageBackend.materialize`."""

@@ -1,6 +1,6 @@
 """JSONL on-disk layout: path segments and project keys (session-spec 6.3).
 
-`<root>/--<project_key(cwd)>--/<encode_segment(id)>/session.jsonl`, or `_no-cwd/` as the
+`<root>/--<project_key(cwd)>--/<encode_segment(id)>/session.jsonl[.zstd]`, or `_no-cwd/` as the
 project directory when the session has no cwd. Segment encoding is injective, so distinct
 ids never share a directory; the project key is lossy by design (lookup scans by id).
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 LOG_FILE_NAME = "session.jsonl"
+ZSTD_LOG_FILE_NAME = "session.jsonl.zstd"
 LOCK_FILE_NAME = "session.lock"
 NO_CWD_DIR = "_no-cwd"
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")

@@ -7,17 +7,20 @@ row. Writers emit compact UTF-8 JSON, one record per `\\n`-terminated line.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
 from duraloop.errors import CorruptLogError, EventRejectedError, SessionFormatUnsupportedError
 from duraloop.log import SESSION_FORMAT_VERSION, Event, SessionHeader
 
-from ._packing import ROW_TYPES, MalformedRowError, pack_events, unpack_row
+from ._packing import ROW_TYPES, MalformedRowError, decode_row_line, pack_events, unpack_row
 
 _MAX_SAFE = 2**53 - 1
-_event_decoder = msgspec.json.Decoder(Event)
+EVENT_DECODER: Final = msgspec.json.Decoder(Event)
+"""Decodes one verbatim event line (the scanner's hot path)."""
+ROW_LINE_PREFIXES: Final = tuple(f'{{"type":"{tag}"'.encode() for tag in sorted(ROW_TYPES))
+"""How a packed row line written by this store (or dsh) starts."""
 _encoder = msgspec.json.Encoder()
 _RETIRED_HEADER_KEYS = ("sandboxMode", "approvalPolicy")
 
@@ -137,6 +140,11 @@ def decode_header(line: bytes, *, path: str | None) -> SessionHeader:
 def decode_record(line: bytes, *, restore_seq: int | None = None) -> list[Event]:
     """Decode one storage line into its logical events (one, or a packed row's members).
 
+    Each line is decoded once: a line that starts like one of our packed rows
+    (`{"type":"<tag>-chunks"`) is decoded as a JSON object and expanded; any other line goes
+    straight to the `Event` decoder. Only a line that is neither (a row written with another
+    key order, a projected fixture record, or damage) is decoded a second time, generically.
+
     Args:
         line: the line without its `\\n`.
         restore_seq: for projected fixtures only: the seq to give a record (or a packed row's
@@ -148,8 +156,11 @@ def decode_record(line: bytes, *, restore_seq: int | None = None) -> list[Event]
     Raises:
         RecordError: if the line is not JSON, not an event envelope, or a malformed row.
     """
+    if line.startswith(ROW_LINE_PREFIXES):
+        members = decode_row_line(line) if restore_seq is None else None
+        return members if members is not None else _decode_row_line(line, restore_seq)
     try:
-        return [_checked(_event_decoder.decode(line))]
+        return [checked(EVENT_DECODER.decode(line))]
     except msgspec.ValidationError as exc:
         first_error: Exception = exc
     except msgspec.DecodeError as exc:
@@ -157,26 +168,56 @@ def decode_record(line: bytes, *, restore_seq: int | None = None) -> list[Event]
     record = msgspec.json.decode(line)
     if type(record) is not dict:
         raise RecordError(f"invalid event envelope: {first_error}") from first_error
-    tag = record.get("type")
-    if tag in ROW_TYPES:
-        if restore_seq is not None:
-            record.setdefault("seq0", restore_seq)
-            record.setdefault("time0", 0)
-        try:
-            return unpack_row(record)
-        except MalformedRowError as exc:
-            raise RecordError(str(exc)) from exc
+    if record.get("type") in ROW_TYPES:
+        return _unpack(record, restore_seq)
     if restore_seq is not None and "seq" not in record:
         record["seq"] = restore_seq
         record.setdefault("time", 0)
         try:
-            return [_checked(msgspec.convert(record, Event))]
+            return [checked(msgspec.convert(record, Event))]
         except msgspec.ValidationError as exc:
             raise RecordError(f"invalid event envelope: {exc}") from exc
     raise RecordError(f"invalid event envelope: {first_error}") from first_error
 
 
-def _checked(event: Event) -> Event:
+def _decode_row_line(line: bytes, restore_seq: int | None) -> list[Event]:
+    try:
+        record = msgspec.json.decode(line)
+    except msgspec.DecodeError as exc:
+        raise RecordError(f"not JSON ({exc})") from exc
+    if "seq0" not in record:
+        # Not row-shaped: an event whose type merely spells a row tag is an event, exactly as
+        # the Event decoder takes it; anything else is reported as the malformed row it claims
+        # to be.
+        event = _as_event(record)
+        if event is not None:
+            return [checked(event)]
+    return _unpack(record, restore_seq)
+
+
+def _as_event(record: dict[str, Any]) -> Event | None:
+    try:
+        return msgspec.convert(record, Event)
+    except msgspec.ValidationError:
+        return None
+
+
+def _unpack(record: dict[str, Any], restore_seq: int | None) -> list[Event]:
+    if restore_seq is not None:
+        record.setdefault("seq0", restore_seq)
+        record.setdefault("time0", 0)
+    try:
+        return unpack_row(record)
+    except MalformedRowError as exc:
+        raise RecordError(str(exc)) from exc
+
+
+def checked(event: Event) -> Event:
+    """Return `event` if its `seq` is a non-negative and its `time` a safe integer.
+
+    Raises:
+        RecordError: naming the field and its value otherwise.
+    """
     if type(event.seq) is not int or not 0 <= event.seq <= _MAX_SAFE:
         raise RecordError(f"invalid event envelope: seq {event.seq!r} is not a safe integer")
     if type(event.time) is not int or abs(event.time) > _MAX_SAFE:

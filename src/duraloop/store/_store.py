@@ -27,15 +27,16 @@ from duraloop.log import (
     SessionHeader,
     fork_header,
     fork_seed,
-    interrupted_turn_closers,
     lossless_copy,
     now_ms,
 )
 from duraloop.log import vocabulary as v
 
 from ._backend import StorageBackend, StoredLog
-from ._jsonl import JsonlBackend
+from ._claim import RememberedLoad, RememberedLoads, check_claim, final_turn_closers
+from ._jsonl import Compression, JsonlBackend
 from ._memory import MemoryBackend
+from ._summary import SessionSummary, summarize
 from ._writer import SessionWriter, check_batch
 
 logger = logging.getLogger(__name__)
@@ -79,52 +80,6 @@ class LoadedSession:
     repair: RepairReport
 
 
-@dataclass(frozen=True, slots=True)
-class SessionSummary:
-    """One line of `SessionStore.list()`.
-
-    Args:
-        id: the session id.
-        created_at: creation time, epoch milliseconds.
-        cwd: the working directory, or None.
-        turn_count: the number of `turn/start` events.
-        last_turn_end: the last turn's end reason kind, or "open" if it has not ended
-            (or "none" if there is no turn).
-        event_count: the number of stored events.
-        parent_session: the fork parent, or None.
-    """
-
-    id: str
-    created_at: int
-    cwd: str | None
-    turn_count: int
-    last_turn_end: str
-    event_count: int
-    parent_session: str | None
-
-
-def _summary(stored: StoredLog) -> SessionSummary:
-    turn_count = 0
-    last = "none"
-    for event in stored.events:
-        if event.type == v.TURN_START:
-            turn_count += 1
-            last = "open"
-        elif event.type == v.TURN_END:
-            reason = event.data.get("reason") if isinstance(event.data, dict) else None
-            last = str(reason.get("kind")) if isinstance(reason, dict) else "unknown"
-    header = stored.header
-    return SessionSummary(
-        id=header.id,
-        created_at=header.created_at,
-        cwd=header.cwd,
-        turn_count=turn_count,
-        last_turn_end=last,
-        event_count=len(stored.events),
-        parent_session=header.parent_session,
-    )
-
-
 class SessionStore:
     """Persist, load, repair, list and fork session logs over one storage backend.
 
@@ -135,6 +90,7 @@ class SessionStore:
     def __init__(self, backend: StorageBackend) -> None:
         self.backend = backend
         self._writers: dict[str, SessionWriter] = {}
+        self._loaded = RememberedLoads()
 
     def open_writer(self, session: Session) -> SessionWriter:
         """Take the session's writer lock and return a writer that persists it.
@@ -172,25 +128,31 @@ class SessionStore:
             del self._writers[writer.session.id]
 
     def _claim(self, session: Session) -> int:
+        loaded = self._loaded.take(session.id)
+        if loaded is not None and self.backend.revision(session.id) == loaded.revision:
+            check_claim(session, cwd=loaded.cwd, stored=loaded.events)
+            return len(loaded.events)
         if not self.backend.exists(session.id):
             return 0
         stored = self.backend.read(session.id)
-        events = session.events
-        count = len(stored.events)
-        seeded = session.first_live_seq > 0 or (bool(events) and events[0].type == v.END_SEED)
-        if (
-            not seeded
-            or session.first_live_seq < count
-            or stored.header.cwd != session.header.cwd
-            or list(events[:count]) != stored.events
-        ):
-            raise SessionExistsError(
-                f'session "{session.id}" already has a persisted log; resume it instead '
-                "(load it and seed a Session with the loaded events)"
-            )
-        if stored.torn is not None:
-            self.backend.truncate(session.id, stored.torn)
-        return count
+        check_claim(session, cwd=stored.header.cwd, stored=stored.events)
+        _, rewrite = self._cut_torn_tail(stored)
+        # Events recovered from a torn zstd frame were cut with it; the session holds them, so
+        # the writer's first batch stores them again.
+        return len(stored.events) - len(rewrite)
+
+    def _cut_torn_tail(self, stored: StoredLog) -> tuple[int, list[Event]]:
+        """Truncate a torn tail durably; return the bytes cut and the events to write again."""
+        if stored.torn is None:
+            return 0, []
+        truncated = self.backend.truncate(stored.header.id, stored.torn)
+        recovered = stored.recovered_events
+        return truncated, stored.events[len(stored.events) - recovered :] if recovered else []
+
+    def _remember_load(self, session_id: str, cwd: str | None, events: list[Event]) -> None:
+        revision = self.backend.revision(session_id)
+        if revision is not None:
+            self._loaded.remember(session_id, RememberedLoad(revision, cwd, list(events)))
 
     def append(self, session_id: str, events: Sequence[Event]) -> None:
         """Append a contiguous batch to a stored session durably, under its writer lock.
@@ -214,10 +176,9 @@ class SessionStore:
         release = self.backend.lock(session_id, cwd=None)
         try:
             stored = self.backend.read(session_id)
-            if stored.torn is not None:
-                self.backend.truncate(session_id, stored.torn)
+            _, rewrite = self._cut_torn_tail(stored)
             check_batch(session_id, batch, len(stored.events))
-            self.backend.append(session_id, batch)
+            self.backend.append(session_id, rewrite + batch)
         finally:
             release()
 
@@ -242,7 +203,7 @@ class SessionStore:
         if live is not None:
             live.flush()
             stored = self.backend.read(session_id)
-            if interrupted_turn_closers(stored.events):
+            if final_turn_closers(stored.events):
                 raise StoreError(
                     f'cannot load session "{session_id}" while its live turn is open; use the '
                     "live Session or wait for the turn to close"
@@ -252,19 +213,20 @@ class SessionStore:
         try:
             stored = self.backend.read(session_id)
             self._check_vocabulary(stored)
-            closers = interrupted_turn_closers(stored.events)
-            truncated = 0
-            if stored.torn is not None:
-                truncated = self.backend.truncate(session_id, stored.torn)
+            closers = final_turn_closers(stored.events)
+            truncated, rewrite = self._cut_torn_tail(stored)
+            if rewrite or closers:
+                check_batch(session_id, rewrite + closers, len(stored.events) - len(rewrite))
+                self.backend.append(session_id, rewrite + closers)
             if closers:
-                check_batch(session_id, closers, len(stored.events))
-                self.backend.append(session_id, closers)
                 logger.warning(
                     "session %s: closed interrupted turn with %d closers", session_id, len(closers)
                 )
+            events = stored.events + closers
+            self._remember_load(session_id, stored.header.cwd, events)
         finally:
             release()
-        return LoadedSession(stored.header, stored.events + closers, RepairReport(truncated, closers))
+        return LoadedSession(stored.header, events, RepairReport(truncated, closers))
 
     def inspect(self, session_id: str) -> LoadedSession:
         """Read a session and balance it in memory only; never writes.
@@ -283,7 +245,7 @@ class SessionStore:
         """
         stored = self.backend.read(session_id)
         self._check_vocabulary(stored)
-        closers = interrupted_turn_closers(stored.events)
+        closers = final_turn_closers(stored.events)
         report = RepairReport(stored.torn_bytes, closers)
         return LoadedSession(stored.header, stored.events + closers, report)
 
@@ -317,6 +279,8 @@ class SessionStore:
 
     @staticmethod
     def _check_vocabulary(stored: StoredLog) -> None:
+        if {event.type for event in stored.events} <= READABLE_EVENT_TYPES:
+            return
         for event in stored.events:
             if event.type not in READABLE_EVENT_TYPES and event.ignorable is not True:
                 text = (
@@ -341,7 +305,7 @@ class SessionStore:
         Raises:
             CorruptLogError: if a stored log is damaged.
         """
-        summaries = [_summary(self.backend.read(header.id)) for header in self.backend.list_headers()]
+        summaries = [summarize(self.backend.read(header.id)) for header in self.backend.list_headers()]
         return sorted(summaries, key=lambda summary: (summary.created_at, summary.id))
 
     def fork(self, source_id: str, *, boundary: int | None = None, child_id: str | None = None) -> str:
@@ -389,12 +353,20 @@ class MemoryStore(SessionStore):
 
 
 class JsonlStore(SessionStore):
-    """A SessionStore of raw JSONL files under `root` (session-spec 6.3-6.6).
+    """A SessionStore of JSONL files under `root` (session-spec 6.3-6.6).
 
     Args:
         root: the store directory, e.g. `~/.duraloop/sessions`.
         pack_chunks: store runs of >= 3 chunk events as packed rows.
+        compression: `"none"` (raw `session.jsonl`, the default) or `"zstd"`
+            (`session.jsonl.zstd`: one checksummed frame per durable batch). A root holds one
+            encoding; see `JsonlBackend`.
+
+    Raises:
+        ConfigError: if `compression` is not `"none"` or `"zstd"`.
     """
 
-    def __init__(self, root: Path | str, *, pack_chunks: bool = True) -> None:
-        super().__init__(JsonlBackend(root, pack_chunks=pack_chunks))
+    def __init__(
+        self, root: Path | str, *, pack_chunks: bool = True, compression: Compression = "none"
+    ) -> None:
+        super().__init__(JsonlBackend(root, pack_chunks=pack_chunks, compression=compression))

@@ -1,0 +1,107 @@
+"""Claiming a stored log for a writer (session-spec 6.2, live write path (b)).
+
+A live session may write a persisted id only if it resumes it: its seed reproduces the
+stored log exactly and its cwd matches. The full check reads the log back and compares every
+event. `RememberedLoads` makes the common case cheap: `SessionStore.load` remembers what it
+returned with the backend's revision token; if the token is unchanged at `open_writer`
+(JSONL: one `stat`), the remembered events ARE the stored log, and comparing against them is
+the same check without the read. List equality tries identity first, so a session seeded from
+the loaded events costs a walk over pointers.
+
+A JSONL token is (device, inode, size, mtime, ctime), as good as the filesystem's clock: a
+same-size rewrite by a process that ignores the session lock, within one timestamp tick, would
+go unnoticed. Every duraloop writer takes the lock and appends (the size changes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from duraloop.errors import SessionExistsError
+from duraloop.log import Event, Session, interrupted_turn_closers
+from duraloop.log import vocabulary as v
+
+MAX_REMEMBERED_LOADS = 4
+"""Loads a store remembers for a read-free claim; the oldest is dropped first."""
+
+
+@dataclass(frozen=True, slots=True)
+class RememberedLoad:
+    """What a load returned, tied to the revision of the stored log it came from.
+
+    Args:
+        revision: the backend's token right after the load's repair.
+        cwd: the stored header's cwd.
+        events: the stored events (repair included): the very objects the load returned.
+    """
+
+    revision: Hashable
+    cwd: str | None
+    events: list[Event]
+
+
+class RememberedLoads:
+    """The last `MAX_REMEMBERED_LOADS` loads of one store, by session id."""
+
+    def __init__(self) -> None:
+        self._loads: dict[str, RememberedLoad] = {}
+
+    def remember(self, session_id: str, load: RememberedLoad) -> None:
+        """Remember `load` for the id, replacing an older one and evicting the oldest."""
+        self._loads.pop(session_id, None)
+        while len(self._loads) >= MAX_REMEMBERED_LOADS:
+            del self._loads[next(iter(self._loads))]
+        self._loads[session_id] = load
+
+    def take(self, session_id: str) -> RememberedLoad | None:
+        """Return and forget the remembered load of the id, if any."""
+        return self._loads.pop(session_id, None)
+
+
+def check_claim(session: Session, *, cwd: str | None, stored: list[Event]) -> None:
+    """Check that a live session may write over the stored log `stored`.
+
+    Args:
+        session: the live session.
+        cwd: the stored header's cwd.
+        stored: the stored events, in seq order.
+
+    Raises:
+        SessionExistsError: if the session is not a resume of the stored log: it is not
+            seeded, its seed is shorter or differs, or its cwd differs.
+    """
+    events = session.events
+    count = len(stored)
+    seeded = session.first_live_seq > 0 or (bool(events) and events[0].type == v.END_SEED)
+    if (
+        not seeded
+        or session.first_live_seq < count
+        or cwd != session.header.cwd
+        or list(events[:count]) != stored
+    ):
+        raise SessionExistsError(
+            f'session "{session.id}" already has a persisted log; resume it instead '
+            "(load it and seed a Session with the loaded events)"
+        )
+
+
+def final_turn_closers(events: list[Event]) -> list[Event]:
+    """Return `interrupted_turn_closers(events)`, looking only at the final turn.
+
+    Repair depends on nothing before the last `turn/start` (it resets every tracker), so a
+    backward walk to the last `turn/start` or `turn/end` replaces a pass over the whole log.
+
+    Args:
+        events: the stored, contiguous events.
+
+    Returns:
+        The closers of an interrupted final turn, or `[]`.
+    """
+    for index in range(len(events) - 1, -1, -1):
+        kind = events[index].type
+        if kind == v.TURN_END:
+            return []
+        if kind == v.TURN_START:
+            return interrupted_turn_closers(events[index:])
+    return []
