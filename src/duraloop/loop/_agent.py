@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
+
 from ..errors import LlmError, UsageError
 from ..llm import Model, ToolSchema
 from ..log import Message, PairingCheck, Session, user_message
@@ -42,8 +44,10 @@ logger = logging.getLogger(__name__)
 class Durability(Protocol):
     """What the loop needs from persistence (`duraloop.store.SessionWriter` satisfies it).
 
-    `flush()` makes every committed event durable (one write + one fsync); `close()`
-    flushes and releases the session's writer lock. None (no store) means in-memory only.
+    `flush()` makes every committed event durable (one write + one fsync); the loop may
+    call it from a worker thread (never two at once), so it must take one snapshot of the
+    session's events. `close()` flushes and releases the session's writer lock. None (no
+    store) means in-memory only.
     """
 
     def flush(self) -> None:
@@ -142,6 +146,7 @@ class AgentLoop:
         )
         self._signal: CancelSignal | None = None
         self._durable_through = session.seq - 1
+        self._flushing: anyio.Event | None = None
         self._last_turn, header, context = _scan_log(session)
         self._request_state = RequestState(header=header, context=context)
         self._pairing = PairingCheck()
@@ -164,7 +169,13 @@ class AgentLoop:
             self._signal.cancel(reason)
 
     def flush(self) -> None:
-        """Make every committed event durable now (a no-op without a store)."""
+        """Make every committed event durable now (a no-op without a store).
+
+        Raises:
+            UsageError: if a background flush is still running (it never is between steps).
+        """
+        if self._flushing is not None:
+            raise UsageError("a durable flush is already running on this AgentLoop")
         if self.durability is not None:
             self.durability.flush()
         self._durable_through = self.session.seq - 1
@@ -181,9 +192,29 @@ class AgentLoop:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _ensure_durable(self, seq: int) -> None:
-        if seq > self._durable_through:
-            self.flush()
+    async def _ensure_durable(self, seq: int) -> None:
+        """Make the log durable through `seq` before a tool body runs (Law 5).
+
+        Group commit: one flush at a time runs in a worker thread, so the event loop keeps
+        committing and starting other calls meanwhile; a caller whose seq the running flush
+        does not cover waits for it and then flushes everything appended since.
+        """
+        while seq > self._durable_through:
+            if self._flushing is not None:
+                await self._flushing.wait()
+                continue
+            durability = self.durability
+            if durability is None:
+                self._durable_through = self.session.seq - 1
+                return
+            target = self.session.seq - 1
+            self._flushing = anyio.Event()
+            try:
+                await anyio.to_thread.run_sync(durability.flush)
+                self._durable_through = target
+            finally:
+                self._flushing.set()
+                self._flushing = None
 
     async def run_turn(self, prompt: str | Message) -> TurnResult:
         """Run one turn for `prompt` and close it durably, whatever happens.

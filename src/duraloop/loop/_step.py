@@ -7,7 +7,7 @@ runs (so every `tool/call` is durable before its body, Law 5).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -49,7 +49,7 @@ class StepSettings:
     max_tokens: int | None
     max_parallel_tool_calls: int
     flush: Callable[[], None]
-    ensure_durable: Callable[[int], None]
+    ensure_durable: Callable[[int], Awaitable[None]]
 
 
 def _log_request_header(session: Session, settings: StepSettings, state: RequestState) -> None:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from ..log._json import JsonValue
 
@@ -24,13 +25,12 @@ def parse_tool_arguments(raw: str) -> JsonValue:
     if not raw.strip():
         return {}
     try:
-        return json.loads(raw, parse_constant=_refuse_constant)
-    except ValueError:
+        return _decode(raw)
+    except msgspec.DecodeError:
         return raw
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+_decode = msgspec.json.Decoder().decode  # strict JSON: NaN and Infinity are refused
 
 
 @dataclass(frozen=True)

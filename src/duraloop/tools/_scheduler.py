@@ -15,12 +15,12 @@ failure; the driver then writes recovery results (loop-spec 6). The scheduler ne
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..log import Session
 from ..log._messages import ToolCallBlock, tool_result_message
@@ -100,7 +100,7 @@ async def execute_tool_calls(
     pipeline: ToolPipeline,
     signal: CancelSignal,
     max_parallel_tool_calls: int | Callable[[], int] = 10,
-    ensure_durable: Callable[[int], None] | None = None,
+    ensure_durable: Callable[[int], Awaitable[None]] | None = None,
 ) -> SchedulerOutcome:
     """Run an assistant message's tool calls and commit their results in model order.
 
@@ -113,9 +113,10 @@ async def execute_tool_calls(
         signal: the turn's cancellation signal.
         max_parallel_tool_calls: the cap on dispatches in flight, or a getter read once per
             group (so a settings change applies at the next group).
-        ensure_durable: called with a `tool/call`'s seq right before that call's body may
+        ensure_durable: awaited with a `tool/call`'s seq right before that call's body may
             run; it must make the log durable through that seq (Law 5). Calls started
-            together share one flush: the first makes all buffered `tool/call`s durable.
+            together share one flush (group commit): the first makes every buffered
+            `tool/call` durable, the others find their seq already covered.
 
     Returns:
         Whether the calls were aborted. Every call has exactly one `tool/result` unless this
@@ -166,9 +167,28 @@ class _Slot:
     needs_post: bool
 
 
+class _IdleWorker:
+    """A parked worker: `wake(index)` hands it a call, `wake(None)` tells it to return."""
+
+    __slots__ = ("event", "index")
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+        self.index: int | None = None
+
+    def wake(self, index: int | None) -> None:
+        self.index = index
+        self.event.set()
+
+
 @dataclass
 class _GroupRunner:
-    """State of one group run (loop-spec 4.2)."""
+    """State of one group run (loop-spec 4.2).
+
+    Dispatches run on worker tasks of one task group: a worker runs one dispatch, then
+    parks until it is handed another, so a group spawns at most `cap` tasks, not one per
+    call. Settled dispatches are queued for the commit loop, which wakes on an event.
+    """
 
     session: Session
     group: list[ToolCallRequest]
@@ -176,7 +196,7 @@ class _GroupRunner:
     signal: CancelSignal
     cap: int
     parallel: bool
-    ensure_durable: Callable[[int], None] | None
+    ensure_durable: Callable[[int], Awaitable[None]] | None
     slots: dict[int, _Slot] = field(default_factory=dict)
     call_seqs: dict[int, int] = field(default_factory=dict)
     in_flight: set[int] = field(default_factory=set)
@@ -184,30 +204,20 @@ class _GroupRunner:
     committed: int = 0
     aborted: bool = False
     failure: BaseException | None = None
-    _workers: int = 0
-    _task_group: TaskGroup = field(init=False)
-    _work: tuple[
-        MemoryObjectSendStream[int], MemoryObjectReceiveStream[int], MemoryObjectSendStream[int]
-    ] = field(init=False)
+    _settled: deque[int] = field(default_factory=deque)
+    _settled_event: anyio.Event | None = None
+    _idle: list[_IdleWorker] = field(default_factory=list)
+    _task_group: TaskGroup | None = None
 
     async def run(self) -> tuple[int, bool]:
-        """Run the group; return (calls consumed, aborted) or raise the first failure.
-
-        Dispatches run on at most `cap` worker tasks of one task group, spawned as needed
-        (a task per worker, not per call: a worker runs one dispatch after another).
-        """
+        """Run the group; return (calls consumed, aborted) or raise the first failure."""
         self.aborted = self.signal.aborted
-        size = len(self.group)
-        done_send, done_receive = anyio.create_memory_object_stream[int](max_buffer_size=size)
-        work_send, work_receive = anyio.create_memory_object_stream[int](max_buffer_size=size)
         async with anyio.create_task_group() as task_group:
             self._task_group = task_group
-            self._work = (work_send, work_receive, done_send)
             try:
                 await self._fill_pool()
                 while self.in_flight:
-                    settled = await done_receive.receive()
-                    self.in_flight.discard(settled)
+                    self.in_flight.discard(await self._next_settled())
                     self._raise_failure()
                     await self._commit_ready()
                     self._raise_failure()
@@ -219,12 +229,11 @@ class _GroupRunner:
                     self.failure = exc
                 with anyio.CancelScope(shield=True):
                     while self.in_flight:
-                        self.in_flight.discard(await done_receive.receive())
+                        self.in_flight.discard(await self._next_settled())
             finally:
-                work_send.close()  # idle workers see the end of the stream and return
-        done_send.close()
-        done_receive.close()
-        work_receive.close()
+                for worker in self._idle:
+                    worker.wake(None)
+                self._idle.clear()
         if self.failure is not None:
             raise self.failure
         if self.aborted:
@@ -232,6 +241,12 @@ class _GroupRunner:
                 _append_skipped_pair(self.session, call)
             return len(self.group), True
         return self.next_to_start, False
+
+    async def _next_settled(self) -> int:
+        while not self._settled:
+            self._settled_event = anyio.Event()
+            await self._settled_event.wait()
+        return self._settled.popleft()
 
     def _raise_failure(self) -> None:
         if self.failure is not None:
@@ -256,21 +271,21 @@ class _GroupRunner:
                 self.aborted = True
 
     def _submit(self, index: int) -> None:
-        """Hand a prepared call to a worker, spawning one while fewer than needed exist."""
+        """Hand a prepared call to a parked worker, or spawn one (at most `cap` exist)."""
         self.in_flight.add(index)
-        work_send, work_receive, done_send = self._work
-        work_send.send_nowait(index)  # the buffer holds the whole group: never blocks
-        if self._workers < len(self.in_flight):  # each in-flight dispatch holds one worker
-            self._workers += 1
-            self._task_group.start_soon(self._worker, work_receive, done_send)
+        if self._idle:
+            self._idle.pop().wake(index)
+        elif self._task_group is not None:
+            self._task_group.start_soon(self._worker, index)
 
-    async def _worker(
-        self,
-        work: MemoryObjectReceiveStream[int],
-        done: MemoryObjectSendStream[int],
-    ) -> None:
-        async for index in work:
-            await self._dispatch(index, done)
+    async def _worker(self, index: int) -> None:
+        next_index: int | None = index
+        while next_index is not None:
+            await self._dispatch(next_index)
+            parked = _IdleWorker()
+            self._idle.append(parked)
+            await parked.event.wait()
+            next_index = parked.index
 
     async def _start_call(self, index: int) -> bool:
         """Append `tool/call` and prepare; return True when the call needs a dispatch."""
@@ -285,10 +300,12 @@ class _GroupRunner:
         self.slots[index] = _Slot(prepared.outcome, needs_post=prepared.kind == "post-result")
         return False
 
-    async def _dispatch(self, index: int, send: MemoryObjectSendStream[int]) -> None:
+    async def _dispatch(self, index: int) -> None:
         try:
             if self.ensure_durable is not None:
-                self.ensure_durable(self.call_seqs[index])
+                await self.ensure_durable(self.call_seqs[index])
+            if self.failure is not None:
+                return  # a sibling failed while this call waited: never start its body
             outcome = await self.pipeline.dispatch(self.group[index], self.signal)
             if self.failure is None:
                 self.slots[index] = _Slot(outcome, needs_post=True)
@@ -296,7 +313,9 @@ class _GroupRunner:
             if self.failure is None:
                 self.failure = exc
         finally:
-            send.send_nowait(index)  # the buffer holds the whole group: never blocks
+            self._settled.append(index)
+            if self._settled_event is not None:
+                self._settled_event.set()
 
     async def _commit_ready(self) -> None:
         while self.committed < self.next_to_start and self.committed in self.slots:
