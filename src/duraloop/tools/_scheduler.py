@@ -263,6 +263,10 @@ class _GroupRunner:
                 break
             if await self._start_call(index):
                 self._submit(index)
+                # Let the dispatch begin now, as a JS async call would, instead of after
+                # the whole pool has been filled: the first body starts without waiting
+                # for the other calls' pre-execute stages.
+                await anyio.lowlevel.checkpoint()
             self.next_to_start += 1
             self._raise_failure()
             await self._commit_ready()
