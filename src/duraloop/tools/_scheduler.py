@@ -262,11 +262,9 @@ class _GroupRunner:
             if index > 0 and self.parallel and not self.pipeline.is_parallel(self.group[index]):
                 break
             if await self._start_call(index):
+                # The body starts when this task next yields: every call the fill starts
+                # meanwhile shares the one flush that makes their `tool/call`s durable.
                 self._submit(index)
-                # Let the dispatch begin now, as a JS async call would, instead of after
-                # the whole pool has been filled: the first body starts without waiting
-                # for the other calls' pre-execute stages.
-                await anyio.lowlevel.checkpoint()
             self.next_to_start += 1
             self._raise_failure()
             await self._commit_ready()
