@@ -18,11 +18,11 @@ from ..errors import EventRejectedError
 from ._event import Event, check_envelope
 from ._header import SessionHeader
 from ._invariants import InvariantChecker
-from ._json import JsonValue, check_lossless, lossless_copy
+from ._json import MAX_SAFE_INTEGER, JsonValue, check_lossless, lossless_copy
 from ._messages import Message
 from ._surface import Surface
 from ._validate import check_message_shape, check_vocabulary
-from ._vocabulary import ASSISTANT_MESSAGE, END_SEED, TOOL_RESULT, USER_MESSAGE
+from ._vocabulary import ASSISTANT_CHUNK, ASSISTANT_MESSAGE, END_SEED, TOOL_RESULT, USER_MESSAGE
 
 logger = logging.getLogger(__name__)
 
@@ -193,7 +193,28 @@ class Session:
         return self._messages
 
     def _load_seed(self, seed: Sequence[Event]) -> None:
+        events = self._events
+        invariants = self._invariants
         for index, event in enumerate(seed):
+            # Fast path for the commonest event, a stream chunk of the open step: the same
+            # checks as the general path below (envelope, no surface fields, names the open
+            # turn and step), inlined. Anything unusual takes the general path.
+            if (
+                event.type == ASSISTANT_CHUNK
+                and invariants is not None
+                and event.seq == index
+                and type(event.time) is int
+                and -MAX_SAFE_INTEGER <= event.time <= MAX_SAFE_INTEGER
+                and event.surface_op is None
+                and event.source_event_seqs is None
+                and type(event.data) is dict
+                and invariants.open_step is not None
+                and event.data.get("step") == invariants.open_step
+                and event.data.get("turn") == invariants.open_turn
+            ):
+                events.append(event)
+                invariants.last_seq = index
+                continue
             if event.seq != index:
                 raise EventRejectedError(
                     f"seed must be contiguous from 0: event at index {index} has seq {event.seq}"
