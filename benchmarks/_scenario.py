@@ -252,12 +252,19 @@ def log_path(store: SessionStore, session_id: str) -> Path:
 
 
 async def run_steps(
-    steps: int, root: Path, *, durable: bool = True, estimate_tokens: bool = False
+    steps: int,
+    root: Path,
+    *,
+    durable: bool = True,
+    estimate_tokens: bool = False,
+    compression: str = "none",
 ) -> StepRun:
     """Run scenario S once: one turn of `steps` tool steps (+ a final text step)."""
     workspace = root / "ws"
     workspace.mkdir(parents=True, exist_ok=True)
-    store: SessionStore = JsonlStore(root / "store") if durable else MemoryStore()
+    store: SessionStore = (
+        JsonlStore(root / "store", compression=compression) if durable else MemoryStore()
+    )
     model = EncodingModel(step_script(steps), estimate_tokens=estimate_tokens)
     counter = FsyncCounter()
     with counter.installed():
@@ -293,15 +300,18 @@ async def run_steps(
 
 
 def run_steps_sync(
-    steps: int, root: Path | None = None, *, estimate_tokens: bool = False
+    steps: int,
+    root: Path | None = None,
+    *,
+    estimate_tokens: bool = False,
+    compression: str = "none",
 ) -> StepRun:
     """Run scenario S in a fresh temp dir (or `root`) and return its figures."""
+    options = {"estimate_tokens": estimate_tokens, "compression": compression}
     if root is not None:
-        return anyio.run(functools.partial(run_steps, steps, root, estimate_tokens=estimate_tokens))
+        return anyio.run(functools.partial(run_steps, steps, root, **options))
     with tempfile.TemporaryDirectory(prefix="duraloop-bench-") as tmp:
-        return anyio.run(
-            functools.partial(run_steps, steps, Path(tmp), estimate_tokens=estimate_tokens)
-        )
+        return anyio.run(functools.partial(run_steps, steps, Path(tmp), **options))
 
 
 # --------------------------------------------------------------------------- reporting
