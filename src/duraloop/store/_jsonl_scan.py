@@ -1,6 +1,6 @@
-"""Scan a JSONL session log: header, committed prefix, torn tail (session-spec 6.6).
+r"""Scan a JSONL session log: header, committed prefix, torn tail (session-spec 6.6).
 
-The raw rule, exactly: the final segment without `\\n` is a torn fragment. Complete lines are
+The raw rule, exactly: the final segment without `\n` is a torn fragment. Complete lines are
 decoded in order while they stay contiguous. At the first unparsable line or seq gap the
 scan records an issue and stops accepting; the file may then be truncated there only if no
 later decodable line contains a `turn/end` (a gapped line that itself holds a `turn/end`
@@ -180,10 +180,10 @@ def scan_zstd_log(data: bytes, *, path: str | None) -> ScanResult:
 
 
 def header_frame_line(plaintext: bytes, *, path: str | None) -> bytes:
-    """Return the header line (without `\\n`) that a zstd log's first frame must hold alone.
+    r"""Return the header line (without `\n`) that a zstd log's first frame must hold alone.
 
     Raises:
-        CorruptLogError: "header-less" if the frame is not exactly one `\\n`-terminated line.
+        CorruptLogError: "header-less" if the frame is not exactly one `\n`-terminated line.
     """
     if not plaintext.endswith(b"\n") or plaintext.find(b"\n") != len(plaintext) - 1:
         raise CorruptLogError(

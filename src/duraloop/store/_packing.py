@@ -208,10 +208,10 @@ _DELTA_OF_ROW_TYPE: dict[type, str] = {
 
 
 def decode_row_line(line: bytes) -> list[Event] | None:
-    """Decode one well-formed packed row line in a single typed pass.
+    r"""Decode one well-formed packed row line in a single typed pass.
 
     Args:
-        line: a storage line, without its `\\n`.
+        line: a storage line, without its `\n`.
 
     Returns:
         The member events, exactly as `unpack_row` builds them; or None when the line is

@@ -57,13 +57,13 @@ def encode_segment(value: str) -> str:
 
 
 def project_key(cwd: str) -> str:
-    """Return the project directory name `--<slug>--` for a working directory.
+    r"""Return the project directory name `--<slug>--` for a working directory.
 
     Args:
         cwd: the session's working directory.
 
     Returns:
-        Runs of `/`, `\\` and `:` become one `-`, other unsafe units `~XXXX`, leading `-`
+        Runs of `/`, `\` and `:` become one `-`, other unsafe units `~XXXX`, leading `-`
         stripped, `root` when empty, the slug cut to 251 characters.
     """
     parts: list[str] = []

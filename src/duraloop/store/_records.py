@@ -1,7 +1,7 @@
-"""JSONL storage records: the header line and event lines (session-spec 6.4).
+r"""JSONL storage records: the header line and event lines (session-spec 6.4).
 
 Line 1 is the header record; every later line is one event verbatim or one packed chunk
-row. Writers emit compact UTF-8 JSON, one record per `\\n`-terminated line.
+row. Writers emit compact UTF-8 JSON, one record per `\n`-terminated line.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ class RecordError(ValueError):
 
 
 def encode_header(header: SessionHeader) -> bytes:
-    """Encode the header record line, keys in dsh order, ending in `\\n`."""
+    r"""Encode the header record line, keys in dsh order, ending in `\n`."""
     record: dict[str, Any] = {
         "type": "session",
         "version": header.version,
@@ -74,12 +74,12 @@ def _safe_nonneg(value: object) -> bool:
 
 
 def decode_header(line: bytes, *, path: str | None) -> SessionHeader:
-    """Decode and check the header record (session-spec 6.4 header read rules).
+    r"""Decode and check the header record (session-spec 6.4 header read rules).
 
     The version is checked before the shape, so a future format is refused as such.
 
     Args:
-        line: the first line, without its `\\n`.
+        line: the first line, without its `\n`.
         path: the log file, for error messages.
 
     Returns:
@@ -138,7 +138,7 @@ def decode_header(line: bytes, *, path: str | None) -> SessionHeader:
 
 
 def decode_record(line: bytes, *, restore_seq: int | None = None) -> list[Event]:
-    """Decode one storage line into its logical events (one, or a packed row's members).
+    r"""Decode one storage line into its logical events (one, or a packed row's members).
 
     Each line is decoded once: a line that starts like one of our packed rows
     (`{"type":"<tag>-chunks"`) is decoded as a JSON object and expanded; any other line goes
@@ -146,7 +146,7 @@ def decode_record(line: bytes, *, restore_seq: int | None = None) -> list[Event]
     key order, a projected fixture record, or damage) is decoded a second time, generically.
 
     Args:
-        line: the line without its `\\n`.
+        line: the line without its `\n`.
         restore_seq: for projected fixtures only: the seq to give a record (or a packed row's
             first member) that lacks `seq`/`seq0`; a missing `time`/`time0` becomes 0.
 
@@ -226,14 +226,14 @@ def checked(event: Event) -> Event:
 
 
 def encode_batch(events: Sequence[Event], *, pack_chunks: bool) -> bytes:
-    """Encode one written batch as JSONL lines, packing chunk runs when asked.
+    r"""Encode one written batch as JSONL lines, packing chunk runs when asked.
 
     Args:
         events: the batch, contiguous seqs.
         pack_chunks: store runs of >= 3 eligible `assistant/chunk` events as packed rows.
 
     Returns:
-        The lines, each ending in `\\n` (empty bytes for an empty batch).
+        The lines, each ending in `\n` (empty bytes for an empty batch).
     """
     buffer = bytearray()
     items = pack_events(events) if pack_chunks else iter(events)
