@@ -103,16 +103,16 @@ def run(
     spec = _require_model(model)
     llm = parse_model_spec(spec, env=os.environ)
     config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps, system_prompt=_system(system))
-    workspace = (cwd or Path.cwd()).resolve()
     sessions = _store(store)
     if session is None:
+        workspace = (cwd or Path.cwd()).resolve()
         loop = start_session(store=sessions, model=llm, tools=builtin_tools(), cwd=workspace, config=config)
     else:
-        loop, repair = open_session(session, store=sessions, model=llm, tools=builtin_tools(), cwd=workspace, config=config)
+        # An existing session keeps its recorded workspace unless --cwd says otherwise.
+        loop, repair = open_session(session, store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config)
         if repair is not None and repair.closers:
             err.print(f"[yellow]repaired {loop.session.id}: {_repair_text(repair)}[/yellow]")
     with loop:
-        err.print(f"[dim]session {loop.session.id}[/dim]")
         try:
             result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
         finally:

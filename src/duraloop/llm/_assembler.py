@@ -8,6 +8,7 @@ to execute).
 
 from __future__ import annotations
 
+import logging
 from typing import Any, assert_never
 
 from ..errors import LlmError
@@ -17,6 +18,9 @@ from ._chunks import FINISH_MAX_TOKENS, FinishReason, StreamChunk, TokenUsage
 from ._errors import MALFORMED_RESPONSE
 
 _STOP: FinishReason = {"kind": "stop"}
+
+
+logger = logging.getLogger(__name__)
 
 
 class _Partial:
@@ -146,7 +150,8 @@ class BlockAssembler:
 
         A closed block is its `block-end` block; an open one is assembled from its deltas (a
         tool call without an id gets `call-<index>`, without a name `""`). When the finish is
-        `max-tokens`, every tool-call block is dropped.
+        `max-tokens`, every tool-call block is dropped. Tool-call ids are made unique within
+        the message (see `unique_tool_call_ids`).
 
         Returns:
             A new list of content-block dicts.
@@ -157,7 +162,7 @@ class BlockAssembler:
         blocks = self._all_blocks()
         if self.finish["kind"] == FINISH_MAX_TOKENS:
             return [block for block in blocks if block.get("type") != "tool-call"]
-        return blocks
+        return unique_tool_call_ids(blocks)
 
     @property
     def replay_state(self) -> JsonValue:
@@ -217,3 +222,40 @@ class BlockAssembler:
         return assistant_message(
             self.blocks(), provider=provider, model=model, replay_state=self.replay_state
         )
+
+
+def unique_tool_call_ids(blocks: list[ContentBlock]) -> list[ContentBlock]:
+    """Rename repeated tool-call ids within one message so each call can be answered.
+
+    Some OpenAI-compatible servers give several parallel calls the same id (e.g. `call_0`).
+    Left alone, two calls with one id cannot each get exactly one result, and the session
+    could never be sent again (pairing rule: OpenAI Chat Completions, Anthropic Messages).
+    The second and later uses become `<id>_2`, `<id>_3`, ... (skipping ids already in use),
+    and a WARNING names them. The raw `assistant/chunk` events keep the provider's ids.
+
+    Args:
+        blocks: the assembled content blocks, in order.
+
+    Returns:
+        `blocks` itself when every tool-call id is unique, else a new list in which the
+        renamed tool-call blocks are copies.
+    """
+    ids = [block.get("id") for block in blocks if block.get("type") == "tool-call"]
+    if len(ids) == len(set(ids)):
+        return blocks
+    taken = set(ids)
+    seen: set[object] = set()
+    out: list[ContentBlock] = []
+    for block in blocks:
+        call_id = block.get("id")
+        if block.get("type") == "tool-call" and call_id in seen:
+            suffix = 2
+            while f"{call_id}_{suffix}" in taken:
+                suffix += 1
+            renamed = f"{call_id}_{suffix}"
+            taken.add(renamed)
+            logger.warning("model reused tool-call id %r in one message; renamed to %r", call_id, renamed)
+            block = {**block, "id": renamed}
+        seen.add(block.get("id"))
+        out.append(block)
+    return out

@@ -147,6 +147,7 @@ class AgentLoop:
         self._signal: CancelSignal | None = None
         self._durable_through = session.seq - 1
         self._flushing: anyio.Event | None = None
+        self._closed = False
         self._last_turn, header, context = _scan_log(session)
         self._request_state = RequestState(header=header, context=context)
         self._pairing = PairingCheck()
@@ -181,7 +182,8 @@ class AgentLoop:
         self._durable_through = self.session.seq - 1
 
     def close(self) -> None:
-        """Flush and release the session's writer; the loop must not be used afterwards."""
+        """Flush and release the session's writer; later `run_turn` calls are refused."""
+        self._closed = True
         if self.durability is not None:
             self.durability.close()
             self.durability = None
@@ -227,10 +229,15 @@ class AgentLoop:
             (after `cancel()`).
 
         Raises:
-            UsageError: if a turn is already running on this loop.
+            UsageError: if a turn is already running on this loop, or it is closed.
             Exception: the original failure of an `error` turn (e.g. `LlmError`), after
                 recovery results, `step/end` and `turn/end {error}` are in the log.
         """
+        if self._closed:
+            raise UsageError(
+                f"this AgentLoop for session {self.session.id} is closed (its writer is released, "
+                "so nothing would be persisted); open the session again with resume_session()"
+            )
         if self._signal is not None:
             raise UsageError("a turn is already running on this AgentLoop; await it or cancel it")
         message = user_message(prompt) if isinstance(prompt, str) else prompt

@@ -7,17 +7,28 @@ the single writer and makes the marker durable before anything else happens.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import SessionNotFoundError
+from ..errors import SessionNotFoundError, UsageError
 from ..llm import Model
 from ..log import Session, SessionHeader, now_ms
 from ..store import RepairReport, SessionStore
 from ..tools import Tool, ToolHooks, ToolRegistry
 from ._agent import AgentLoop
 from ._config import LoopConfig
+
+logger = logging.getLogger(__name__)
+
+
+def _workspace(cwd: Path | str | None) -> Path:
+    """Resolve a workspace directory, refusing one that does not exist (before any write)."""
+    workspace = Path(cwd if cwd is not None else ".").resolve()
+    if not workspace.is_dir():
+        raise UsageError(f"workspace {workspace} is not a directory; create it or pass another cwd")
+    return workspace
 
 
 def new_session_id() -> str:
@@ -53,7 +64,7 @@ def start_session(
         SessionExistsError: if `session_id` already has a stored log (resume it instead).
         SessionLockedError: if another process writes that session.
     """
-    workspace = Path(cwd).resolve()
+    workspace = _workspace(cwd)
     sid = session_id or new_session_id()
     header = SessionHeader(id=sid, created_at=now_ms(), cwd=str(workspace))
     session = Session(sid, header=header)
@@ -94,9 +105,15 @@ def resume_session(
         CorruptLogError: if its committed region is damaged.
     """
     loaded = store.load(session_id)
+    recorded = loaded.header.cwd
+    workspace = _workspace(cwd if cwd is not None else recorded)
+    if cwd is not None and recorded is not None and workspace != Path(recorded):
+        logger.warning(
+            "session %s was created in workspace %s; this loop works in %s instead",
+            session_id, recorded, workspace,
+        )
     session = Session(session_id, seed=loaded.events, header=loaded.header)
     writer = store.open_writer(session)
-    workspace = Path(cwd or loaded.header.cwd or ".").resolve()
     loop = AgentLoop(
         session, model=model, tools=tools, cwd=workspace, config=config,
         durability=writer, tool_hooks=tool_hooks,
@@ -111,14 +128,28 @@ def open_session(
     store: SessionStore,
     model: Model,
     tools: ToolRegistry | Sequence[Tool] = (),
-    cwd: Path | str,
+    cwd: Path | str | None = None,
     config: LoopConfig | None = None,
     tool_hooks: ToolHooks | None = None,
 ) -> tuple[AgentLoop, RepairReport | None]:
     """Resume `session_id` if it is stored, else create it with that id.
 
+    Args:
+        session_id: the session to continue or create.
+        store: where it is persisted.
+        model: the model to request.
+        tools: the tools the model may call.
+        cwd: the workspace; None means the session's recorded one when it exists, else the
+            current directory.
+        config: loop options.
+        tool_hooks: pre- and post-execute hooks.
+
     Returns:
         The loop, and the repair report (None for a new session).
+
+    Raises:
+        UsageError: if the workspace is not an existing directory.
+        SessionLockedError: if another process writes the session.
     """
     try:
         return resume_session(
@@ -127,7 +158,8 @@ def open_session(
         )
     except SessionNotFoundError:
         loop = start_session(
-            store=store, model=model, tools=tools, cwd=cwd, session_id=session_id,
+            store=store, model=model, tools=tools, cwd=cwd if cwd is not None else Path.cwd(),
+            session_id=session_id,
             config=config, tool_hooks=tool_hooks,
         )
         return loop, None

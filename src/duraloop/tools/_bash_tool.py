@@ -53,7 +53,7 @@ class _CappedOutput:
         return text
 
 
-@tool
+@tool(watches_signal=True)
 async def bash(
     command: str,
     ctx: ToolContext,

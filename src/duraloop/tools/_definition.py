@@ -54,6 +54,11 @@ class Tool:
         timeout_seconds: a limit on the body in seconds, or None for none. An async body is
             cancelled at its next await; a sync body running in a thread is not abandoned,
             and the timeout is reported when it returns.
+        watches_signal: True when the body watches `ctx.signal` and settles itself on
+            cancellation (like `bash`, which terminates its process group). False (the
+            default): when the turn is cancelled, an async body is cancelled at its next
+            await and the call gets an `ABORTED` result; a sync body in a thread runs to
+            completion first.
 
     Raises:
         ToolDefinitionError: if the name, parameters, parallel or timeout is invalid.
@@ -66,6 +71,7 @@ class Tool:
     body: ToolBody
     parallel: bool | ParallelClassifier = False
     timeout_seconds: float | None = None
+    watches_signal: bool = False
 
     def __post_init__(self) -> None:
         if not _NAME_PATTERN.match(self.name):
@@ -131,6 +137,7 @@ def tool(
     description: str | None = None,
     parallel: bool | ParallelClassifier = False,
     timeout_seconds: float | None = None,
+    watches_signal: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -142,6 +149,7 @@ def tool(
     description: str | None = None,
     parallel: bool | ParallelClassifier = False,
     timeout_seconds: float | None = None,
+    watches_signal: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed function (sync or async) into a `Tool`.
 
@@ -157,6 +165,7 @@ def tool(
         description: the model-facing description; defaults to the docstring.
         parallel: see `Tool`; a classifier receives the validated argument model.
         timeout_seconds: see `Tool`.
+        watches_signal: see `Tool`.
 
     Returns:
         The `Tool` (bare `@tool`), or a decorator producing it.
@@ -181,6 +190,7 @@ def tool(
             description=description,
             parallel=parallel,
             timeout_seconds=timeout_seconds,
+            watches_signal=watches_signal,
         )
 
     if fn is not None:
@@ -196,6 +206,7 @@ def _build_tool(
     description: str | None,
     parallel: bool | ParallelClassifier,
     timeout_seconds: float | None,
+    watches_signal: bool,
 ) -> Tool:
     label = getattr(fn, "__qualname__", repr(fn))
     if not callable(fn):
@@ -287,6 +298,7 @@ def _build_tool(
         body=body,
         parallel=parallel,
         timeout_seconds=timeout_seconds,
+        watches_signal=watches_signal,
     )
 
 

@@ -220,6 +220,21 @@ class ToolPipeline:
         return _checked(outcome)
 
     async def _run_body(self, found: Tool, args: object, ctx: ToolContext) -> ToolOutcome:
+        if found.watches_signal:
+            return await self._run_timed(found, args, ctx)
+        # A body that does not watch the signal is cancelled at its next await instead, so
+        # cancelling a turn never waits on a tool that would not notice it.
+        with anyio.CancelScope() as cancel_scope:
+            remove = ctx.signal.add_listener(lambda _reason: _cancel_soon(cancel_scope))
+            try:
+                outcome = await self._run_timed(found, args, ctx)
+            finally:
+                remove()
+        if cancel_scope.cancelled_caught:
+            return ToolOutcome.cancelled(body_invoked=True)
+        return outcome
+
+    async def _run_timed(self, found: Tool, args: object, ctx: ToolContext) -> ToolOutcome:
         if found.timeout_seconds is None:
             return await self._invoke(found, args, ctx)
         with anyio.move_on_after(found.timeout_seconds) as scope:
@@ -242,6 +257,16 @@ class ToolPipeline:
             logger.debug("tool %s raised %s", found.name, type(exc).__name__)
             return ToolOutcome.failure(f"{type(exc).__name__}: {exc}")
         return _outcome_of(value)
+
+
+def _cancel_soon(scope: anyio.CancelScope) -> None:
+    """Cancel `scope` from the event loop, or from a sync tool's worker thread."""
+    try:
+        anyio.get_current_task()
+    except RuntimeError:  # cancel() was called in a worker thread (a sync tool body)
+        anyio.from_thread.run_sync(scope.cancel)
+        return
+    scope.cancel()
 
 
 def _outcome_of(value: object) -> ToolOutcome:
