@@ -208,6 +208,10 @@ def test_second_sigint_exits_at_once_and_resume_repairs(cli: Cli) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    # Exiting at once still kills the running command's whole group (it ignores SIGTERM).
+    bash_pid = int(pid_file.read_text())
+    wait_for(lambda: not process_group_alive(bash_pid), timeout=EXIT_TIMEOUT,
+             what=f"process group {bash_pid} to be killed")
     # Exited at once, mid-drain: the log ends inside the turn, and resume closes it.
     _assert_open_turn(cli)
     ok(cli("resume", SESSION))

@@ -16,6 +16,7 @@ from rich.console import Console
 
 from ..log import Message
 from ..loop import AgentLoop, TurnResult
+from ..tools._bash_tool import kill_running_commands
 from ._render import LiveRenderer
 
 EXIT_AT_ONCE = 130
@@ -34,6 +35,7 @@ async def _watch_signals(loop: AgentLoop, errors: Console) -> None:
                 )
                 loop.cancel({"kind": "user"})
             else:
+                kill_running_commands()  # nothing outlives the process, even mid-drain
                 os._exit(EXIT_AT_ONCE)
 
 

@@ -86,6 +86,7 @@ async def bash(
     )
     ending: Literal["exited", "timeout", "cancelled"] = "exited"
     terminated = False
+    _RUNNING_GROUPS.add(process.pid)
     try:
         async with anyio.create_task_group() as group:
             pumped = anyio.Event()
@@ -108,6 +109,7 @@ async def bash(
         if not terminated:
             with anyio.CancelScope(shield=True):
                 await _terminate_group(process)
+        _RUNNING_GROUPS.discard(process.pid)
     body = output.render()
     if ending == "timeout":
         return ToolOutcome(
@@ -123,6 +125,26 @@ async def bash(
         )
     separator = "" if not body or body.endswith("\n") else "\n"
     return ToolOutcome.ok(f"{body}{separator}[exit code: {process.returncode}]")
+
+
+_RUNNING_GROUPS: set[int] = set()
+"""Process groups of `bash` commands still running in this process (for `kill_running_commands`)."""
+
+
+def kill_running_commands() -> int:
+    """SIGKILL the process group of every `bash` command still running, at once.
+
+    For a process about to exit without draining (the CLI's second Ctrl-C): the commands
+    would otherwise outlive it. Safe to call from a signal handler.
+
+    Returns:
+        The number of process groups signalled.
+    """
+    killed = 0
+    for pgid in list(_RUNNING_GROUPS):
+        if _signal_group(pgid, signals.SIGKILL):
+            killed += 1
+    return killed
 
 
 async def _pump(process: Process, output: _CappedOutput, pumped: anyio.Event) -> None:
