@@ -1,0 +1,42 @@
+"""STYLE D3: each public namespace lists exactly its public names; the root stays small.
+
+A name importable without an underscore is public API; `__all__` must say so, so a new
+export is a deliberate choice and an accidental one (a helper leaking out) fails here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import types
+
+import pytest
+
+PUBLIC = ["duraloop", "duraloop.log", "duraloop.store", "duraloop.llm", "duraloop.tools",
+          "duraloop.loop", "duraloop.testing"]
+
+
+@pytest.mark.parametrize("name", PUBLIC)
+def test_all_lists_exactly_the_public_names(name: str) -> None:
+    module = importlib.import_module(name)
+    exported = list(module.__all__)
+    assert len(exported) == len(set(exported))
+    public = {
+        attr for attr, value in vars(module).items()
+        if not attr.startswith("_") and attr != "annotations"
+        # a subpackage the import system sets on its parent is not an export
+        and not (isinstance(value, types.ModuleType) and value.__name__ == f"{name}.{attr}")
+    }
+    assert public == set(exported)
+
+
+def test_root_namespace_stays_small() -> None:
+    import duraloop
+
+    assert len(duraloop.__all__) <= 40
+
+
+def test_every_exported_name_resolves() -> None:
+    for name in PUBLIC:
+        module = importlib.import_module(name)
+        for attr in module.__all__:
+            assert getattr(module, attr) is not None, f"{name}.{attr}"
