@@ -97,3 +97,10 @@ def test_tool_schema_to_json_has_name_description_parameters() -> None:
         "description": "Read a file.",
         "parameters": {"type": "object", "properties": {}},
     }
+
+
+@pytest.mark.anyio
+async def test_stream_chunks_replaces_lone_surrogates_and_keeps_pairs() -> None:
+    # JSON `"ok \ud83d"` from a model decodes to a lone surrogate no log can store.
+    chunks = await _collect(_Adapter([text_delta(0, "ok \ud83d"), text_delta(0, "\ud83d\ude00")]))
+    assert chunks[:2] == [text_delta(0, "ok \ufffd"), text_delta(0, "😀")]

@@ -15,6 +15,7 @@ import pytest
 
 from duraloop.errors import EventRejectedError
 from duraloop.log import Session, lossless_copy
+from duraloop.log._json import well_formed_json, well_formed_text
 
 _cycle: list[Any] = []
 _cycle.append(_cycle)
@@ -100,3 +101,36 @@ def test_non_lossless_surface_op_is_rejected() -> None:
                                         "source": {"kind": "user"}},
                        surface_op={"op": "replace", "start": math.nan, "end": 0})
     assert session.seq == 0
+
+
+# A JSON `\ud83d` escape decodes to a lone surrogate, which no UTF-8 log can hold: refused
+# at append with the path, never at flush (user trial).
+@pytest.mark.parametrize(
+    ("data", "path"),
+    [
+        ({"text": "ok \ud83d"}, r"\$\.text"),
+        ({"items": ["a", "a\ud800b"]}, r"\$\.items\[1\]"),
+        ({"k\udc00": 1}, r"\$ has a key"),
+    ],
+)
+@pytest.mark.parametrize("copy", [True, False])
+def test_append_refuses_a_lone_surrogate_and_names_its_path(data: dict[str, Any], path: str, copy: bool) -> None:
+    session = Session("json", check_invariants=False)
+    with pytest.raises(EventRejectedError, match=path + r".*lone UTF-16 surrogate.*UTF-8"):
+        session.append("x/bad", data, copy=copy)
+    assert session.events == []
+
+
+def test_append_accepts_non_ascii_and_astral_text() -> None:
+    session = Session("json", check_invariants=False)
+    assert session.append("x/ok", {"text": "é ✓ 😀"}, copy=False).data == {"text": "é ✓ 😀"}
+
+
+def test_well_formed_text_replaces_lone_surrogates_and_keeps_pairs() -> None:
+    assert well_formed_text("ok \ud83d") == "ok \ufffd"
+    assert well_formed_text("\ud83d\ude00") == "😀"
+    plain = "plain ✓"
+    assert well_formed_text(plain) is plain
+    value = {"a": ["x", {"b": "y"}]}
+    assert well_formed_json(value) is value
+    assert well_formed_json({"k\ud800": ["a\udc00"]}) == {"k\ufffd": ["a\ufffd"]}

@@ -4,11 +4,13 @@
   not wedge the session (Law 4, provider pairing);
 - a closed loop must refuse turns instead of running tools it can no longer persist (Law 5);
 - cancelling a turn must not wait on an async tool that never looks at its signal;
-- continuing a stored session keeps its recorded workspace unless told otherwise.
+- continuing a stored session keeps its recorded workspace unless told otherwise;
+- a lone UTF-16 surrogate in model output (JSON `\\ud83d`) must not crash the turn at flush.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
@@ -18,7 +20,7 @@ from duraloop.errors import UsageError
 from duraloop.llm import ScriptedModel
 from duraloop.log import check_pairing, tool_calls_of
 from duraloop.loop import open_session, start_session
-from duraloop.store import MemoryStore
+from duraloop.store import JsonlStore, MemoryStore
 from duraloop.testing import assert_log_valid
 from duraloop.tools import tool
 
@@ -134,3 +136,31 @@ def test_starting_in_a_missing_workspace_fails_before_anything_is_created(tmp_pa
     with pytest.raises(UsageError, match="not a directory"):
         start_session(store=store, model=ScriptedModel([]), cwd=tmp_path / "missing")
     assert store.list() == []
+
+
+@tool
+def save(content: str) -> str:
+    """Echo what would be saved."""
+    return content
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("response", "expected"),
+    [
+        ({"text": "ok \ud83d"}, "ok \ufffd"),  # JSON "ok \ud83d": a lone surrogate from the model
+        ({"tool_calls": [{"id": "c", "name": "save", "arguments": {"content": "a\ud800b"}}]}, "a\ufffdb"),
+    ],
+)
+async def test_a_lone_surrogate_from_the_model_becomes_u_fffd_and_the_turn_completes(
+    tmp_path: Path, response: dict[str, object], expected: str
+) -> None:
+    store = JsonlStore(tmp_path / "store")
+    model = ScriptedModel([response, {"text": "done"}])
+    with start_session(store=store, model=model, tools=[save], cwd=tmp_path) as loop:
+        result = await loop.run_turn("hi")
+        session_id = loop.session.id
+    assert result.kind == "completed"
+    _, events = store.read(session_id)
+    texts = [json.dumps(e.data, ensure_ascii=False) for e in events if e.type in ("assistant/message", "tool/result")]
+    assert any(expected in text for text in texts)

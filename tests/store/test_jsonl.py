@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from random import Random
 
@@ -18,8 +19,9 @@ import pytest
 import zstandard
 
 from duraloop.errors import ConfigError, CorruptLogError, SessionLockedError, StoreError
-from duraloop.log import Event, Session
+from duraloop.log import Event, Session, SessionHeader
 from duraloop.store import JsonlStore, MemoryStore
+from duraloop.store._backend import DamagedLog
 from duraloop.store._records import encode_header
 from duraloop.store._zstd import scan_frames
 
@@ -296,11 +298,41 @@ def test_unknown_compression_is_a_config_error(tmp_path: Path) -> None:
         JsonlStore(tmp_path, compression="gzip")  # type: ignore[arg-type]
 
 
-def test_zstd_list_reads_header_frames_and_skips_a_log_without_one(tmp_path: Path) -> None:
+def test_zstd_list_reads_header_frames_and_reports_a_log_without_one_as_damaged(tmp_path: Path) -> None:
+    # Logs are published whole (temp file, then link), so a cut header frame is damage.
     store = JsonlStore(tmp_path, compression="zstd")
     store.backend.materialize(meta("a"), one_turn_log())
     store.backend.materialize(meta("b"), [ts(0, 1)])
     path = zstd_path(tmp_path, "b")
     path.write_bytes(path.read_bytes()[:5])
-    assert [summary.id for summary in store.list() if summary.id == "a"] == ["a"]
-    assert [header.id for header in store.backend.list_headers()] == ["a"]
+    rows = {summary.id: summary for summary in store.list()}
+    assert rows["a"].damaged is None
+    assert rows["b"].damaged == "the log has no complete header record"
+    entries = store.backend.list_headers()
+    assert [entry.id for entry in entries if isinstance(entry, SessionHeader)] == ["a"]
+    assert [entry.session_id for entry in entries if isinstance(entry, DamagedLog)] == ["b"]
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (lambda data: data.split(b"\n", 1)[1], 'invalid session header: type must be "session" at line 1'),
+        (lambda data: b"", "the log file is empty (no header)"),
+        (lambda data: data.replace(b'"type":"turn/start"', b'"type":"turn/start",', 1), "at line 2"),
+    ],
+    ids=["header-deleted", "empty-file", "byte-in-committed-line"],
+)
+def test_list_reports_a_damaged_log_as_a_row_and_lists_the_others(
+    tmp_path: Path, damage: Callable[[bytes], bytes], reason: str
+) -> None:
+    store = JsonlStore(tmp_path)
+    store.backend.materialize(meta("good"), one_turn_log())
+    store.backend.materialize(meta("bad"), one_turn_log())
+    path = log_path(tmp_path, "bad")
+    path.write_bytes(damage(path.read_bytes()))
+    good, bad = store.list()
+    assert (good.id, good.damaged, good.turn_count) == ("good", None, 1)
+    assert bad.id == "bad"
+    assert bad.damaged is not None and reason in bad.damaged
+    assert bad.status == f"damaged: {bad.damaged}"
+    assert str(path) not in bad.damaged

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from duraloop.store._paths import encode_segment, project_key
+from duraloop.errors import UsageError
+from duraloop.store._paths import decode_segment, encode_segment, project_key, session_dir
 
 
 @pytest.mark.parametrize(
@@ -31,3 +34,25 @@ def test_encode_segment_is_injective_escaping(session_id: str, segment: str) -> 
 def test_empty_segment_is_refused() -> None:
     with pytest.raises(ValueError, match="must not be empty"):
         encode_segment("")
+
+
+@pytest.mark.parametrize(
+    ("session_id", "fragment"),
+    [
+        ("", "the session id is empty"),
+        ("x" * 201, "is 201 characters"),
+        ("a\0b", "NUL or a line break"),
+        ("a\nb", "NUL or a line break"),
+        ("é" * 60, "over the 255-character file-name limit"),
+    ],
+)
+def test_session_dir_refuses_an_id_no_file_can_be_named_for(tmp_path: Path, session_id: str, fragment: str) -> None:
+    with pytest.raises(UsageError, match=fragment) as caught:
+        session_dir(tmp_path, session_id, None)
+    assert "1 to 200 characters" in str(caught.value) or "file-name limit" in str(caught.value)
+
+
+def test_a_200_character_id_is_accepted_and_decode_segment_inverts_encode_segment(tmp_path: Path) -> None:
+    assert session_dir(tmp_path, "x" * 200, None).name == "x" * 200
+    for session_id in ["a/b", "..", "😀 é", "ok-id_1.2"]:
+        assert decode_segment(encode_segment(session_id)) == session_id

@@ -180,3 +180,25 @@ async def test_edit_file_missing_or_ambiguous_text_is_refused(workspace: Path) -
     empty = await _call(workspace, "edit_file", path="dup.txt", old="", new="c")
     assert _code(empty) == "INVALID_ARGS"
     assert (workspace / "dup.txt").read_text() == "a a"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("name", ["read_file", "write_file", "edit_file", "list_dir", "grep"])
+async def test_fs_tools_refuse_a_nul_byte_in_a_path_with_a_code(workspace: Path, name: str) -> None:
+    arguments: dict[str, object] = {"path": "a\x00b"}
+    if name == "grep":
+        arguments["pattern"] = "x"
+    if name == "write_file":
+        arguments["content"] = "x"
+    if name == "edit_file":
+        arguments.update(old="x", new="y")
+    outcome = await _call(workspace, name, **arguments)
+    assert _code(outcome) == "PATH_INVALID"
+    assert "NUL byte" in outcome.text
+
+
+@pytest.mark.anyio
+async def test_write_file_with_an_empty_path_names_the_path(workspace: Path) -> None:
+    outcome = await _call(workspace, "write_file", path="", content="x")
+    assert _code(outcome) == "FS_NOT_A_FILE"
+    assert outcome.text == "Error: path '' names the directory ., not a file; give the path of a file"

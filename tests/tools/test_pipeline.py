@@ -374,3 +374,30 @@ async def test_body_sees_context(tmp_path: Path, real_tmp_path: Path) -> None:
             session_id="s7",
         )
     ]
+
+
+@tool
+def lone_surrogate(structured: bool = False) -> object:
+    """Return text holding a lone UTF-16 surrogate (as json.loads of `"a\\ud800b"` gives)."""
+    return {"text": "a\ud800b"} if structured else "a\ud800b"
+
+
+@pytest.mark.anyio
+async def test_pipeline_replaces_lone_surrogates_in_tool_output(tmp_path: Path) -> None:
+    pipeline = ToolPipeline(ToolRegistry([lone_surrogate]), cwd=tmp_path, session_id="s1")
+    text = await _run(pipeline, _call("lone_surrogate"), CancelSignal())
+    assert text == ToolOutcome(is_error=False, content=[{"type": "text", "text": "a\ufffdb"}])
+    structured = await _run(pipeline, _call("lone_surrogate", '{"structured": true}'), CancelSignal())
+    assert json.loads(structured.text) == {"text": "a\ufffdb"}
+
+
+@pytest.mark.anyio
+async def test_pipeline_logs_a_raising_body_with_its_traceback_at_debug(
+    pipeline: ToolPipeline, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("DEBUG", logger="duraloop.tools._pipeline"):
+        outcome = await _run(pipeline, _call("fail"), CancelSignal())
+    assert outcome.text == "Error: KeyError: 'missing'"
+    (record,) = [r for r in caplog.records if "raised" in r.getMessage()]
+    assert record.levelname == "DEBUG"
+    assert record.exc_info is not None and record.exc_info[0] is KeyError

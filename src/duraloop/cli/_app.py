@@ -16,7 +16,6 @@ from typing import Annotated
 import anyio
 import typer
 from rich.console import Console
-from rich.logging import RichHandler
 from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
@@ -26,6 +25,7 @@ from ..llm import parse_model_spec
 from ..log import Event, SessionHeader, check_log
 from ..loop import LoopConfig, open_session, resume_session, start_session
 from ..store import JsonlStore, SessionStore, read_log_file
+from ..store._paths import ZSTD_LOG_FILE_NAME
 from ..tools import builtin_tools
 from ._render import events_jsonl, messages_json, render_transcript
 from ._runner import run_turn_live
@@ -44,10 +44,10 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 StoreOption = Annotated[
     Path | None,
-    typer.Option("--store", help="Session store directory [default: $DURALOOP_HOME/sessions, ~/.duraloop/sessions]."),
+    typer.Option("--store", help="Session store directory \\[default: $DURALOOP_HOME/sessions, ~/.duraloop/sessions]."),
 ]
 CwdOption = Annotated[
-    Path | None, typer.Option("--cwd", help="Workspace directory the tools are confined to [default: current directory].")
+    Path | None, typer.Option("--cwd", help="Workspace directory the tools are confined to \\[default: current directory].")
 ]
 ModelOption = Annotated[
     str | None,
@@ -63,9 +63,12 @@ def _print_json(value: object) -> None:
 
 
 def _store(path: Path | None) -> SessionStore:
+    """Open the store at `path`, in the encoding its logs already use (raw JSONL by default)."""
     if path is None:
         home = Path(os.environ.get("DURALOOP_HOME") or Path.home() / ".duraloop")
         path = home / "sessions"
+    if next(path.glob(f"*/*/{ZSTD_LOG_FILE_NAME}"), None) is not None:
+        return JsonlStore(path, compression="zstd")
     return JsonlStore(path)
 
 
@@ -80,7 +83,15 @@ def _require_model(spec: str | None) -> str:
 
 def _system(text: str | None) -> str | None:
     if text is not None and text.startswith("@"):
-        return Path(text[1:]).read_text(encoding="utf-8")
+        path = Path(text[1:])
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text ({exc.reason})"
+            raise UsageError(
+                f"cannot read the system prompt file {str(path)!r} (from --system {text}): "
+                f"{reason}; pass the prompt text itself, or @FILE naming a readable UTF-8 file"
+            ) from exc
     return text
 
 
@@ -95,8 +106,8 @@ def run(
     store: StoreOption = None,
     cwd: CwdOption = None,
     session: Annotated[str | None, typer.Option("--session", help="Run in this session: continued if it exists, created with this id if not.")] = None,
-    max_parallel: Annotated[int, typer.Option("--max-parallel", help="Most tool calls running at once.")] = 10,
-    max_steps: Annotated[int, typer.Option("--max-steps", help="Most steps (model requests) in the turn.")] = 100,
+    max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Most tool calls running at once (at least 1).")] = 10,
+    max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Most steps (model requests) in the turn (at least 1).")] = 100,
     system: Annotated[str | None, typer.Option("--system", help="System prompt text, or @FILE to read it.")] = None,
 ) -> None:
     """Run one turn and print the session id; exit 0 when the turn completes."""
@@ -146,8 +157,8 @@ def resume(
     model: ModelOption = None,
     store: StoreOption = None,
     cwd: CwdOption = None,
-    max_parallel: Annotated[int, typer.Option("--max-parallel", help="Most tool calls running at once.")] = 10,
-    max_steps: Annotated[int, typer.Option("--max-steps", help="Most steps (model requests) in the turn.")] = 100,
+    max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Most tool calls running at once (at least 1).")] = 10,
+    max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Most steps (model requests) in the turn (at least 1).")] = 100,
 ) -> None:
     """Load a session with crash repair, say what repair did, optionally run a turn."""
     sessions = _store(store)
@@ -168,8 +179,8 @@ def resume(
 @app.command()
 def fork(
     session_id: Annotated[str, typer.Argument(help="The session to fork.")],
-    at: Annotated[int | None, typer.Option("--at", help="Last inherited seq (a turn/end or a between-turn event) [default: the last event].")] = None,
-    new_id: Annotated[str | None, typer.Option("--id", help="The child's id [default: a new UUID].")] = None,
+    at: Annotated[int | None, typer.Option("--at", help="Last inherited seq (a turn/end or a between-turn event) \\[default: the last event].")] = None,
+    new_id: Annotated[str | None, typer.Option("--id", help="The child's id \\[default: a new UUID].")] = None,
     store: StoreOption = None,
 ) -> None:
     """Fork a session at a closed-turn boundary and print the new session id."""
@@ -226,8 +237,14 @@ def check(
     store: StoreOption = None,
 ) -> None:
     """Check invariants and provider pairing (never writes); exit 1 with a report if invalid."""
+    torn_bytes = 0
     try:
-        header, log = _read(target, store)
+        if Path(target).is_file():
+            header, log = read_log_file(Path(target))
+        else:
+            inspected = _store(store).inspect(target)
+            header, torn_bytes = inspected.header, inspected.repair.truncated_bytes
+            log = inspected.events[: len(inspected.events) - len(inspected.repair.closers)]
     except CorruptLogError as exc:
         # Damage is a finding of `check`, reported like any other problem (not a crash).
         if as_json:
@@ -246,6 +263,7 @@ def check(
                 "turns": report.turn_count,
                 "openTurn": report.open_turn,
                 "closersNeeded": report.closers_needed,
+                "tornTailBytes": torn_bytes,
                 "problems": report.problems,
             }
         )
@@ -257,6 +275,8 @@ def check(
             f"  turn {report.open_turn} is open (the log ends inside it): resume appends "
             f"{report.closers_needed} closer(s)"
         )
+    if torn_bytes:
+        out.print(f"  the log ends in a torn tail of {torn_bytes} bytes (resume truncates it)")
     for problem in report.problems:
         out.print(f"  - {problem}")
     raise typer.Exit(0 if report.valid else 1)
@@ -277,6 +297,7 @@ def list_sessions(as_json: JsonOption = False, store: StoreOption = None) -> Non
                     "lastTurnEnd": summary.last_turn_end,
                     "events": summary.event_count,
                     "parentSession": summary.parent_session,
+                    **({"damaged": summary.damaged} if summary.damaged is not None else {}),
                 }
                 for summary in summaries
             ]
@@ -287,7 +308,11 @@ def list_sessions(as_json: JsonOption = False, store: StoreOption = None) -> Non
     for column in ("created", "turns", "last turn"):
         table.add_column(column)
     for summary in summaries:
-        table.add_row(summary.id, _when(summary.created_at), str(summary.turn_count), summary.last_turn_end)
+        if summary.damaged is not None:
+            created = _when(summary.created_at) if summary.created_at else "-"
+            table.add_row(summary.id, created, "-", f"[red]{escape(summary.status)}[/red]")
+        else:
+            table.add_row(summary.id, _when(summary.created_at), str(summary.turn_count), summary.last_turn_end)
     # Ids are never cut: a piped listing gets the table's full width, not 80 columns.
     needed = Measurement.get(out, out.options.update(max_width=10_000), table).maximum
     with _width_at_least(needed):
@@ -307,7 +332,7 @@ def _width_at_least(width: int) -> Iterator[None]:
 
 @app.command()
 def demo(
-    keep: Annotated[Path | None, typer.Option("--dir", help="Put the demo workspace and store here [default: a new temp dir].")] = None,
+    keep: Annotated[Path | None, typer.Option("--dir", help="Put the demo workspace and store here \\[default: a new temp dir].")] = None,
 ) -> None:
     """Run an offline demo: parallel tools, a failed step recovered, a resumed turn."""
     from ._demo import run_demo
@@ -317,11 +342,11 @@ def demo(
 
 def main() -> None:
     """Run the CLI; a DuraloopError prints one line `Type: message` and exits 1."""
-    logging.basicConfig(
-        level=logging.WARNING,
-        format="%(message)s",
-        handlers=[RichHandler(console=err, show_time=False, show_path=False)],
-    )
+    # A plain handler: one unpadded line per warning (rich's log handler pads each line to
+    # the console width).
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
         app()
     except DuraloopError as exc:

@@ -13,7 +13,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..log._json import JsonObject
+from ..log._json import JsonObject, well_formed_json
 from ..log._messages import Message
 from ._chunks import FINISH_ABORTED, FINISH_ERROR, FinishKind, StreamChunk, finish_chunk
 from ._errors import ABORTED, failure_from_exception
@@ -87,9 +87,11 @@ class Model(Protocol):
 
 
 async def stream_chunks(model: Model, request: ModelRequest) -> AsyncGenerator[StreamChunk, None]:
-    """Stream one model attempt, turning any raise into a terminal error finish.
+    r"""Stream one model attempt, turning any raise into a terminal error finish.
 
-    Chunks pass through unchanged. If the adapter raises (an `LlmError` or anything else),
+    Chunks pass through unchanged, except that a lone UTF-16 surrogate in any of their
+    strings (which a JSON `\ud83d` escape decodes to, and which no log can store) becomes
+    U+FFFD; valid pairs are kept. If the adapter raises (an `LlmError` or anything else),
     a `finish {kind: "error", failure}` chunk ends the stream instead (`aborted` when the
     code is `ABORTED`). After the adapter's own `finish` nothing more is read and the
     adapter is closed. A stream that ends without a finish is left as is: the assembler's
@@ -106,6 +108,7 @@ async def stream_chunks(model: Model, request: ModelRequest) -> AsyncGenerator[S
     try:
         iterator = model.stream(request)
         async for chunk in iterator:
+            chunk = well_formed_json(chunk)
             yield chunk
             if chunk["type"] == "finish":
                 return
@@ -119,7 +122,7 @@ async def stream_chunks(model: Model, request: ModelRequest) -> AsyncGenerator[S
             failure["code"],
         )
         kind: FinishKind = FINISH_ABORTED if failure["code"] == ABORTED else FINISH_ERROR
-        yield finish_chunk(kind, failure=failure)
+        yield well_formed_json(finish_chunk(kind, failure=failure))
     finally:
         if isinstance(iterator, AsyncGenerator):
             await iterator.aclose()

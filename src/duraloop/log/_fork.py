@@ -53,7 +53,8 @@ def fork_seed(events: Sequence[Event], *, session_id: str, boundary: int | None 
         if event.type == TURN_START:
             raise SessionForkError(
                 f'fork boundary {boundary} of session "{session_id}" ends inside open turn '
-                f"{event.data.get('turn')}; pick the seq of a turn/end",
+                f"{event.data.get('turn')}; pick the seq of a turn/end (`duraloop show {session_id} "
+                "--events` lists each event's seq)",
                 code="OPEN_TURN",
             )
     return list(events[: boundary + 1])

@@ -1,8 +1,12 @@
-"""Lossless JSON: the values a log may hold (session-spec 1.3).
+r"""Lossless JSON: the values a log may hold (session-spec 1.3).
 
 A value is lossless when it survives a JSON round trip exactly: `None`, `bool`, `int`,
 finite non-negative-zero `float`, `str`, and lists and str-keyed dicts of those. NaN,
 infinities and -0.0 are refused, as are tuples-as-keys, sets, bytes and arbitrary objects.
+A string (value or key) must be encodable as UTF-8: one holding a lone UTF-16 surrogate
+(which a JSON `\ud83d` escape decodes to) is refused. Text that arrives from outside (model
+output, tool output) is made well-formed first with `well_formed_text`/`well_formed_json`.
+An ASCII string costs one `isascii()`.
 """
 
 from __future__ import annotations
@@ -67,19 +71,90 @@ def check_lossless(value: object, *, what: str) -> None:
     lossless_copy(value, what=what)  # names the offending part and raises
 
 
+def well_formed_text(text: str) -> str:
+    r"""Return `text` with each lone UTF-16 surrogate replaced by U+FFFD.
+
+    Valid surrogate pairs are joined into their character. Text that is already well formed
+    is returned as is, after one `isascii()` (and, for non-ASCII text, one UTF-8 encode).
+
+    Args:
+        text: any string, e.g. model or tool output decoded from JSON with `\ud83d` escapes.
+
+    Returns:
+        A string that can be encoded as UTF-8.
+    """
+    if text.isascii() or _utf8_ok(text):
+        return text
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def well_formed_json(value: JsonValue) -> JsonValue:
+    """Return a JSON value whose strings (values and keys) pass `well_formed_text`.
+
+    Containers are rebuilt only when one of their strings changed; anything that is not a
+    str, list or dict is returned unchanged.
+
+    Args:
+        value: a JSON value, e.g. a stream chunk or a tool result.
+
+    Returns:
+        `value` itself when every string is well formed, else a repaired copy.
+    """
+    kind = type(value)
+    if kind is str:
+        return well_formed_text(value)
+    if kind is dict:
+        mapping: dict[Any, Any] = value
+        repaired: dict[Any, Any] = {}
+        changed = False
+        for key, item in mapping.items():
+            new_key = well_formed_text(key) if type(key) is str else key
+            new_item = well_formed_json(item)
+            changed = changed or new_key is not key or new_item is not item
+            repaired[new_key] = new_item
+        return repaired if changed else value
+    if kind is list or kind is tuple:
+        items: list[Any] | tuple[Any, ...] = value
+        fixed = [well_formed_json(item) for item in items]
+        if all(a is b for a, b in zip(items, fixed, strict=True)):
+            return value
+        return fixed if kind is list else tuple(fixed)
+    return value
+
+
+def _utf8_ok(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _fast_check(value: object) -> bool:
     kind = type(value)
+    if kind is str:
+        return value.isascii() or _utf8_ok(value)  # type: ignore[attr-defined, arg-type]
     if kind in _SCALARS:
         return True
     if kind is dict:
         for key, item in value.items():  # type: ignore[attr-defined]
-            if type(key) is not str or (type(item) not in _SCALARS and not _fast_check(item)):
+            if type(key) is not str or not (key.isascii() or _utf8_ok(key)):
+                return False
+            item_kind = type(item)
+            if item_kind is str:
+                if not (item.isascii() or _utf8_ok(item)):
+                    return False
+            elif item_kind not in _SCALARS and not _fast_check(item):
                 return False
         return True
     if kind is list:
         items: list[object] = value  # type: ignore[assignment]
         for item in items:
-            if type(item) not in _SCALARS and not _fast_check(item):
+            item_kind = type(item)
+            if item_kind is str:
+                if not (item.isascii() or _utf8_ok(item)):  # type: ignore[attr-defined, arg-type]
+                    return False
+            elif item_kind not in _SCALARS and not _fast_check(item):
                 return False
         return True
     if kind is float:
@@ -92,18 +167,23 @@ class _NotJson(Exception):  # noqa: N818 - internal control flow, never escapes 
     """Raised by the fast path; the slow path then finds and names the problem."""
 
 
-_SCALARS = (str, int, bool, type(None))
+_SCALARS = (int, bool, type(None))
+"""The scalars that need no check; a str is checked for UTF-8 (`isascii()` first)."""
 
 
 def _fast_copy(value: object) -> JsonValue:
     """Copy without building error paths; raise `_NotJson` at the first doubt."""
     kind = type(value)
+    if kind is str:
+        if value.isascii() or _utf8_ok(value):  # type: ignore[attr-defined, arg-type]
+            return value
+        raise _NotJson
     if kind in _SCALARS:
         return value
     if kind is dict:
         out: dict[str, Any] = {}
         for key, item in value.items():  # type: ignore[attr-defined]
-            if type(key) is not str:
+            if type(key) is not str or not (key.isascii() or _utf8_ok(key)):
                 raise _NotJson
             out[key] = item if type(item) in _SCALARS else _fast_copy(item)
         return out
@@ -119,7 +199,12 @@ def _fast_copy(value: object) -> JsonValue:
 
 def _copy(value: object, what: str, path: str) -> JsonValue:
     kind = type(value)
-    if kind is str or kind is bool or value is None:
+    if kind is str:
+        text: str = value  # type: ignore[assignment]
+        if not (text.isascii() or _utf8_ok(text)):
+            raise _reject(what, f"{path} is a string {_surrogate_detail(text)}")
+        return value
+    if kind is bool or value is None:
         return value
     if kind is int:
         return value
@@ -128,6 +213,8 @@ def _copy(value: object, what: str, path: str) -> JsonValue:
         for key, item in value.items():  # type: ignore[attr-defined]
             if type(key) is not str:
                 raise _reject(what, f"{path} has a non-string key {key!r}")
+            if not (key.isascii() or _utf8_ok(key)):
+                raise _reject(what, f"{path} has a key {key!r} {_surrogate_detail(key)}")
             out[key] = _copy(item, what, f"{path}.{key}")
         return out
     if kind is list or kind is tuple:
@@ -141,6 +228,14 @@ def _copy(value: object, what: str, path: str) -> JsonValue:
             raise _reject(what, f"{path} is -0.0 (negative zero does not survive JSON)")
         return number
     raise _reject(what, f"{path} is a {kind.__name__}, which is not JSON")
+
+
+def _surrogate_detail(text: str) -> str:
+    position = next(i for i, ch in enumerate(text) if "\ud800" <= ch <= "\udfff")
+    return (
+        f"with a lone UTF-16 surrogate {text[position]!r} at index {position}, which cannot "
+        "be encoded as UTF-8; replace it (e.g. with U+FFFD)"
+    )
 
 
 def _reject(what: str, detail: str) -> EventRejectedError:

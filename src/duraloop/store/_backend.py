@@ -39,6 +39,21 @@ class StoredLog:
 
 
 @dataclass(frozen=True, slots=True)
+class DamagedLog:
+    """A stored log whose header cannot be read, as `list_headers` reports it.
+
+    Args:
+        session_id: the id its location encodes (the header is unreadable).
+        reason: what is wrong, short (no path).
+        path: the raw artifact, or None.
+    """
+
+    session_id: str
+    reason: str
+    path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class WriteReceipt:
     """What one durable write cost.
 
@@ -105,11 +120,11 @@ class StorageBackend(Protocol):
         """
         ...
 
-    def list_headers(self) -> list[SessionHeader]:
+    def list_headers(self) -> list[SessionHeader | DamagedLog]:
         """Return the headers of every materialized session.
 
-        Raises:
-            CorruptLogError: if a header is damaged or an id is stored twice.
+        A log whose header cannot be read (damaged, missing, an id stored twice) is a
+        `DamagedLog` entry in its place, so one damaged session never hides the others.
         """
         ...
 

@@ -22,15 +22,24 @@ from duraloop.errors import (
     ConfigError,
     CorruptLogError,
     SessionExistsError,
+    SessionFormatUnsupportedError,
     SessionLockedError,
     SessionNotFoundError,
     StoreError,
 )
 from duraloop.log import Event, SessionHeader
 
-from ._backend import StoredLog, WriteReceipt
+from ._backend import DamagedLog, StoredLog, WriteReceipt
 from ._jsonl_scan import header_frame_line, scan_log, scan_zstd_log
-from ._paths import LOCK_FILE_NAME, LOG_FILE_NAME, ZSTD_LOG_FILE_NAME, encode_segment, session_dir
+from ._paths import (
+    LOCK_FILE_NAME,
+    LOG_FILE_NAME,
+    ZSTD_LOG_FILE_NAME,
+    check_session_id,
+    decode_segment,
+    encode_segment,
+    session_dir,
+)
 from ._records import decode_header, encode_batch, encode_header
 from ._zstd import FrameCodec, decompress_complete, scan_frames
 
@@ -121,7 +130,8 @@ class JsonlBackend:
             raise StoreError(
                 f"{other} is a {'zstd' if self.compression == 'none' else 'raw'} log, but this "
                 f'store writes compression="{self.compression}"; one root holds one encoding — '
-                "open it with the matching `compression=`"
+                "open it with the matching `compression=` (the `duraloop` CLI opens a root in the "
+                "encoding its logs use; keep raw and zstd sessions under separate `--store` roots)"
             )
 
     def locate(self, session_id: str) -> Path | None:
@@ -130,10 +140,12 @@ class JsonlBackend:
         Raises:
             CorruptLogError: if the id is stored under two project directories.
             StoreError: if the id's log has the other encoding (`compression=`).
+            UsageError: if the id is not a valid session id (`check_session_id`).
         """
+        check_session_id(session_id)  # refuses an id no file could be named for
+        segment = encode_segment(session_id)
         if not self.root.is_dir():
             return None
-        segment = encode_segment(session_id)
         projects = sorted(self.root.iterdir())
         found = [path for project in projects if (path := project / segment / self._file_name).is_file()]
         if not found:
@@ -276,14 +288,16 @@ class JsonlBackend:
         )
         return size - torn
 
-    def list_headers(self) -> list[SessionHeader]:
+    def list_headers(self) -> list[SessionHeader | DamagedLog]:
         """Read the header record of every stored log; see `StorageBackend.list_headers`.
 
-        A log whose header line (raw) or first frame (zstd) is not complete yet is skipped.
+        Logs are published whole (write to a temp file, then link), so a log whose header
+        line (raw) or first frame (zstd) is missing, incomplete or unreadable is damaged: it
+        is a `DamagedLog` entry named by its directory, and the other logs are still listed.
         """
         if not self.root.is_dir():
             return []
-        headers: list[SessionHeader] = []
+        headers: list[SessionHeader | DamagedLog] = []
         seen: dict[str, Path] = {}
         for project in sorted(self.root.iterdir()):
             if not project.is_dir():
@@ -294,15 +308,29 @@ class JsonlBackend:
                     if directory.is_dir():
                         self._check_encoding(directory)
                     continue
-                first = self._header_line(path)
-                if first is None:
-                    continue
-                header = decode_header(first, path=str(path))
-                if header.id in seen:
-                    raise CorruptLogError(f'duplicate JSONL session id "{header.id}": {seen[header.id]}, {path}')
-                seen[header.id] = path
-                headers.append(header)
+                try:
+                    header = self._read_header(path)
+                except (CorruptLogError, SessionFormatUnsupportedError, StoreError) as exc:
+                    reason = str(exc).replace(f" of {path}", "")
+                    headers.append(DamagedLog(decode_segment(directory.name), reason, str(path)))
+                else:
+                    headers.append(self._unique(header, path, seen))
         return headers
+
+    @staticmethod
+    def _unique(header: SessionHeader, path: Path, seen: dict[str, Path]) -> SessionHeader | DamagedLog:
+        if header.id in seen:
+            return DamagedLog(header.id, f"the id is stored twice (also at {seen[header.id]})", str(path))
+        seen[header.id] = path
+        return header
+
+    def _read_header(self, path: Path) -> SessionHeader:
+        first = self._header_line(path)
+        if first is None:
+            if path.stat().st_size == 0:
+                raise CorruptLogError("the log file is empty (no header)")
+            raise CorruptLogError("the log has no complete header record")
+        return decode_header(first, path=str(path))
 
     def _header_line(self, path: Path) -> bytes | None:
         """Return the header line without its newline, or None if it is not complete yet."""

@@ -11,7 +11,7 @@ from collections.abc import Callable, Hashable, Sequence
 from duraloop.errors import SessionExistsError, SessionLockedError, SessionNotFoundError
 from duraloop.log import Event, SessionHeader, encode_events_lines
 
-from ._backend import StoredLog, WriteReceipt
+from ._backend import DamagedLog, StoredLog, WriteReceipt
 
 
 class MemoryBackend:
@@ -61,7 +61,7 @@ class MemoryBackend:
         del events[torn:]
         return removed
 
-    def list_headers(self) -> list[SessionHeader]:
+    def list_headers(self) -> list[SessionHeader | DamagedLog]:
         """Return every stored header, in creation order."""
         return [header for header, _ in self._logs.values()]
 

@@ -7,7 +7,10 @@ ids never share a directory; the project key is lossy by design (lookup scans by
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+from duraloop.errors import UsageError
 
 LOG_FILE_NAME = "session.jsonl"
 ZSTD_LOG_FILE_NAME = "session.jsonl.zstd"
@@ -16,6 +19,41 @@ NO_CWD_DIR = "_no-cwd"
 _SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 _SEPARATORS = frozenset("/\\:")
 _MAX_SLUG_CHARS = 251
+MAX_SESSION_ID_CHARS = 200
+_MAX_SEGMENT_CHARS = 255  # the common file-name limit (ext4, APFS, NTFS)
+
+
+def check_session_id(session_id: str) -> None:
+    """Refuse a session id that cannot name a stored session; the one place for the rule.
+
+    An id is 1 to 200 characters without NUL or line breaks, and its encoded directory name
+    (`encode_segment`) must fit a file name (255 characters).
+
+    Args:
+        session_id: the id to check.
+
+    Raises:
+        UsageError: naming the id and what is allowed.
+    """
+    allowed = (
+        f"a session id is 1 to {MAX_SESSION_ID_CHARS} characters without NUL or line breaks "
+        "(a UUID is typical)"
+    )
+    if not session_id:
+        raise UsageError(f"the session id is empty; {allowed}")
+    if len(session_id) > MAX_SESSION_ID_CHARS:
+        raise UsageError(
+            f"session id {session_id[:20]!r}... is {len(session_id)} characters; {allowed}"
+        )
+    if any(char in session_id for char in "\x00\n\r"):
+        raise UsageError(f"session id {session_id!r} holds NUL or a line break; {allowed}")
+    encoded = len(_encode(session_id))
+    if encoded > _MAX_SEGMENT_CHARS:
+        raise UsageError(
+            f"session id {session_id!r} encodes to a {encoded}-character directory name, over "
+            f"the {_MAX_SEGMENT_CHARS}-character file-name limit; each character outside "
+            "A-Z a-z 0-9 . _ - takes 5, so use fewer of them"
+        )
 
 
 def _code_units(text: str) -> list[str]:
@@ -51,9 +89,28 @@ def encode_segment(value: str) -> str:
     """
     if not value:
         raise ValueError("a session id path segment must not be empty")
+    return _encode(value)
+
+
+def _encode(value: str) -> str:
     if value in (".", ".."):
         return "~002E" * len(value)
     return "".join(unit if unit in _SAFE else _escape(unit) for unit in _code_units(value))
+
+
+def decode_segment(segment: str) -> str:
+    """Invert `encode_segment`: turn each `~XXXX` back into its UTF-16 unit.
+
+    Used to name a session whose header cannot be read. A malformed escape is kept as is.
+
+    Args:
+        segment: a directory name made by `encode_segment`.
+
+    Returns:
+        The session id it encodes (lone surrogates, if any, become U+FFFD).
+    """
+    units = re.sub(r"~([0-9A-F]{4})", lambda match: chr(int(match.group(1), 16)), segment)
+    return units.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def project_key(cwd: str) -> str:
@@ -81,6 +138,11 @@ def project_key(cwd: str) -> str:
 
 
 def session_dir(root: Path, session_id: str, cwd: str | None) -> Path:
-    """Return the directory holding one session's log and lock file."""
+    """Return the directory holding one session's log and lock file.
+
+    Raises:
+        UsageError: if `session_id` is not a valid session id (`check_session_id`).
+    """
     project = NO_CWD_DIR if cwd is None else project_key(cwd)
+    check_session_id(session_id)
     return root / project / encode_segment(session_id)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from duraloop.errors import (
+    CorruptLogError,
     SessionExistsError,
     SessionForkError,
     SessionFormatUnsupportedError,
@@ -32,11 +33,11 @@ from duraloop.log import (
 )
 from duraloop.log import vocabulary as v
 
-from ._backend import StorageBackend, StoredLog
+from ._backend import DamagedLog, StorageBackend, StoredLog
 from ._claim import RememberedLoad, RememberedLoads, check_claim, final_turn_closers
 from ._jsonl import Compression, JsonlBackend
 from ._memory import MemoryBackend
-from ._summary import SessionSummary, summarize
+from ._summary import SessionSummary, damaged_summary, summarize
 from ._writer import SessionWriter, check_batch
 
 logger = logging.getLogger(__name__)
@@ -299,14 +300,26 @@ class SessionStore:
     def list(self) -> builtins.list[SessionSummary]:
         """Summarize every persisted session, oldest first (reads each log, no repair).
 
+        A log that cannot be read is still a row: its `damaged` field says why (one damaged
+        session never hides the others); damaged rows come last.
+
         Returns:
             One `SessionSummary` per materialized session.
-
-        Raises:
-            CorruptLogError: if a stored log is damaged.
         """
-        summaries = [summarize(self.backend.read(header.id)) for header in self.backend.list_headers()]
-        return sorted(summaries, key=lambda summary: (summary.created_at, summary.id))
+        summaries: builtins.list[SessionSummary] = []
+        for entry in self.backend.list_headers():
+            if isinstance(entry, DamagedLog):
+                summaries.append(damaged_summary(entry.session_id, entry.reason))
+                continue
+            try:
+                stored = self.backend.read(entry.id)
+            except (CorruptLogError, SessionFormatUnsupportedError) as exc:
+                summaries.append(damaged_summary(entry.id, _short_reason(exc), header=entry))
+            else:
+                summaries.append(summarize(stored))
+        return sorted(
+            summaries, key=lambda summary: (summary.damaged is not None, summary.created_at, summary.id)
+        )
 
     def fork(self, source_id: str, *, boundary: int | None = None, child_id: str | None = None) -> str:
         """Persist a new session seeded with a closed-turn prefix of another (spec 5.2).
@@ -370,3 +383,10 @@ class JsonlStore(SessionStore):
         self, root: Path | str, *, pack_chunks: bool = True, compression: Compression = "none"
     ) -> None:
         super().__init__(JsonlBackend(root, pack_chunks=pack_chunks, compression=compression))
+
+
+def _short_reason(exc: CorruptLogError | SessionFormatUnsupportedError) -> str:
+    """Return the error's message without the log path (a listing names the session)."""
+    text = str(exc)
+    path = exc.path if isinstance(exc, CorruptLogError) else None
+    return text.replace(f" of {path}", "") if path else text

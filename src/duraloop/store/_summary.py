@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from duraloop.log import SessionHeader
 from duraloop.log import vocabulary as v
 
 from ._backend import StoredLog
@@ -22,6 +23,9 @@ class SessionSummary:
             (or "none" if there is no turn).
         event_count: the number of stored events.
         parent_session: the fork parent, or None.
+        damaged: why the log cannot be read (short, no path), or None for a readable log;
+            a damaged row keeps what its header told (`created_at` 0 when the header is
+            unreadable too) and zero counts.
     """
 
     id: str
@@ -31,6 +35,37 @@ class SessionSummary:
     last_turn_end: str
     event_count: int
     parent_session: str | None
+    damaged: str | None = None
+
+    @property
+    def status(self) -> str:
+        """`damaged: <reason>` for a damaged log, else the last turn's end (`last_turn_end`)."""
+        return self.last_turn_end if self.damaged is None else f"damaged: {self.damaged}"
+
+
+def damaged_summary(
+    session_id: str, reason: str, *, header: SessionHeader | None = None
+) -> SessionSummary:
+    """Return the `SessionStore.list()` row of a log that cannot be read.
+
+    Args:
+        session_id: the id (from the header, or from where the log is stored).
+        reason: what is wrong, short.
+        header: the header, when it could still be read.
+
+    Returns:
+        A summary with zero counts and `damaged` set.
+    """
+    return SessionSummary(
+        id=session_id,
+        created_at=header.created_at if header is not None else 0,
+        cwd=header.cwd if header is not None else None,
+        turn_count=0,
+        last_turn_end="unknown",
+        event_count=0,
+        parent_session=header.parent_session if header is not None else None,
+        damaged=reason,
+    )
 
 
 def summarize(stored: StoredLog) -> SessionSummary:

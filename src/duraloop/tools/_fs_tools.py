@@ -213,7 +213,11 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
     """
     resolved = resolve_in_workspace(ctx.cwd, path)
     if resolved.is_dir():
-        raise ToolError(f"{path} is a directory", code=FS_NOT_A_FILE)
+        shown = display_path(ctx.cwd, resolved)
+        raise ToolError(
+            f"path {path!r} names the directory {shown}, not a file; give the path of a file",
+            code=FS_NOT_A_FILE,
+        )
     data = content.encode("utf-8")
     try:
         resolved.parent.mkdir(parents=True, exist_ok=True)

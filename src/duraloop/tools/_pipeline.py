@@ -22,7 +22,7 @@ import anyio
 from pydantic import BaseModel, ValidationError
 
 from ..errors import EventRejectedError, ToolError
-from ..log._json import lossless_copy
+from ..log._json import lossless_copy, well_formed_json
 from ..log._vocabulary import INVALID_ARGS_ERROR, UNKNOWN_TOOL_ERROR
 from ._context import ToolContext
 from ._definition import Tool
@@ -253,8 +253,8 @@ class ToolPipeline:
             return ToolOutcome.failure(
                 exc.message, error={"name": TOOL_ERROR_NAME, "code": exc.code}
             )
-        except Exception as exc:  # noqa: BLE001 - a tool failure is an error result, never a crash
-            logger.debug("tool %s raised %s", found.name, type(exc).__name__)
+        except Exception as exc:  # a tool failure is an error result, never a crash
+            logger.debug("tool %s raised %s", found.name, type(exc).__name__, exc_info=True)
             return ToolOutcome.failure(f"{type(exc).__name__}: {exc}")
         return _outcome_of(value)
 
@@ -279,17 +279,21 @@ def _outcome_of(value: object) -> ToolOutcome:
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")
     try:
-        data = lossless_copy(value, what="tool return value")
+        data = lossless_copy(well_formed_json(value), what="tool return value")
     except EventRejectedError as exc:
         return ToolOutcome.failure(str(exc), error=INVALID_TOOL_OUTPUT_ERROR)
     return ToolOutcome.ok(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
 
 
 def _checked(outcome: ToolOutcome) -> ToolOutcome:
-    """Return `outcome` if its content and meta are lossless JSON, else INVALID_TOOL_OUTPUT."""
+    r"""Return `outcome` if its content and meta are lossless JSON, else INVALID_TOOL_OUTPUT.
+
+    A lone UTF-16 surrogate in any string of the outcome (text a tool decoded from JSON with
+    a `\ud83d` escape, say) becomes U+FFFD first, so the result can always be stored.
+    """
     try:
-        content = lossless_copy(outcome.content, what="tool result content")
-        meta = lossless_copy(outcome.meta, what="tool result meta")
+        content = lossless_copy(well_formed_json(outcome.content), what="tool result content")
+        meta = lossless_copy(well_formed_json(outcome.meta), what="tool result meta")
     except EventRejectedError as exc:
         return ToolOutcome.failure(str(exc), error=INVALID_TOOL_OUTPUT_ERROR)
     if not isinstance(content, list) or not all(
@@ -299,7 +303,7 @@ def _checked(outcome: ToolOutcome) -> ToolOutcome:
             'tool result content must be a list of blocks with a string "type"',
             error=INVALID_TOOL_OUTPUT_ERROR,
         )
-    error = None if outcome.error is None else dict(outcome.error)
+    error = None if outcome.error is None else dict(well_formed_json(outcome.error))
     return ToolOutcome(is_error=outcome.is_error, content=content, error=error, meta=meta)
 
 

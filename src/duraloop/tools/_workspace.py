@@ -14,6 +14,7 @@ from typing import Final, NoReturn
 from ..errors import ToolError
 
 PATH_OUTSIDE_WORKSPACE: Final = "PATH_OUTSIDE_WORKSPACE"
+PATH_INVALID: Final = "PATH_INVALID"
 FS_NOT_FOUND: Final = "FS_NOT_FOUND"
 FS_NOT_A_FILE: Final = "FS_NOT_A_FILE"
 FS_NOT_A_DIRECTORY: Final = "FS_NOT_A_DIRECTORY"
@@ -36,8 +37,15 @@ def resolve_in_workspace(cwd: Path, path: str) -> Path:
         The resolved absolute path (it need not exist).
 
     Raises:
-        ToolError: `PATH_OUTSIDE_WORKSPACE` if the resolved path is outside `cwd`.
+        ToolError: `PATH_INVALID` if the path holds a NUL byte (no file can be named so);
+            `PATH_OUTSIDE_WORKSPACE` if the resolved path is outside `cwd`.
     """
+    if "\x00" in path:
+        raise ToolError(
+            f"path {path!r} contains a NUL byte, which no file name can hold; "
+            "use a path without it",
+            code=PATH_INVALID,
+        )
     candidate = Path(path)
     joined = candidate if candidate.is_absolute() else cwd / candidate
     resolved = joined.resolve()
