@@ -35,7 +35,8 @@ def _headers(session: Session) -> list[dict[str, Any]]:
 
 
 def _latest_header(session: Session) -> dict[str, Any]:
-    return _headers(session)[-1]["header"]
+    header: dict[str, Any] = _headers(session)[-1]["header"]
+    return header
 
 
 @pytest.mark.anyio
