@@ -9,6 +9,7 @@ from .errors import LlmError as LlmError
 from .errors import ToolError as ToolError
 from .llm import Model as Model
 from .llm import OpenAIChatModel as OpenAIChatModel
+from .llm import RetryPolicy as RetryPolicy
 from .llm import ScriptedModel as ScriptedModel
 from .log import Event as Event
 from .log import Session as Session
@@ -40,6 +41,7 @@ __all__ = [
     "MemoryStore",
     "Model",
     "OpenAIChatModel",
+    "RetryPolicy",
     "ScriptedModel",
     "Session",
     "SessionStore",

@@ -127,4 +127,4 @@ def test_fork_inside_an_open_turn_suggests_how_to_find_a_boundary(cli: Cli) -> N
 def test_help_shows_option_defaults_in_brackets(cli: Cli) -> None:
     env = clean_env(cli.tmp, COLUMNS="300")  # one line per option
     result = ok(cli("run", "--help", store=False, cwd=False, env=env))
-    assert "Session store directory [default: $DURALOOP_HOME/sessions" in result.stdout
+    assert "or sqlite:PATH [default: $DURALOOP_HOME/sessions" in result.stdout

@@ -75,8 +75,12 @@ def make_loop(
     hooks: ToolHooks | None = None,
     durability: Durability | None = None,
     session: Session | None = None,
+    config: LoopConfig | None = None,
 ) -> tuple[Session, ScriptedModel, AgentLoop]:
-    """A loop over a fresh session (or `session`) driven by a scripted model."""
+    """A loop over a fresh session (or `session`) driven by a scripted model.
+
+    `config`, when given, replaces the one built from `cap` and `max_steps`.
+    """
     session = session if session is not None else Session("s")
     model = ScriptedModel(list(script))
     loop = AgentLoop(
@@ -84,7 +88,7 @@ def make_loop(
         model=model,
         tools=tools,
         cwd=cwd,
-        config=LoopConfig(max_parallel_tool_calls=cap, max_steps=max_steps),
+        config=config or LoopConfig(max_parallel_tool_calls=cap, max_steps=max_steps),
         durability=durability,
         tool_hooks=hooks,
         pipeline_factory=pipeline,

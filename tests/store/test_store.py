@@ -10,6 +10,7 @@ import pytest
 
 from duraloop.errors import (
     AppendConflictError,
+    CorruptLogError,
     EventRejectedError,
     SessionExistsError,
     SessionForkError,
@@ -243,3 +244,18 @@ def test_writer_lock_blocks_a_repairing_load(store: SessionStore) -> None:
     finally:
         release()
     assert len(store.load("s").events) == 2
+
+
+@pytest.mark.parametrize("data", [{"turm": 1}, [], None, {"turn": 0}])
+def test_load_refuses_to_repair_a_malformed_open_final_turn_and_writes_nothing(
+    store: SessionStore, data: object
+) -> None:
+    # Regression: a final turn/start without a positive integer turn made load crash with
+    # AttributeError or append closers for turn None.
+    store.backend.materialize(meta("s"), [*one_turn_log(), ev(v.TURN_START, 6, 7, data)])
+    before = store.read("s")[1]
+    with pytest.raises(CorruptLogError, match="cannot be repaired"):
+        store.load("s")
+    with pytest.raises(CorruptLogError, match="cannot be repaired"):
+        store.inspect("s")
+    assert store.read("s")[1] == before

@@ -24,11 +24,11 @@ from ..errors import CorruptLogError, DuraloopError, UsageError
 from ..llm import parse_model_spec
 from ..log import Event, SessionHeader, check_log
 from ..loop import LoopConfig, open_session, resume_session, start_session
-from ..store import JsonlStore, SessionStore, read_log_file
-from ..store._paths import ZSTD_LOG_FILE_NAME
+from ..store import read_log_file
 from ..tools import builtin_tools
 from ._render import events_jsonl, messages_json, render_transcript
 from ._runner import run_turn_live
+from ._stores import StoreSpec, open_store, store_option
 
 app = typer.Typer(
     name="duraloop",
@@ -43,8 +43,15 @@ out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 StoreOption = Annotated[
-    Path | None,
-    typer.Option("--store", help="Session store directory \\[default: $DURALOOP_HOME/sessions, ~/.duraloop/sessions]."),
+    StoreSpec | None,
+    typer.Option(
+        "--store",
+        envvar="DURALOOP_STORE",
+        parser=store_option,
+        metavar="STORE",
+        help="Session store: jsonl:DIR (or DIR; an existing root keeps its encoding, a new one is raw), "
+        "jsonl+zstd:DIR or sqlite:PATH \\[default: $DURALOOP_HOME/sessions, ~/.duraloop/sessions].",
+    ),
 ]
 CwdOption = Annotated[
     Path | None, typer.Option("--cwd", help="Workspace directory the tools are confined to \\[default: current directory].")
@@ -60,16 +67,6 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable
 
 def _print_json(value: object) -> None:
     sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
-
-
-def _store(path: Path | None) -> SessionStore:
-    """Open the store at `path`, in the encoding its logs already use (raw JSONL by default)."""
-    if path is None:
-        home = Path(os.environ.get("DURALOOP_HOME") or Path.home() / ".duraloop")
-        path = home / "sessions"
-    if next(path.glob(f"*/*/{ZSTD_LOG_FILE_NAME}"), None) is not None:
-        return JsonlStore(path, compression="zstd")
-    return JsonlStore(path)
 
 
 def _require_model(spec: str | None) -> str:
@@ -114,7 +111,7 @@ def run(
     spec = _require_model(model)
     llm = parse_model_spec(spec, env=os.environ)
     config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps, system_prompt=_system(system))
-    sessions = _store(store)
+    sessions = open_store(store)
     if session is None:
         workspace = (cwd or Path.cwd()).resolve()
         loop = start_session(store=sessions, model=llm, tools=builtin_tools(), cwd=workspace, config=config)
@@ -161,7 +158,7 @@ def resume(
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Most steps (model requests) in the turn (at least 1).")] = 100,
 ) -> None:
     """Load a session with crash repair, say what repair did, optionally run a turn."""
-    sessions = _store(store)
+    sessions = open_store(store)
     if prompt is None:
         loaded = sessions.load(session_id)
         out.print(f"{session_id}: {_repair_text(loaded.repair)}")
@@ -184,15 +181,15 @@ def fork(
     store: StoreOption = None,
 ) -> None:
     """Fork a session at a closed-turn boundary and print the new session id."""
-    child = _store(store).fork(session_id, boundary=at, child_id=new_id)
+    child = open_store(store).fork(session_id, boundary=at, child_id=new_id)
     out.print(child)
 
 
-def _read(target: str, store: Path | None) -> tuple[SessionHeader, list[Event]]:
+def _read(target: str, store: StoreSpec | None) -> tuple[SessionHeader, list[Event]]:
     path = Path(target)
     if path.is_file():
         return read_log_file(path)
-    return _store(store).read(target)
+    return open_store(store).read(target)
 
 
 @app.command()
@@ -242,7 +239,7 @@ def check(
         if Path(target).is_file():
             header, log = read_log_file(Path(target))
         else:
-            inspected = _store(store).inspect(target)
+            inspected = open_store(store).inspect(target)
             header, torn_bytes = inspected.header, inspected.repair.truncated_bytes
             log = inspected.events[: len(inspected.events) - len(inspected.repair.closers)]
     except CorruptLogError as exc:
@@ -285,7 +282,7 @@ def check(
 @app.command(name="ls")
 def list_sessions(as_json: JsonOption = False, store: StoreOption = None) -> None:
     """List sessions: id, created, turns, the last turn's end reason."""
-    summaries = _store(store).list()
+    summaries = open_store(store).list()
     if as_json:
         _print_json(
             [

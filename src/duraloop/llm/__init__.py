@@ -28,6 +28,7 @@ from ._model import ModelRequest as ModelRequest
 from ._model import ToolSchema as ToolSchema
 from ._model import stream_chunks as stream_chunks
 from ._openai import OpenAIChatModel as OpenAIChatModel
+from ._retry import RetryPolicy as RetryPolicy
 from ._scripted import ScriptedModel as ScriptedModel
 from ._spec import parse_model_spec as parse_model_spec
 
@@ -41,6 +42,7 @@ __all__ = [
     "ModelRequest",
     "OpenAIChatModel",
     "ReasoningDeltaChunk",
+    "RetryPolicy",
     "ScriptedModel",
     "StreamChunk",
     "TextDeltaChunk",

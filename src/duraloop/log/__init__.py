@@ -34,6 +34,7 @@ from ._pending import unanswered_tool_result as unanswered_tool_result
 from ._repair import interrupted_turn_closers as interrupted_turn_closers
 from ._session import Session as Session
 from ._session import now_ms as now_ms
+from ._validate import check_vocabulary as check_vocabulary
 
 __all__ = [
     "SESSION_FORMAT_VERSION",
@@ -52,6 +53,7 @@ __all__ = [
     "assistant_message",
     "check_log",
     "check_pairing",
+    "check_vocabulary",
     "decode_event",
     "encode_event",
     "encode_events_lines",

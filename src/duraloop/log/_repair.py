@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..errors import EventRejectedError
 from ._event import Event
 from ._pending import PendingToolCalls, unanswered_tool_result
 from ._vocabulary import (
@@ -34,6 +35,10 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
     Returns:
         Events to append: recovery `tool/result`s in assistant call order, `step/end` if a
         step is open, `turn/end {"kind": "interrupted"}`. Empty if no turn is open.
+
+    Raises:
+        EventRejectedError: if a `turn/start` or `step/start` lacks a positive integer
+            `turn`/`step` (closers for it could not be well formed).
     """
     tracker = PendingToolCalls()
     open_turn: int | None = None
@@ -42,13 +47,13 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
         tracker.observe(event)
         kind = event.type
         if kind == TURN_START:
-            open_turn = event.data.get("turn")
+            open_turn = _number(event, "turn")
             open_step = None
         elif kind == TURN_END:
             open_turn = None
             open_step = None
         elif kind == STEP_START:
-            open_step = event.data.get("step")
+            open_step = _number(event, "step")
         elif kind == STEP_END:
             open_step = None
     if open_turn is None or not events:
@@ -70,3 +75,13 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
         Event(TURN_END, seq, time, {"turn": open_turn, "reason": {"kind": REASON_INTERRUPTED}})
     )
     return closers
+
+
+def _number(event: Event, key: str) -> int:
+    data = event.data
+    value = data.get(key) if isinstance(data, dict) else None
+    if type(value) is not int or value < 1:
+        raise EventRejectedError(
+            f"{event.type} at seq {event.seq} has no positive integer {key!r} (data {data!r})"
+        )
+    return value

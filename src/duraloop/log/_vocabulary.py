@@ -21,6 +21,8 @@ REQUEST_HEADER: Final = "request/header"
 REQUEST_CONTEXT: Final = "request/context"
 END_SEED: Final = "session/end-seed"
 TODO_WRITE: Final = "todo/write"
+LLM_RETRY: Final = "llm/retry"
+LLM_RETRY_STARTED: Final = "llm/retry-started"
 
 SURFACE_TYPES: Final = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
 """The event types that carry a `surfaceOp` and produce model-visible messages."""
@@ -93,3 +95,10 @@ KNOWN_EVENT_TYPES: Final = frozenset(
 """dsh's `KNOWN_SESSION_EVENT_TYPES` (session-spec 1.5): types a reader must recognise."""
 
 LEGACY_REJECTED_TYPES: Final = frozenset({"request/header-delta", "mode/set"})
+
+# Legacy shapes imported on read (session-spec 2.5, 6.7); never written.
+STEERING_MESSAGE: Final = "steering/message"
+LEGACY_MESSAGE_ID_PREFIX: Final = "legacy-message:"
+LEGACY_ABORT_CAUSE: Final = "legacy"
+DISPOSED: Final = "disposed"
+UNKNOWN_ERROR_CODE: Final = "UNKNOWN"

@@ -292,6 +292,8 @@ class AgentLoop:
             max_parallel_tool_calls=self.config.max_parallel_tool_calls,
             flush=self.flush,
             ensure_durable=self._ensure_durable,
+            retry=self.config.retry,
+            stream_idle_timeout_seconds=self.config.stream_idle_timeout_seconds,
         )
         sticky_max_tokens = False
         while True:

@@ -1,13 +1,19 @@
 """One step: request the model, commit its message, run its tool calls (loop-spec 2.4).
 
-The step's durable boundaries: the log is flushed right before the model request (so the
-previous step's end and this step's start are durable) and right before the first tool body
-runs (so every `tool/call` is durable before its body, Law 5).
+The step's durable boundaries: the log is flushed right before each model request (so the
+previous step's end, this step's start and any `llm/retry` are durable) and right before the
+first tool body runs (so every `tool/call` is durable before its body, Law 5).
+
+A request that fails in-band (an `error` or `aborted` finish) is retried in the same step
+when the loop's `RetryPolicy` allows (loop-spec 5.1): `llm/retry`, a cancellable wait,
+`llm/retry-started`, then a new attempt over freshly derived history. The failed attempt's
+chunks stay in the log; the step's `assistant/message` cites only its own attempt's chunks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import random
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -15,15 +21,31 @@ from typing import Any
 import anyio
 
 from ..errors import LlmError
-from ..llm import BlockAssembler, Model, ModelRequest, ToolSchema, stream_chunks
+from ..llm import (
+    BlockAssembler,
+    Model,
+    ModelRequest,
+    RetryPolicy,
+    StreamChunk,
+    ToolSchema,
+    finish_chunk,
+    stream_chunks,
+)
+from ..llm._chunks import FINISH, FINISH_ABORTED, FINISH_ERROR
+from ..llm._errors import TIMEOUT, UNKNOWN
+from ..llm._retry import RETRY_NORMAL
 from ..log import Message, PairingCheck, Session, assistant_message, tool_calls_of
+from ..log._messages import new_message_id
 from ..log._vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
+    LLM_RETRY,
+    LLM_RETRY_STARTED,
     REASON_COMPLETED,
     REASON_MAX_TOKENS,
     REQUEST_CONTEXT,
     REQUEST_HEADER,
+    STEP_START,
     SURFACE_APPEND,
     USER_MESSAGE,
 )
@@ -39,9 +61,16 @@ class RequestState:
     logged_header: bool = False
 
 
+_FAILED_FINISHES = (FINISH_ERROR, FINISH_ABORTED)
+
+
 @dataclass(frozen=True)
 class StepSettings:
-    """Inputs of a step that stay fixed for the turn."""
+    """Inputs of a step that stay fixed for the turn.
+
+    `retry` None never retries; `stream_idle_timeout_seconds` None waits forever for a
+    chunk; `jitter` is the uniform `[0, 1)` source of the retry backoff's jitter.
+    """
 
     model: Model
     system: str
@@ -50,6 +79,9 @@ class StepSettings:
     max_parallel_tool_calls: int
     flush: Callable[[], None]
     ensure_durable: Callable[[int], Awaitable[None]]
+    retry: RetryPolicy | None = None
+    stream_idle_timeout_seconds: float | None = None
+    jitter: Callable[[], float] = random.random
 
 
 def _log_request_header(session: Session, settings: StepSettings, state: RequestState) -> None:
@@ -96,7 +128,7 @@ async def run_step(
         turn: the open turn.
         step: the open step.
         entering: user messages entering at this step.
-        settings: model, system prompt, tools and durability callbacks.
+        settings: model, system prompt, tools, retry policy and durability callbacks.
         pipeline: the tool pipeline.
         signal: the turn's cancellation signal.
         state: request-header bookkeeping of this loop instance.
@@ -107,52 +139,25 @@ async def run_step(
         recorded and the model must be asked again.
 
     Raises:
-        TurnCancelled: if the turn was cancelled (an interrupted prefix is kept).
-        LlmError: if the model request failed.
+        TurnCancelled: if the turn was cancelled (an interrupted prefix is kept), including
+            during a retry's wait.
+        LlmError: if the model request failed and the retry policy does not retry it.
         Exception: any scheduler or append failure, unchanged.
     """
     for message in entering:
         session.append(USER_MESSAGE, message, surface_op=SURFACE_APPEND)
-    _log_request_header(session, settings, state)
-    messages = session.derive_messages()
-    pairing.check(messages, generation=session.surface.replace_generation)
-    settings.flush()
-    signal.throw_if_aborted()
-    request = ModelRequest(
-        messages=messages, system=settings.system or None, tools=settings.tools,
-        max_tokens=settings.max_tokens,
-    )
-    assembler = BlockAssembler()
-    chunk_seqs: list[int] = []
     model = settings.model
-    with anyio.CancelScope() as scope:
-        remove = signal.add_listener(lambda _reason: scope.cancel())
-        try:
-            async with aclosing(stream_chunks(model, request)) as stream:
-                async for chunk in stream:
-                    # A cancel between chunks (e.g. from a chunk observer) must keep the
-                    # visible prefix like one during an await does: stop, don't raise here.
-                    if signal.aborted:
-                        break
-                    event = session.append(
-                        ASSISTANT_CHUNK, {"turn": turn, "step": step, "chunk": chunk}
-                    )
-                    chunk_seqs.append(event.seq)
-                    assembler.push(chunk)
-        finally:
-            remove()
-    if signal.aborted or scope.cancelled_caught:
-        _append_interrupted(session, assembler, turn=turn, step=step, chunk_seqs=chunk_seqs, model=model)
-        signal.throw_if_aborted()
-    finish = assembler.finish
-    if finish["kind"] in ("error", "aborted"):
-        failure = finish.get("failure") or {"message": "model request failed", "code": "UNKNOWN"}
-        raise LlmError(
-            str(failure.get("message", "model request failed")),
-            code=str(failure.get("code", "UNKNOWN")),
-            status=failure.get("status"),
-            provider_retry_after_ms=failure.get("providerRetryAfterMs"),
-            request_id=failure.get("requestId"),
+    while True:
+        assembler, chunk_seqs = await _attempt(
+            session, turn=turn, step=step, settings=settings, signal=signal, state=state,
+            pairing=pairing,
+        )
+        finish = assembler.finish
+        if finish["kind"] not in _FAILED_FINISHES:
+            break
+        failure = dict(finish.get("failure") or {"message": "model request failed", "code": UNKNOWN})
+        await _retry_or_raise(
+            session, failure, turn=turn, step=step, settings=settings, signal=signal
         )
     message = assembler.message(model.provider, model.model)
     data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
@@ -171,6 +176,160 @@ async def run_step(
     )
     signal.throw_if_aborted()
     return None
+
+
+async def _attempt(
+    session: Session,
+    *,
+    turn: int,
+    step: int,
+    settings: StepSettings,
+    signal: CancelSignal,
+    state: RequestState,
+    pairing: PairingCheck,
+) -> tuple[BlockAssembler, list[int]]:
+    """Make one model request over freshly derived history and log its chunks.
+
+    Returns the assembler (its finish may be a failure) and the attempt's chunk seqs. A
+    cancel keeps the visible prefix as an interrupted assistant message and raises.
+    """
+    _log_request_header(session, settings, state)
+    messages = session.derive_messages()
+    pairing.check(messages, generation=session.surface.replace_generation)
+    settings.flush()
+    signal.throw_if_aborted()
+    request = ModelRequest(
+        messages=messages, system=settings.system or None, tools=settings.tools,
+        max_tokens=settings.max_tokens,
+    )
+    assembler = BlockAssembler()
+    chunk_seqs: list[int] = []
+    model = settings.model
+    with anyio.CancelScope() as scope:
+        remove = signal.add_listener(lambda _reason: scope.cancel())
+        try:
+            async with aclosing(stream_chunks(model, request)) as stream:
+                while True:
+                    chunk = await _next_chunk(stream, settings.stream_idle_timeout_seconds)
+                    # A cancel between chunks (e.g. from a chunk observer) must keep the
+                    # visible prefix like one during an await does: stop, don't raise here.
+                    if chunk is None or signal.aborted:
+                        break
+                    event = session.append(
+                        ASSISTANT_CHUNK, {"turn": turn, "step": step, "chunk": chunk}
+                    )
+                    chunk_seqs.append(event.seq)
+                    assembler.push(chunk)
+                    if chunk["type"] == FINISH:
+                        break
+        finally:
+            remove()
+    if signal.aborted or scope.cancelled_caught:
+        _append_interrupted(session, assembler, turn=turn, step=step, chunk_seqs=chunk_seqs, model=model)
+        signal.throw_if_aborted()
+    return assembler, chunk_seqs
+
+
+async def _next_chunk(
+    stream: AsyncGenerator[StreamChunk, None], idle_timeout_seconds: float | None
+) -> StreamChunk | None:
+    """Return the stream's next chunk, None at its end, or a `TIMEOUT` finish when idle.
+
+    Only the wait for this chunk is timed (llm-spec 1.11): the loop's own work between
+    chunks does not count. On expiry the adapter's pending read is cancelled (closing the
+    adapter), and the attempt ends with an in-band `TIMEOUT` failure like any other.
+    """
+    if idle_timeout_seconds is None:
+        return await anext(stream, None)
+    with anyio.move_on_after(idle_timeout_seconds):
+        return await anext(stream, None)
+    failure = {
+        "message": f"the model stream sent no chunk for {idle_timeout_seconds:g} seconds "
+        "(LoopConfig.stream_idle_timeout_seconds)",
+        "code": TIMEOUT,
+    }
+    return finish_chunk(FINISH_ERROR, failure=failure)
+
+
+async def _retry_or_raise(
+    session: Session,
+    failure: dict[str, Any],
+    *,
+    turn: int,
+    step: int,
+    settings: StepSettings,
+    signal: CancelSignal,
+) -> None:
+    """Record and wait out a retry the policy allows, or raise the failure verbatim.
+
+    Follows the `dsh-llm-retry` listener (loop-spec 5.1): the retry number comes from the
+    durable `llm/retry` events of this step with the same provider and policy key; the
+    wait is cancellable, and a cancel raises without `llm/retry-started` (signal wins).
+
+    Raises:
+        TurnCancelled: if the turn is cancelled before or during the wait.
+        LlmError: the failure, when the policy does not retry it.
+    """
+    signal.throw_if_aborted()
+    policy = settings.retry
+    if policy is None:
+        raise _llm_error(failure)
+    provider = settings.model.provider
+    policy_key = policy.policy_key
+    retry = 1 + _retries_so_far(
+        session, turn=turn, step=step, provider=provider, policy_key=policy_key
+    )
+    delay_ms = policy.retry_delay_ms(failure, retry=retry, random=settings.jitter)
+    if delay_ms is None:
+        raise _llm_error(failure)
+    retry_id = new_message_id()
+    data: dict[str, Any] = {
+        "retryId": retry_id, "turn": turn, "step": step, "provider": provider,
+        "mode": policy.mode, "policyKey": policy_key, "retry": retry,
+    }
+    if policy.mode == RETRY_NORMAL:
+        data["maxRetries"] = policy.max_retries
+    data["delayMs"] = delay_ms
+    data["failure"] = failure
+    session.append(LLM_RETRY, data)
+    with anyio.move_on_after(delay_ms / 1000):
+        await signal.wait()
+    signal.throw_if_aborted()
+    session.append(
+        LLM_RETRY_STARTED, {"retryId": retry_id, "turn": turn, "step": step, "retry": retry}
+    )
+
+
+def _retries_so_far(
+    session: Session, *, turn: int, step: int, provider: str, policy_key: str
+) -> int:
+    """Return the `retry` of this step's last matching `llm/retry` event (0 if none)."""
+    events = session.events
+    for index in range(len(events) - 1, -1, -1):
+        event = events[index]
+        data = event.data
+        if event.type == STEP_START and data.get("turn") == turn and data.get("step") == step:
+            return 0
+        if (
+            event.type == LLM_RETRY
+            and data.get("turn") == turn
+            and data.get("step") == step
+            and data.get("provider") == provider
+            and data.get("policyKey") == policy_key
+        ):
+            return int(data.get("retry", 0))
+    return 0
+
+
+def _llm_error(failure: dict[str, Any]) -> LlmError:
+    """Rebuild the `LlmError` carrying a failed attempt's `LlmFailure` verbatim."""
+    return LlmError(
+        str(failure.get("message", "model request failed")),
+        code=str(failure.get("code", UNKNOWN)),
+        status=failure.get("status"),
+        provider_retry_after_ms=failure.get("providerRetryAfterMs"),
+        request_id=failure.get("requestId"),
+    )
 
 
 def _append_interrupted(

@@ -1,4 +1,4 @@
-"""Persistence behind one SessionStore: memory and JSONL backends (session-spec 6)."""
+"""Persistence behind one SessionStore: memory, JSONL and SQLite backends (session-spec 6)."""
 
 from ._backend import StorageBackend as StorageBackend
 from ._backend import StoredLog as StoredLog
@@ -6,6 +6,8 @@ from ._backend import WriteReceipt as WriteReceipt
 from ._fixture import read_log_file as read_log_file
 from ._jsonl import JsonlBackend as JsonlBackend
 from ._memory import MemoryBackend as MemoryBackend
+from ._sqlite import SqliteBackend as SqliteBackend
+from ._sqlite_store import SqliteStore as SqliteStore
 from ._store import JsonlStore as JsonlStore
 from ._store import LoadedSession as LoadedSession
 from ._store import MemoryStore as MemoryStore
@@ -25,6 +27,8 @@ __all__ = [
     "SessionStore",
     "SessionSummary",
     "SessionWriter",
+    "SqliteBackend",
+    "SqliteStore",
     "StorageBackend",
     "StoredLog",
     "WriteReceipt",

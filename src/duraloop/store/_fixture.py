@@ -12,11 +12,10 @@ import logging
 import os
 from pathlib import Path
 
-from duraloop.errors import SessionFormatUnsupportedError
 from duraloop.log import Event, SessionHeader
 
 from ._jsonl_scan import scan_log, scan_zstd_log
-from ._store import READABLE_EVENT_TYPES
+from ._legacy import readable_events
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +35,8 @@ def read_log_file(path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Eve
     """Read a session log file as it is: header and committed events, no repair.
 
     A torn final line (no trailing newline, or a tolerated bad tail per session-spec 6.6) is
-    left out and logged as a warning; damage inside the committed region raises.
+    left out and logged as a warning; damage inside the committed region raises. Legacy
+    shapes are imported as every store read imports them (session-spec 6.7).
 
     Args:
         path: a `session.jsonl` file, or a `session.jsonl.zstd` file (read as zstd frames).
@@ -45,8 +45,10 @@ def read_log_file(path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Eve
         The header and the events in seq order (an interrupted turn stays open).
 
     Raises:
-        CorruptLogError: if the header or the committed region is damaged.
-        SessionFormatUnsupportedError: for another format version or an unknown event type.
+        CorruptLogError: if the header or the committed region is damaged, or a legacy
+            shape is malformed.
+        SessionFormatUnsupportedError: for another format version, an unknown event type,
+            or rejected legacy vocabulary.
         OSError: if the file cannot be read.
     """
     file = Path(path)
@@ -63,11 +65,5 @@ def read_log_file(path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Eve
             file,
             result.size_bytes - result.committed_bytes,
         )
-    for event in result.events:
-        if event.type not in READABLE_EVENT_TYPES and event.ignorable is not True:
-            raise SessionFormatUnsupportedError(
-                f'session "{result.header.id}" contains event type "{event.type}" (seq '
-                f"{event.seq}) unknown to this harness and not marked ignorable; refusing to "
-                f"interpret the log — it was likely written by a newer harness (raw log: {file})"
-            )
-    return result.header, result.events
+    events = readable_events(result.events, session_id=result.header.id, path=str(file))
+    return result.header, events

@@ -165,7 +165,12 @@ def decode_record(line: bytes, *, restore_seq: int | None = None) -> list[Event]
         first_error: Exception = exc
     except msgspec.DecodeError as exc:
         raise RecordError(f"not JSON ({exc})") from exc
-    record = msgspec.json.decode(line)
+    try:
+        # The typed decode stops at the first value that is not an object, so trailing
+        # garbage after it (`"a"b`) surfaces only here.
+        record = msgspec.json.decode(line)
+    except msgspec.DecodeError as exc:
+        raise RecordError(f"not JSON ({exc})") from exc
     if type(record) is not dict:
         raise RecordError(f"invalid event envelope: {first_error}") from first_error
     if record.get("type") in ROW_TYPES:

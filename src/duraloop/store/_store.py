@@ -2,7 +2,8 @@
 
 Single writer per session (a lock taken by `open_writer` and by repairing loads), the id
 collision check, seq checks on every append, cold repair on load (truncate a torn tail,
-append closers durably), the vocabulary refusal on read, and fork. Backends only store.
+append closers durably), legacy import and the vocabulary refusal on every read (`_legacy`),
+and fork. Backends only store.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import builtins
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from duraloop.errors import (
@@ -31,21 +32,16 @@ from duraloop.log import (
     lossless_copy,
     now_ms,
 )
-from duraloop.log import vocabulary as v
 
 from ._backend import DamagedLog, StorageBackend, StoredLog
 from ._claim import RememberedLoad, RememberedLoads, check_claim, final_turn_closers
 from ._jsonl import Compression, JsonlBackend
+from ._legacy import import_legacy, readable_events
 from ._memory import MemoryBackend
 from ._summary import SessionSummary, damaged_summary, summarize
 from ._writer import SessionWriter, check_batch
 
 logger = logging.getLogger(__name__)
-
-READABLE_EVENT_TYPES = v.KNOWN_EVENT_TYPES
-"""Types a read accepts without `ignorable: true`: dsh's vocabulary, which covers every
-type duraloop writes."""
-
 
 @dataclass(frozen=True, slots=True)
 class RepairReport:
@@ -136,7 +132,7 @@ class SessionStore:
         if not self.backend.exists(session.id):
             return 0
         stored = self.backend.read(session.id)
-        check_claim(session, cwd=stored.header.cwd, stored=stored.events)
+        check_claim(session, cwd=stored.header.cwd, stored=_readable(stored))
         _, rewrite = self._cut_torn_tail(stored)
         # Events recovered from a torn zstd frame were cut with it; the session holds them, so
         # the writer's first batch stores them again.
@@ -204,17 +200,19 @@ class SessionStore:
         if live is not None:
             live.flush()
             stored = self.backend.read(session_id)
-            if final_turn_closers(stored.events):
+            events = _readable(stored)
+            if final_turn_closers(events, path=stored.path):
                 raise StoreError(
                     f'cannot load session "{session_id}" while its live turn is open; use the '
                     "live Session or wait for the turn to close"
                 )
-            return LoadedSession(stored.header, stored.events, RepairReport())
+            return LoadedSession(stored.header, events, RepairReport())
         release = self.backend.lock(session_id, cwd=None)
         try:
             stored = self.backend.read(session_id)
-            self._check_vocabulary(stored)
-            closers = final_turn_closers(stored.events)
+            readable = _readable(stored)
+            closers = final_turn_closers(readable, path=stored.path)
+            # A rewrite stores the recovered events as they were read (no legacy import).
             truncated, rewrite = self._cut_torn_tail(stored)
             if rewrite or closers:
                 check_batch(session_id, rewrite + closers, len(stored.events) - len(rewrite))
@@ -223,7 +221,7 @@ class SessionStore:
                 logger.warning(
                     "session %s: closed interrupted turn with %d closers", session_id, len(closers)
                 )
-            events = stored.events + closers
+            events = readable + closers
             self._remember_load(session_id, stored.header.cwd, events)
         finally:
             release()
@@ -245,10 +243,10 @@ class SessionStore:
             SessionFormatUnsupportedError: for a newer/older format or an unknown event type.
         """
         stored = self.backend.read(session_id)
-        self._check_vocabulary(stored)
-        closers = final_turn_closers(stored.events)
+        events = _readable(stored)
+        closers = final_turn_closers(events, path=stored.path)
         report = RepairReport(stored.torn_bytes, closers)
-        return LoadedSession(stored.header, stored.events + closers, report)
+        return LoadedSession(stored.header, events + closers, report)
 
     def read(self, session_id: str) -> tuple[SessionHeader, builtins.list[Event]]:
         """Read a session's stored events exactly as committed; never writes or repairs.
@@ -267,8 +265,7 @@ class SessionStore:
             SessionFormatUnsupportedError: for a newer/older format or an unknown event type.
         """
         stored = self.backend.read(session_id)
-        self._check_vocabulary(stored)
-        return stored.header, stored.events
+        return stored.header, _readable(stored)
 
     def locate(self, session_id: str) -> str | None:
         """Return where the session's log lives (a file path), or None for a memory store.
@@ -277,21 +274,6 @@ class SessionStore:
             SessionNotFoundError: if nothing is stored under the id.
         """
         return self.backend.read(session_id).path
-
-    @staticmethod
-    def _check_vocabulary(stored: StoredLog) -> None:
-        if {event.type for event in stored.events} <= READABLE_EVENT_TYPES:
-            return
-        for event in stored.events:
-            if event.type not in READABLE_EVENT_TYPES and event.ignorable is not True:
-                text = (
-                    f'session "{stored.header.id}" contains event type "{event.type}" (seq '
-                    f"{event.seq}) unknown to this harness and not marked ignorable; refusing to "
-                    "interpret the log — it was likely written by a newer harness"
-                )
-                if stored.path is not None:
-                    text += f" (raw log: {stored.path})"
-                raise SessionFormatUnsupportedError(text)
 
     def exists(self, session_id: str) -> bool:
         """Return whether a persisted log exists for the id."""
@@ -313,10 +295,11 @@ class SessionStore:
                 continue
             try:
                 stored = self.backend.read(entry.id)
+                events = import_legacy(stored.events, session_id=stored.header.id, path=stored.path)
             except (CorruptLogError, SessionFormatUnsupportedError) as exc:
                 summaries.append(damaged_summary(entry.id, _short_reason(exc), header=entry))
             else:
-                summaries.append(summarize(stored))
+                summaries.append(summarize(replace(stored, events=events)))
         return sorted(
             summaries, key=lambda summary: (summary.damaged is not None, summary.created_at, summary.id)
         )
@@ -383,6 +366,11 @@ class JsonlStore(SessionStore):
         self, root: Path | str, *, pack_chunks: bool = True, compression: Compression = "none"
     ) -> None:
         super().__init__(JsonlBackend(root, pack_chunks=pack_chunks, compression=compression))
+
+
+def _readable(stored: StoredLog) -> builtins.list[Event]:
+    """Return the stored events as every read sees them: legacy imported, vocabulary checked."""
+    return readable_events(stored.events, session_id=stored.header.id, path=stored.path)
 
 
 def _short_reason(exc: CorruptLogError | SessionFormatUnsupportedError) -> str:

@@ -1,0 +1,164 @@
+"""The `--store` option: which session store a command opens (`DURALOOP_STORE`).
+
+Syntax, `KIND:PATH` or a plain path:
+
+- `DIR` or `jsonl:DIR`: a JSONL root (session-spec 6.3), ours or dsh's. An existing root is
+  opened in the encoding its logs use (zstd if it holds a `session.jsonl.zstd`, raw
+  otherwise); a new root is raw.
+- `jsonl+zstd:DIR`: a JSONL root whose new logs are zstd-framed (dsh's default encoding).
+- `sqlite:PATH`: a SQLite database file.
+
+A prefix is a kind only when it is one of these three, so `./my:dir` or `/a:b` is a path;
+any other `word:` prefix is refused as an unknown kind rather than guessed to be a
+directory. With no `--store` the root is `$DURALOOP_HOME/sessions` (`~/.duraloop/sessions`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, cast
+
+import typer
+
+from ..errors import ConfigError, UsageError
+from ..store import JsonlStore, SessionStore
+from ..store._paths import LOG_FILE_NAME, ZSTD_LOG_FILE_NAME
+
+StoreKind = Literal["jsonl", "jsonl+zstd", "sqlite"]
+"""The kinds `--store` accepts before a colon."""
+
+_KINDS: tuple[StoreKind, ...] = ("jsonl", "jsonl+zstd", "sqlite")
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+._-]*):(.*)", re.DOTALL)
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_SYNTAX = "jsonl:DIR (or a plain DIR), jsonl+zstd:DIR or sqlite:PATH"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreSpec:
+    """A parsed `--store` value.
+
+    Args:
+        kind: the store kind.
+        path: the JSONL root directory or the SQLite file (`~` expanded).
+    """
+
+    kind: StoreKind
+    path: Path
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.path}"
+
+
+def parse_store_spec(text: str) -> StoreSpec:
+    """Parse a `--store` value: `jsonl:DIR`, `jsonl+zstd:DIR`, `sqlite:PATH` or `DIR`.
+
+    Args:
+        text: the option or `DURALOOP_STORE` value.
+
+    Returns:
+        The kind and the path (`~` expanded; not resolved, not checked to exist).
+
+    Raises:
+        ConfigError: if the value is empty, names an unknown kind, or has an empty path.
+    """
+    kind: StoreKind = "jsonl"
+    rest = text
+    match = _SCHEME.fullmatch(text)
+    if match is not None:
+        prefix, rest = match.group(1), match.group(2)
+        if prefix not in _KINDS:
+            raise ConfigError(
+                f"unknown store kind {prefix!r} in {text!r}; use {_SYNTAX} (for a relative "
+                f"directory whose name holds a colon, write ./{text})"
+            )
+        kind = cast(StoreKind, prefix)
+    if not rest:
+        raise ConfigError(f"no path in store {text!r}; use {_SYNTAX}")
+    return StoreSpec(kind, Path(rest).expanduser())
+
+
+def store_option(text: str) -> StoreSpec:
+    """Parse `--store` for typer: a bad value is a usage error (exit 2, click's message).
+
+    Raises:
+        typer.BadParameter: if `parse_store_spec` refuses the value.
+    """
+    try:
+        return parse_store_spec(text)
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
+def default_store_spec() -> StoreSpec:
+    """Return the store used without `--store`: `jsonl:$DURALOOP_HOME/sessions`."""
+    home = Path(os.environ.get("DURALOOP_HOME") or Path.home() / ".duraloop")
+    return StoreSpec("jsonl", home / "sessions")
+
+
+def open_store(spec: StoreSpec | None) -> SessionStore:
+    """Open the store a command works on (every command goes through here).
+
+    Args:
+        spec: the parsed `--store`/`DURALOOP_STORE` value; None means the default root.
+
+    Returns:
+        A `JsonlStore` in the root's encoding, or a SQLite store.
+
+    Raises:
+        UsageError: if a JSONL root is a file, a zstd root would be mixed into a raw one, or
+            SQLite stores are not available in this build.
+    """
+    spec = spec if spec is not None else default_store_spec()
+    if spec.kind == "sqlite":
+        return _sqlite_store(spec.path)
+    if spec.path.is_file():
+        hint = (
+            f"; it is a SQLite database: pass --store sqlite:{spec.path}"
+            if _is_sqlite_file(spec.path)
+            else ""
+        )
+        raise UsageError(f"store {spec} is a file, not a JSONL root directory{hint}")
+    raw = _holds(spec.path, LOG_FILE_NAME)
+    zstd = _holds(spec.path, ZSTD_LOG_FILE_NAME)
+    if spec.kind == "jsonl+zstd" and raw:
+        raise UsageError(
+            f"store {spec}: the root already holds raw logs ({LOG_FILE_NAME}); one root holds "
+            f"one encoding, so open it as jsonl:{spec.path} or use another directory for zstd"
+        )
+    if spec.kind == "jsonl+zstd" or zstd:
+        return JsonlStore(spec.path, compression="zstd")
+    return JsonlStore(spec.path)
+
+
+def _holds(root: Path, file_name: str) -> bool:
+    """Whether any session under `root` (`<project>/<session>/<file_name>`) has that file."""
+    return next(root.glob(f"*/*/{file_name}"), None) is not None
+
+
+def _is_sqlite_file(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _sqlite_store(path: Path) -> SessionStore:
+    """Open `duraloop.store.SqliteStore(path)`, imported only when a command asks for it.
+
+    Raises:
+        UsageError: if this build has no SQLite store.
+    """
+    store_module = importlib.import_module("duraloop.store")
+    factory: Callable[[Path], SessionStore] | None = getattr(store_module, "SqliteStore", None)
+    if factory is None:
+        raise UsageError(
+            f"store sqlite:{path}: SQLite stores are not supported by this build of duraloop "
+            "(duraloop.store.SqliteStore is missing); use jsonl:DIR"
+        )
+    return factory(path)
