@@ -1,10 +1,11 @@
-"""Run scenarios S, R and P (PERFORMANCE.md) and print one summary table.
+"""Run scenarios S, R and P (PERFORMANCE.md) and the storage comparison; print one summary table.
 
     /work/venv/bin/python benchmarks/run_all.py [--runs 3] [--quick]
 
-`--quick` uses N = 10 / 100 / 300 for S and a 30k-event log for R (a smoke run; the
-figures then do not correspond to the targets' sizes). Each scenario's own tables are
-printed as it finishes; progress goes to stderr. Takes ~2-3 minutes on 2 cores.
+`--quick` uses N = 10 / 100 / 300 for S and a 30k-event log for R and the storage
+comparison (a smoke run; the figures then do not correspond to the targets' sizes). Each
+scenario's own tables are printed as it finishes; progress goes to stderr. Takes ~3-4
+minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import _scenario as sc
 import bench_parallel
 import bench_resume
 import bench_steps
+import bench_storage
 
 
 def main() -> None:
@@ -35,6 +37,8 @@ def main() -> None:
     figures += bench_resume.main([*runs, "--events", "30000" if args.quick else "100000"])
     print()
     figures += bench_parallel.main(runs)
+    print()
+    figures += bench_storage.main([*runs, "--events", "30000" if args.quick else "100000"])
     print()
     elapsed = time.perf_counter() - started
     passed = sum(1 for f in figures if f.passed)

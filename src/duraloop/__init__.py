@@ -18,6 +18,7 @@ from .log import check_pairing as check_pairing
 from .log import interrupted_turn_closers as interrupted_turn_closers
 from .loop import AgentLoop as AgentLoop
 from .loop import LoopConfig as LoopConfig
+from .loop import LoopHooks as LoopHooks
 from .loop import TurnResult as TurnResult
 from .loop import open_session as open_session
 from .loop import resume_session as resume_session
@@ -38,6 +39,7 @@ __all__ = [
     "JsonlStore",
     "LlmError",
     "LoopConfig",
+    "LoopHooks",
     "MemoryStore",
     "Model",
     "OpenAIChatModel",

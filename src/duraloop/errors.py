@@ -4,6 +4,7 @@
 DuraloopError
 ├── UsageError (ValueError)             your code or configuration must change
 │   ├── ConfigError                     a bad option value or a missing setting
+│   ├── DuplicateMessageError           an inbox message whose id is already pending
 │   └── ToolDefinitionError             a tool that cannot be registered
 ├── EventRejectedError (ValueError)     an append or seed that breaks a log rule
 │   └── InvariantError                  a turn/step/tool relation broken (session-spec 4.5)
@@ -28,6 +29,7 @@ __all__ = [
     "AppendConflictError",
     "ConfigError",
     "CorruptLogError",
+    "DuplicateMessageError",
     "DuraloopError",
     "EventRejectedError",
     "InvariantError",
@@ -56,6 +58,25 @@ class UsageError(DuraloopError, ValueError):
 
 class ConfigError(UsageError):
     """Raised when an option value is invalid or a required setting is missing."""
+
+
+class DuplicateMessageError(UsageError):
+    """Raised when a message sent to the inbox has the id of a message already pending.
+
+    Message ids are unique across both inbox lists (loop-spec 1); nothing is appended.
+
+    Args:
+        message_id: the duplicate id.
+        target: the list the message was sent to (`next-turn` or `next-step`).
+    """
+
+    def __init__(self, *, message_id: str, target: str) -> None:
+        super().__init__(
+            f"message id {message_id!r} is already pending in the inbox (sent to {target}); "
+            "send a new message (a fresh id) instead of re-sending one"
+        )
+        self.message_id = message_id
+        self.target = target
 
 
 class ToolDefinitionError(UsageError):

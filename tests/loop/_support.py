@@ -158,3 +158,35 @@ def tool_results_in(messages: Sequence[Message]) -> list[tuple[str, bool, str]]:
             text = "".join(part.get("text", "") for part in block["content"])
             found.append((block["toolCallId"], block["isError"], text))
     return found
+
+
+def inbox_log(events: Sequence[Event]) -> list[str]:
+    """`describe_log` with inbox splices in the spec's notation (loop-spec, "Notation").
+
+    `ins(nt)`/`ins(ns)` insert into next-turn/next-step, `claim` is a pure deletion and
+    `discard` a deletion recorded with the cancel outcome.
+    """
+    from duraloop.testing import describe_log
+
+    described = []
+    for event in events:
+        if event.type != "agent/inbox/spliced":
+            described.extend(describe_log([event]))
+            continue
+        data = event.data
+        if data["inserted"]:
+            described.append("ins(nt)" if data["target"] == "next-turn" else "ins(ns)")
+        elif "outcome" in data:
+            described.append("discard")
+        else:
+            described.append("claim")
+    return described
+
+
+def user_texts(messages: Sequence[Message]) -> list[str]:
+    """The texts of the user-authored (non-tool) messages of a request, in order."""
+    return [
+        "".join(block.get("text", "") for block in message["content"])
+        for message in messages
+        if message["role"] == "user" and (message.get("source") or {}).get("kind") != "tool"
+    ]

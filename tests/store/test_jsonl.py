@@ -18,7 +18,13 @@ from random import Random
 import pytest
 import zstandard
 
-from duraloop.errors import ConfigError, CorruptLogError, SessionLockedError, StoreError
+from duraloop.errors import (
+    AppendConflictError,
+    ConfigError,
+    CorruptLogError,
+    SessionLockedError,
+    StoreError,
+)
 from duraloop.log import Event, Session, SessionHeader
 from duraloop.store import JsonlStore, MemoryStore
 from duraloop.store._backend import DamagedLog
@@ -336,3 +342,31 @@ def test_list_reports_a_damaged_log_as_a_row_and_lists_the_others(
     assert bad.damaged is not None and reason in bad.damaged
     assert bad.status == f"damaged: {bad.damaged}"
     assert str(path) not in bad.damaged
+
+
+def test_repair_is_truncate_and_fsync_then_one_write_and_fsync(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    store.backend.materialize(meta("s"), [*one_turn_log(), ts(6, 2), ss(7, 2, 1)])
+    path = log_path(tmp_path, "s")
+    committed = path.read_bytes()
+    with path.open("ab") as handle:
+        handle.write(b'{"type":"assistant/chunk","seq":8,"ti')
+    stored = store.backend.read("s")
+    receipt = store.backend.repair("s", stored.torn, [se(8, 2, 1), te(9, 2, "interrupted")])
+    assert receipt.fsync_count == 2
+    assert path.read_bytes()[: len(committed)] == committed
+    assert len(path.read_bytes()) == len(committed) + receipt.bytes_written
+    with pytest.raises(StoreError, match="changed since it was read"):
+        store.backend.repair("s", path.stat().st_size + 1, [])
+
+
+def test_append_refuses_a_file_changed_behind_the_backend(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    store.backend.materialize(meta("s"), [ts(0, 1)])
+    path = log_path(tmp_path, "s")
+    with path.open("ab") as handle:
+        handle.write(b'{"type":"step/st')
+    before = path.read_bytes()
+    with pytest.raises(AppendConflictError, match="nothing was written"):
+        store.backend.append("s", [ss(1, 1, 1)])
+    assert path.read_bytes() == before, "no line glued onto the fragment"

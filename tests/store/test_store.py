@@ -1,7 +1,21 @@
 """The persistence contract (session-spec 7.6), run on every backend.
 
 Coordination (seq checks, repair on load, collision check, single writer) lives once in
-SessionStore, so the same assertions must hold for MemoryStore and JsonlStore alike.
+SessionStore, so the same assertions must hold for MemoryStore, JsonlStore (raw and zstd) and
+SqliteStore alike. Cases are `test_case_NN_...`; those of 7.6 with no test here:
+
+- 77 (a pre-aborted signal rejects `list`/`inspect`/`readFrom`): the store API is
+  synchronous and takes no abort signal; cancellation belongs to the loop's async callers.
+- 84 (a cold load queued behind a live creation re-checks liveness): there is no per-id
+  promise chain to queue on. A load in the writer's own store takes the case 83 path; any
+  other store (or process) meets the single-writer lock and gets `SessionLockedError`
+  (`test_writer_lock_blocks_a_repairing_load`).
+- 87 is adapted: dsh's "backend reloaded under a live session" has no counterpart (the
+  writer and its backend are one object), and the lock keeps other duraloop writers out. The
+  same tail can still appear under an open writer (its own append failed and the rollback
+  failed, or a process ignored the lock): the writer's next flush cuts it, with no closers.
+- 87 and 88 need a torn tail, which the memory backend cannot hold (its writes are atomic):
+  they skip there, saying so.
 """
 
 from __future__ import annotations
@@ -17,12 +31,14 @@ from duraloop.errors import (
     SessionLockedError,
     SessionNotFoundError,
     StoreError,
+    UsageError,
 )
-from duraloop.log import Event, Session, check_pairing
+from duraloop.log import Event, Session, SessionHeader, check_pairing
 from duraloop.log import vocabulary as v
 from duraloop.store import SessionStore
 
 from ._builders import assistant, call_block, ev, meta, one_turn_log, se, ss, te, tool_call, ts
+from ._torn import append_torn_fragment
 
 
 def stored(store: SessionStore, session_id: str) -> list[Event]:
@@ -191,14 +207,23 @@ def test_second_writer_for_the_same_session_is_locked_out(store: SessionStore) -
         pass
 
 
-def test_load_of_a_live_open_turn_is_rejected_until_it_closes(store: SessionStore) -> None:
+def test_case_83_load_of_a_live_open_turn_is_rejected_until_it_closes(store: SessionStore) -> None:
     session = Session("s", header=meta("s"))
-    with store.open_writer(session):
-        session.append("turn/start", {"turn": 1})
-        with pytest.raises(StoreError, match="live turn is open"):
-            store.load("s")
-        session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
-        assert len(store.load("s").events) == 2
+    writer = store.open_writer(session)
+    session.append("turn/start", {"turn": 1})
+    writer.flush()
+    with pytest.raises(StoreError, match='cannot load session "s" while its live turn is open'):
+        store.load("s")
+    session.append("step/start", {"turn": 1, "step": 1})
+    with pytest.raises(StoreError, match="while its live turn is open"):
+        store.load("s")
+    session.append("step/end", {"turn": 1, "step": 1})
+    session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    assert len(store.load("s").events) == 4, "a closed live turn loads (flushed first)"
+    writer.close()
+    loaded = store.load("s")
+    assert [e.type for e in loaded.events] == [v.TURN_START, v.STEP_START, v.STEP_END, v.TURN_END]
+    assert not loaded.repair.repaired
 
 
 def test_missing_session_is_not_found(store: SessionStore) -> None:
@@ -259,3 +284,91 @@ def test_load_refuses_to_repair_a_malformed_open_final_turn_and_writes_nothing(
     with pytest.raises(CorruptLogError, match="cannot be repaired"):
         store.inspect("s")
     assert store.read("s")[1] == before
+
+
+@pytest.mark.parametrize("created_at", [1.5, -1, 2**53])
+def test_case_72_bad_created_at_is_refused_and_does_not_reserve_the_id(
+    store: SessionStore, created_at: float
+) -> None:
+    with pytest.raises(EventRejectedError, match="session metadata createdAt must be a non-negative safe integer"):
+        SessionHeader(id="s1", created_at=created_at)  # type: ignore[arg-type]
+    assert not store.exists("s1")
+    session = Session("s1", header=meta("s1"))
+    with store.open_writer(session):
+        session.append("turn/start", {"turn": 1})
+        session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    loaded = store.load("s1")
+    assert loaded.header.created_at == 1000
+    assert [e.type for e in loaded.events] == [v.TURN_START, v.TURN_END]
+
+
+def test_case_78_read_from_serves_the_stored_suffix_without_repair(store: SessionStore) -> None:
+    store.backend.materialize(meta("s"), one_turn_log())
+    assert store.read_from("s", 0) == one_turn_log()
+    assert store.read_from("s", 3) == one_turn_log()[3:]
+    assert store.read_from("s", 6) == []
+    assert store.read_from("s", 106) == []
+    store.append("s", [ts(6, 2)])
+    revision = store.revision("s")
+    assert store.read_from("s", 6) == [ts(6, 2)], "an open turn is served as stored, no closers"
+    assert store.revision("s") == revision, "read_from never writes"
+    with pytest.raises(SessionNotFoundError):
+        store.read_from("absent", 0)
+    for bad in (-1, 1.5, True, 2**53):
+        with pytest.raises(UsageError, match="non-negative safe integer"):
+            store.read_from("s", bad)  # type: ignore[arg-type]
+
+
+def test_case_79_revision_is_stable_and_changes_after_an_append_or_a_repair(store: SessionStore) -> None:
+    store.backend.materialize(meta("s"), one_turn_log())
+    first = store.revision("s")
+    assert store.revision("s") == first
+    store.inspect("s")
+    store.read_from("s", 0)
+    assert not store.load("s").repair.repaired
+    assert store.revision("s") == first, "reads and a load that repairs nothing keep it"
+    store.append("s", [ts(6, 2), ss(7, 2, 1)])
+    appended = store.revision("s")
+    assert appended != first
+    assert len(store.inspect("s").events) == 10
+    assert store.revision("s") == appended, "inspect repairs in memory only"
+    assert store.load("s").repair.repaired
+    assert store.revision("s") not in (first, appended), "a committed repair changes it"
+    with pytest.raises(SessionNotFoundError):
+        store.revision("absent")
+
+
+def test_case_87_writer_flush_cuts_a_torn_tail_without_closers(store: SessionStore) -> None:
+    session = Session("s", header=meta("s"))
+    with store.open_writer(session) as writer:
+        session.append("turn/start", {"turn": 1})
+        session.append("step/start", {"turn": 1, "step": 1})
+        writer.flush()
+        append_torn_fragment(store, "s", seq=2)
+        session.append("step/end", {"turn": 1, "step": 1})
+        session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+        writer.flush()
+        assert writer.stored_seq == 4
+    after = store.backend.read("s")
+    assert after.torn is None
+    assert after.events == list(session.events)
+    assert [e.type for e in after.events] == [v.TURN_START, v.STEP_START, v.STEP_END, v.TURN_END]
+    assert after.events[-1].data["reason"] == {"kind": "completed"}, "no synthetic closers"
+
+
+def test_case_88_torn_fragment_after_an_open_turn_is_cut_and_the_turn_closed(store: SessionStore) -> None:
+    store.backend.materialize(meta("s"), one_turn_log())
+    store.append("s", [ts(6, 2, time=7), ss(7, 2, 1, time=8)])
+    append_torn_fragment(store, "s", seq=8)
+    assert len(store.read_from("s", 0)) == 8, "a torn tail is never served"
+    revision = store.revision("s")
+    loaded = store.load("s")
+    assert [e.seq for e in loaded.events] == list(range(10))
+    assert (loaded.events[8].type, loaded.events[8].data) == (v.STEP_END, {"turn": 2, "step": 1})
+    assert (loaded.events[9].type, loaded.events[9].data) == (v.TURN_END, {"turn": 2, "reason": {"kind": "interrupted"}})
+    assert loaded.repair.truncated_bytes > 0
+    assert store.revision("s") != revision
+    after = store.backend.read("s")
+    assert (after.torn, after.events) == (None, loaded.events)
+    store.append("s", [ts(10, 3), te(11, 3)])
+    assert [e.seq for e in store.read("s")[1]] == list(range(12))

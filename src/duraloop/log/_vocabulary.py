@@ -23,6 +23,14 @@ END_SEED: Final = "session/end-seed"
 TODO_WRITE: Final = "todo/write"
 LLM_RETRY: Final = "llm/retry"
 LLM_RETRY_STARTED: Final = "llm/retry-started"
+INBOX_SPLICED: Final = "agent/inbox/spliced"
+
+# Inbox targets and the splice outcome of a discard (loop-spec 1, "Inbox"). The outcome is
+# dsh's wire spelling with one l; duraloop's own words spell "cancelled" with two.
+INBOX_NEXT_TURN: Final = "next-turn"
+INBOX_NEXT_STEP: Final = "next-step"
+INBOX_TARGETS: Final = (INBOX_NEXT_STEP, INBOX_NEXT_TURN)
+INBOX_OUTCOME_DISCARDED: Final = "canceled"  # dsh wire spelling
 
 SURFACE_TYPES: Final = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
 """The event types that carry a `surfaceOp` and produce model-visible messages."""

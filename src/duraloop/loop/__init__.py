@@ -1,9 +1,14 @@
-"""The AgentLoop driver: turns, steps, cancellation, live step recovery."""
+"""The AgentLoop driver: turns, steps, inbox, hooks, cancellation, live step recovery."""
 
 from ._agent import AgentLoop as AgentLoop
 from ._agent import Durability as Durability
 from ._agent import TurnResult as TurnResult
 from ._config import LoopConfig as LoopConfig
+from ._hooks import LoopHooks as LoopHooks
+from ._hooks import Reject as Reject
+from ._hooks import RequestConfig as RequestConfig
+from ._hooks import StepContext as StepContext
+from ._inbox import Inbox as Inbox
 from ._open import new_session_id as new_session_id
 from ._open import open_session as open_session
 from ._open import resume_session as resume_session
@@ -14,7 +19,12 @@ from ._recovery import StepRecovery as StepRecovery
 __all__ = [
     "AgentLoop",
     "Durability",
+    "Inbox",
     "LoopConfig",
+    "LoopHooks",
+    "Reject",
+    "RequestConfig",
+    "StepContext",
     "StepRecovery",
     "TurnResult",
     "default_system_prompt",

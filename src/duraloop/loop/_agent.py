@@ -1,17 +1,26 @@
 """The AgentLoop driver: turns and steps over a durable session (loop-spec 2, 6, 7).
 
-A turn opens with `turn/start`, runs steps until the model answers without tool calls,
-and always closes with exactly one `turn/end`. A step always closes with `step/end`; when it
-fails after the assistant message, the unanswered calls get recovery results first
-(`StepRecovery`), and the ORIGINAL failure is recorded in `turn/end` and propagates.
+A turn opens with `turn/start`, runs steps until the model answers without tool calls
+and no steering is pending, and always closes with exactly one `turn/end`. Each step's
+entering messages come from the inbox claim (all `next-step` messages, then the turn's
+prompt or the head of `next-turn`), through the `pre_step` hook (loop-spec 2.2, 2.3).
+
+Size: over 400 lines because the public driver API (run, deliver, cancel, flush, close)
+and the turn algorithm it documents share the loop's state; the inbox and hooks are
+already their own modules. Splitting the turn algorithm out is the next step if it grows.
+
+A step always closes with `step/end`; when it fails after the assistant message, the
+unanswered calls get recovery results first (`StepRecovery`), and the ORIGINAL failure is
+recorded in `turn/end` and propagates.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,8 +30,11 @@ from ..errors import LlmError, UsageError
 from ..llm import Model, ToolSchema
 from ..log import Message, PairingCheck, Session, user_message
 from ..log._vocabulary import (
+    INBOX_NEXT_STEP,
+    INBOX_NEXT_TURN,
     REASON_ABORTED,
     REASON_BLOCKED,
+    REASON_COMPLETED,
     REASON_ERROR,
     REASON_MAX_TOKENS,
     REQUEST_CONTEXT,
@@ -34,6 +46,16 @@ from ..log._vocabulary import (
 )
 from ..tools import CancelSignal, Tool, ToolHooks, ToolPipeline, ToolRegistry, TurnCancelled
 from ._config import LoopConfig
+from ._hooks import (
+    LoopHooks,
+    Reject,
+    RequestConfig,
+    StepContext,
+    call_hook,
+    checked_request_config,
+    entering_messages,
+)
+from ._inbox import Inbox
 from ._prompt import default_system_prompt
 from ._recovery import StepRecovery
 from ._step import RequestState, StepSettings, run_step
@@ -85,7 +107,7 @@ class _TurnState:
     steps: int = 0
     reason: dict[str, Any] | None = None
     text: str = ""
-    entering: list[Message] = field(default_factory=list)
+    prompt: Message | None = None
 
 
 def _failure_of(exc: BaseException) -> dict[str, Any]:
@@ -111,9 +133,16 @@ class AgentLoop:
         durability: makes the log durable at each boundary (a store writer), or None.
         tool_hooks: pre- and post-execute hooks for every tool call.
         pipeline_factory: builds the tool pipeline; tests use it to inject faults.
+        hooks: the loop-level hooks (pre-step, request, turn-stopping).
+
+    The inbox (`self.inbox`) is replayed from the log, so messages pending when the session
+    was last written are pending again; nothing runs until `run_turn()` or `run_pending()`.
+    There is no background driver: `steer`, `inject` and `followup` only queue, and each
+    `run_turn()` without a prompt runs ONE queued follow-up (`run_pending()` drains them).
 
     Raises:
         UsageError: if `cwd` is not an existing directory.
+        EventRejectedError: if the log's inbox splices do not replay.
     """
 
     def __init__(
@@ -127,6 +156,7 @@ class AgentLoop:
         durability: Durability | None = None,
         tool_hooks: ToolHooks | None = None,
         pipeline_factory: Callable[..., ToolPipeline] = ToolPipeline,
+        hooks: LoopHooks | None = None,
     ) -> None:
         self.session = session
         self.model = model
@@ -151,23 +181,97 @@ class AgentLoop:
         self._last_turn, header, context = _scan_log(session)
         self._request_state = RequestState(header=header, context=context)
         self._pairing = PairingCheck()
+        self.hooks = hooks or LoopHooks()
+        self.inbox = Inbox(session)
 
     @property
     def last_turn(self) -> int:
         """The number of the last turn started in this session (0 if none)."""
         return self._last_turn
 
-    def cancel(self, reason: dict[str, Any] | None = None) -> None:
-        """Cancel the running turn: stop new tool starts, drain started ones, close the log.
+    def steer(self, message: str | Message) -> Message:
+        """Queue steering: it enters the running turn at its next step boundary.
 
-        Unstarted calls get `ABORTED_BEFORE_DISPATCH` results and the turn ends `aborted`.
-        Safe to call from a signal handler on the event loop; a no-op while idle.
+        Steering goes to `next-step`. A running turn claims it before its next step (it
+        follows `step/start` as a `user/message`, B44) and keeps going even if the model
+        had finished. While idle it waits for the next `run_turn()`, which enters it in
+        its first step. Steering sent after `cancel()` of the running turn goes to
+        `next-turn` instead: it cannot join an aborted turn (loop-spec 2.1).
+
+        Args:
+            message: the text, or a complete user message (its id must not be pending).
+
+        Returns:
+            The queued message as logged.
+
+        Raises:
+            UsageError: if the loop is closed or the message is not a user message.
+            DuplicateMessageError: if a pending message has the same id.
+        """
+        aborted = self._signal is not None and self._signal.aborted
+        return self._send(INBOX_NEXT_TURN if aborted else INBOX_NEXT_STEP, message)
+
+    def inject(self, message: str | Message) -> Message:
+        """Queue context for the next step (`next-step`); it never starts a turn by itself.
+
+        A running turn claims it at its next step boundary; while idle it only records the
+        splice and waits (B46), also across persist and resume (B58).
+
+        Args:
+            message: the text, or a complete user message (its id must not be pending).
+
+        Returns:
+            The queued message as logged.
+
+        Raises:
+            UsageError: if the loop is closed or the message is not a user message.
+            DuplicateMessageError: if a pending message has the same id.
+        """
+        return self._send(INBOX_NEXT_STEP, message)
+
+    def followup(self, message: str | Message) -> Message:
+        """Queue a follow-up (`next-turn`): the prompt of its own later turn, never merged.
+
+        Nothing runs until `run_turn()` (one follow-up per call) or `run_pending()`.
+
+        Args:
+            message: the text, or a complete user message (its id must not be pending).
+
+        Returns:
+            The queued message as logged.
+
+        Raises:
+            UsageError: if the loop is closed or the message is not a user message.
+            DuplicateMessageError: if a pending message has the same id.
+        """
+        return self._send(INBOX_NEXT_TURN, message)
+
+    def _send(self, target: str, message: str | Message) -> Message:
+        self._check_open()
+        stored = self.inbox.insert(target, user_message(message) if isinstance(message, str) else message)
+        if self._signal is None:
+            self.flush()  # idle: nothing else will make the queued message durable soon
+        return stored
+
+    def cancel(self, reason: dict[str, Any] | None = None, *, keep_inbox: bool = False) -> None:
+        """Cancel the running turn and, unless `keep_inbox`, discard every pending message.
+
+        The running turn stops new tool starts, drains started ones, and closes the log:
+        unstarted calls get `ABORTED_BEFORE_DISPATCH` results and the turn ends `aborted`.
+        The inbox is cleared even while idle (`next-step`, then `next-turn`, each one
+        discard splice, `INBOX_OUTCOME_DISCARDED`). Safe to call from a signal handler on the event
+        loop (not from a session observer while messages are pending: that would append).
 
         Args:
             reason: the cause recorded in `turn/end`, default `{"kind": "user"}`.
+            keep_inbox: keep pending messages for a later turn.
         """
         if self._signal is not None:
             self._signal.cancel(reason)
+        if not keep_inbox and self.inbox.pending:
+            self.inbox.clear()
+            if self._signal is None and not self._closed:
+                self.flush()
 
     def flush(self) -> None:
         """Make every committed event durable now (a no-op without a store).
@@ -218,28 +322,43 @@ class AgentLoop:
                 self._flushing.set()
                 self._flushing = None
 
-    async def run_turn(self, prompt: str | Message) -> TurnResult:
-        """Run one turn for `prompt` and close it durably, whatever happens.
-
-        Args:
-            prompt: the user's text, or a complete user message.
-
-        Returns:
-            The turn's end: completed, max-tokens, blocked (max_steps reached) or aborted
-            (after `cancel()`).
-
-        Raises:
-            UsageError: if a turn is already running on this loop, or it is closed.
-            Exception: the original failure of an `error` turn (e.g. `LlmError`), after
-                recovery results, `step/end` and `turn/end {error}` are in the log.
-        """
+    def _check_open(self) -> None:
         if self._closed:
             raise UsageError(
                 f"this AgentLoop for session {self.session.id} is closed (its writer is released, "
                 "so nothing would be persisted); open the session again with resume_session()"
             )
+
+    async def run_turn(self, prompt: str | Message | None = None) -> TurnResult:
+        """Run one turn and close it durably, whatever happens.
+
+        The first step enters every pending `next-step` message, then the prompt: `prompt`
+        when given (queued follow-ups stay queued), else the oldest follow-up. Later steps
+        enter steering and context that arrived meanwhile.
+
+        Args:
+            prompt: the user's text or a complete user message; None runs the next queued
+                follow-up (or, with none queued, the pending `next-step` messages).
+
+        Returns:
+            The turn's end: completed, max-tokens, blocked (max_steps reached, or the
+            `pre_step` hook rejected) or aborted (after `cancel()`).
+
+        Raises:
+            UsageError: if a turn is already running on this loop, it is closed, or
+                `prompt` is None and nothing is pending in the inbox.
+            Exception: the original failure of an `error` turn (e.g. `LlmError`, or what a
+                hook raised), after recovery results, `step/end` and `turn/end {error}`
+                are in the log.
+        """
+        self._check_open()
         if self._signal is not None:
             raise UsageError("a turn is already running on this AgentLoop; await it or cancel it")
+        if prompt is None and not self.inbox.pending:
+            raise UsageError(
+                "run_turn() without a prompt runs the next queued follow-up, and none is "
+                "queued; pass a prompt or call followup() first"
+            )
         message = user_message(prompt) if isinstance(prompt, str) else prompt
         signal = CancelSignal()
         self._signal = signal
@@ -248,11 +367,32 @@ class AgentLoop:
         finally:
             self._signal = None
 
-    async def _turn(self, message: Message, signal: CancelSignal) -> TurnResult:
+    async def run_pending(self) -> list[TurnResult]:
+        """Run turns until the inbox is empty: one turn per queued follow-up (B47).
+
+        Draining stops early, like dsh's driver, after a turn that did not end `completed`
+        or `max-tokens` (blocked, aborted); the rest stays queued. An `error` turn raises.
+
+        Returns:
+            The results of the turns run, in order (empty when nothing was pending).
+
+        Raises:
+            UsageError: if a turn is already running on this loop, or it is closed.
+            Exception: the original failure of an `error` turn, as from `run_turn()`.
+        """
+        results: list[TurnResult] = []
+        while self.inbox.pending:
+            result = await self.run_turn()
+            results.append(result)
+            if result.kind not in (REASON_COMPLETED, REASON_MAX_TOKENS):
+                break
+        return results
+
+    async def _turn(self, message: Message | None, signal: CancelSignal) -> TurnResult:
         turn = self._last_turn + 1
         self.session.append(TURN_START, {"turn": turn})
         self._last_turn = turn
-        state = _TurnState(turn=turn, entering=[message])
+        state = _TurnState(turn=turn, prompt=message)
         error: BaseException | None = None
         try:
             await self._steps(state, signal)
@@ -295,7 +435,7 @@ class AgentLoop:
             retry=self.config.retry,
             stream_idle_timeout_seconds=self.config.stream_idle_timeout_seconds,
         )
-        sticky_max_tokens = False
+        turn_ends: str | None = None
         while True:
             signal.throw_if_aborted()
             if state.steps >= self.config.max_steps:
@@ -306,21 +446,75 @@ class AgentLoop:
                 }
                 return
             step = state.steps + 1
-            step_end = await self._step(state, step, settings, signal)
-            if step_end == REASON_MAX_TOKENS:
-                sticky_max_tokens = True
-            if step_end is not None:
-                state.reason = {"kind": REASON_MAX_TOKENS if sticky_max_tokens else step_end}
+            first = state.steps == 0
+            claimed = self.inbox.claim(next_turn=first and state.prompt is None)
+            if first and state.prompt is not None:
+                claimed.append(state.prompt)
+            entering = await self._pre_step(state, step, claimed, signal)
+            if isinstance(entering, Reject):
+                state.reason = {"kind": REASON_BLOCKED}
+                if entering.message:
+                    state.reason["message"] = entering.message
                 return
+            if turn_ends is not None and not entering:
+                break
+            if first and not entering:
+                state.reason = {"kind": REASON_COMPLETED}
+                return
+            signal.throw_if_aborted()
+            step_end = await self._step(state, step, entering, settings, signal)
+            if turn_ends != REASON_MAX_TOKENS:  # max-tokens is sticky for the turn
+                turn_ends = step_end
+            signal.throw_if_aborted()
+            if turn_ends is not None and not self.inbox.next_step:
+                await self._turn_stopping(state, signal)
+                signal.throw_if_aborted()
+            if turn_ends is not None and not self.inbox.next_step:
+                break
+        state.reason = {"kind": turn_ends}
+
+    def _context(
+        self, state: _TurnState, step: int, messages: Sequence[Message], signal: CancelSignal
+    ) -> StepContext:
+        return StepContext(loop=self, turn=state.turn, step=step, messages=tuple(messages), signal=signal)
+
+    async def _pre_step(
+        self, state: _TurnState, step: int, claimed: list[Message], signal: CancelSignal
+    ) -> list[Message] | Reject:
+        """Run the `pre_step` hook over the claimed messages (loop-spec 2.3)."""
+        hook = self.hooks.pre_step
+        if hook is None:
+            return claimed
+        decision = await call_hook(hook(self._context(state, step, claimed, signal)))
+        signal.throw_if_aborted()
+        return entering_messages(decision, claimed)
+
+    async def _turn_stopping(self, state: _TurnState, signal: CancelSignal) -> None:
+        """Run the `turn_stopping` hook; it continues the turn by steering or injecting."""
+        hook = self.hooks.turn_stopping
+        if hook is not None:
+            await call_hook(hook(self._context(state, state.steps, (), signal)))
 
     async def _step(
-        self, state: _TurnState, step: int, settings: StepSettings, signal: CancelSignal
+        self,
+        state: _TurnState,
+        step: int,
+        entering: list[Message],
+        settings: StepSettings,
+        signal: CancelSignal,
     ) -> str | None:
         turn = state.turn
+        request_hook = self.hooks.request
+        if request_hook is not None:
+            context = self._context(state, step, entering, signal)
+
+            async def configure(config: RequestConfig) -> RequestConfig:
+                return checked_request_config(await call_hook(request_hook(context, config)))
+
+            settings = dataclasses.replace(settings, configure=configure)
         with StepRecovery(self.session, turn=turn) as recovery:
             self.session.append(STEP_START, {"turn": turn, "step": step}, copy=False)
             state.steps = step
-            entering, state.entering = state.entering, []
             try:
                 result = await run_step(
                     self.session, turn=turn, step=step, entering=entering, settings=settings,

@@ -19,6 +19,7 @@ from ..store import RepairReport, SessionStore
 from ..tools import Tool, ToolHooks, ToolRegistry
 from ._agent import AgentLoop
 from ._config import LoopConfig
+from ._hooks import LoopHooks
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ def start_session(
     session_id: str | None = None,
     config: LoopConfig | None = None,
     tool_hooks: ToolHooks | None = None,
+    hooks: LoopHooks | None = None,
 ) -> AgentLoop:
     """Create a new session in `store` and return a loop that writes it.
 
@@ -56,6 +58,7 @@ def start_session(
         session_id: the id to use; a fresh UUID when None.
         config: loop options.
         tool_hooks: pre- and post-execute hooks.
+        hooks: the loop-level hooks (pre-step, request, turn-stopping).
 
     Returns:
         An `AgentLoop` owning the session's writer; call `close()` when done.
@@ -71,7 +74,7 @@ def start_session(
     writer = store.open_writer(session)
     return AgentLoop(
         session, model=model, tools=tools, cwd=workspace, config=config,
-        durability=writer, tool_hooks=tool_hooks,
+        durability=writer, tool_hooks=tool_hooks, hooks=hooks,
     )
 
 
@@ -84,6 +87,7 @@ def resume_session(
     cwd: Path | str | None = None,
     config: LoopConfig | None = None,
     tool_hooks: ToolHooks | None = None,
+    hooks: LoopHooks | None = None,
 ) -> tuple[AgentLoop, RepairReport]:
     """Load a stored session with crash repair and return a loop that continues it.
 
@@ -95,9 +99,11 @@ def resume_session(
         cwd: the workspace; defaults to the session header's cwd.
         config: loop options.
         tool_hooks: pre- and post-execute hooks.
+        hooks: the loop-level hooks (pre-step, request, turn-stopping).
 
     Returns:
-        The loop (turn numbering continues) and what repair did on load.
+        The loop (turn numbering continues; messages pending in the inbox are pending
+        again, but nothing runs until `run_turn()`) and what repair did on load.
 
     Raises:
         SessionNotFoundError: if the session is not in the store.
@@ -116,7 +122,7 @@ def resume_session(
     writer = store.open_writer(session)
     loop = AgentLoop(
         session, model=model, tools=tools, cwd=workspace, config=config,
-        durability=writer, tool_hooks=tool_hooks,
+        durability=writer, tool_hooks=tool_hooks, hooks=hooks,
     )
     loop.flush()
     return loop, loaded.repair
@@ -131,6 +137,7 @@ def open_session(
     cwd: Path | str | None = None,
     config: LoopConfig | None = None,
     tool_hooks: ToolHooks | None = None,
+    hooks: LoopHooks | None = None,
 ) -> tuple[AgentLoop, RepairReport | None]:
     """Resume `session_id` if it is stored, else create it with that id.
 
@@ -143,6 +150,7 @@ def open_session(
             current directory.
         config: loop options.
         tool_hooks: pre- and post-execute hooks.
+        hooks: the loop-level hooks (pre-step, request, turn-stopping).
 
     Returns:
         The loop, and the repair report (None for a new session).
@@ -154,12 +162,12 @@ def open_session(
     try:
         return resume_session(
             session_id, store=store, model=model, tools=tools, cwd=cwd, config=config,
-            tool_hooks=tool_hooks,
+            tool_hooks=tool_hooks, hooks=hooks,
         )
     except SessionNotFoundError:
         loop = start_session(
             store=store, model=model, tools=tools, cwd=cwd if cwd is not None else Path.cwd(),
             session_id=session_id,
-            config=config, tool_hooks=tool_hooks,
+            config=config, tool_hooks=tool_hooks, hooks=hooks,
         )
         return loop, None

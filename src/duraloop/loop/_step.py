@@ -50,6 +50,7 @@ from ..log._vocabulary import (
     USER_MESSAGE,
 )
 from ..tools import CancelSignal, ToolPipeline, execute_tool_calls
+from ._hooks import RequestConfig
 
 
 @dataclass
@@ -69,7 +70,9 @@ class StepSettings:
     """Inputs of a step that stay fixed for the turn.
 
     `retry` None never retries; `stream_idle_timeout_seconds` None waits forever for a
-    chunk; `jitter` is the uniform `[0, 1)` source of the retry backoff's jitter.
+    chunk; `jitter` is the uniform `[0, 1)` source of the retry backoff's jitter;
+    `configure` (the `LoopHooks.request` hook bound to the step) may change each request's
+    settings after history is derived.
     """
 
     model: Model
@@ -82,12 +85,15 @@ class StepSettings:
     retry: RetryPolicy | None = None
     stream_idle_timeout_seconds: float | None = None
     jitter: Callable[[], float] = random.random
+    configure: Callable[[RequestConfig], Awaitable[RequestConfig]] | None = None
 
 
-def _log_request_header(session: Session, settings: StepSettings, state: RequestState) -> None:
+def _log_request_header(
+    session: Session, settings: StepSettings, state: RequestState, *, max_tokens: int | None
+) -> None:
     config: dict[str, Any] = {"provider": settings.model.provider, "model": settings.model.model}
-    if settings.max_tokens is not None:
-        config["maxTokens"] = settings.max_tokens
+    if max_tokens is not None:
+        config["maxTokens"] = max_tokens
     header: dict[str, Any] = {"config": config}
     if settings.system:
         header["system"] = settings.system
@@ -193,14 +199,18 @@ async def _attempt(
     Returns the assembler (its finish may be a failure) and the attempt's chunk seqs. A
     cancel keeps the visible prefix as an interrupted assistant message and raises.
     """
-    _log_request_header(session, settings, state)
     messages = session.derive_messages()
+    max_tokens = settings.max_tokens
+    if settings.configure is not None:
+        max_tokens = (await settings.configure(RequestConfig(max_tokens=max_tokens))).max_tokens
+        signal.throw_if_aborted()
+    _log_request_header(session, settings, state, max_tokens=max_tokens)
     pairing.check(messages, generation=session.surface.replace_generation)
     settings.flush()
     signal.throw_if_aborted()
     request = ModelRequest(
         messages=messages, system=settings.system or None, tools=settings.tools,
-        max_tokens=settings.max_tokens,
+        max_tokens=max_tokens,
     )
     assembler = BlockAssembler()
     chunk_seqs: list[int] = []

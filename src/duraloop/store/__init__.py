@@ -5,13 +5,13 @@ from ._backend import StoredLog as StoredLog
 from ._backend import WriteReceipt as WriteReceipt
 from ._fixture import read_log_file as read_log_file
 from ._jsonl import JsonlBackend as JsonlBackend
+from ._loaded import LoadedSession as LoadedSession
+from ._loaded import RepairReport as RepairReport
 from ._memory import MemoryBackend as MemoryBackend
 from ._sqlite import SqliteBackend as SqliteBackend
 from ._sqlite_store import SqliteStore as SqliteStore
 from ._store import JsonlStore as JsonlStore
-from ._store import LoadedSession as LoadedSession
 from ._store import MemoryStore as MemoryStore
-from ._store import RepairReport as RepairReport
 from ._store import SessionStore as SessionStore
 from ._summary import SessionSummary as SessionSummary
 from ._writer import SessionWriter as SessionWriter

@@ -7,7 +7,7 @@ storage"), so each backend stays small and one contract suite runs on all of the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -83,12 +83,13 @@ class StorageBackend(Protocol):
         """Return whether a materialized log exists for `session_id`."""
         ...
 
-    def revision(self, session_id: str) -> Hashable | None:
+    def revision(self, session_id: str) -> str | None:
         """Return a cheap token that stays equal while the stored log is unchanged.
 
-        JSONL: one `stat` of the file last read (device, inode, size, mtime and ctime in
-        nanoseconds, session-spec 6.5). None when the backend has no cheap token or the log
-        is not where it was read; callers then fall back to a full read.
+        It changes after every append, materialization and committed repair, and differs
+        between stores. JSONL: one `stat` of the log file (device, inode, size, mtime and
+        ctime in nanoseconds, session-spec 6.5); SQLite: the session row's incarnation and
+        revision; memory: a per-store id and a write counter. None when nothing is stored.
         """
         ...
 
@@ -109,14 +110,20 @@ class StorageBackend(Protocol):
         """
         ...
 
-    def truncate(self, session_id: str, torn: int) -> int:
-        """Cut a torn tail at the marker `StoredLog.torn` reported, durably.
+    def repair(self, session_id: str, torn: int | None, events: Sequence[Event]) -> WriteReceipt:
+        """Cut a torn tail at `torn` (if not None), then append `events`: one durable repair.
 
-        Returns:
-            How much was cut (JSONL: bytes; memory: events).
+        The marker is the one `StoredLog.torn` reported; `events` start at the seq the cut
+        log ends at (recovered events of a torn zstd frame, then closers or a batch). SQLite
+        does both in one transaction after re-checking that the marker is still current;
+        JSONL truncates and fsyncs, then appends the events as one write and one fsync (a
+        crash between leaves a truncated log, which the next load repairs again); memory
+        does both in one step. Both empty (`torn` None, no events) is a no-op.
 
         Raises:
-            StoreError: if the truncation fails.
+            AppendConflictError: if `events` do not continue the cut log.
+            SessionNotFoundError: if nothing is stored under `session_id`.
+            StoreError: if the torn tail changed since it was read, or the write fails.
         """
         ...
 

@@ -2,7 +2,10 @@
 
 Writes are durable before they return: materialization publishes header plus first batch
 with `link` (never overwrites) and fsyncs the directory; an append is one write and one
-fsync, rolled back to the previous size on any failure. The single-writer lock is an
+fsync, rolled back to the previous size on any failure. The backend remembers where it left
+each file (after its own read, write or repair); an append that finds the file another size
+refuses with `AppendConflictError` instead of writing after bytes it did not write (a torn
+tail would glue onto the batch's first line). The single-writer lock is an
 `fcntl.flock` on `session.lock` held through an open descriptor, so the kernel releases it
 when the holding process dies and a stale lock never blocks.
 """
@@ -14,11 +17,12 @@ import fcntl
 import logging
 import os
 import secrets
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
 from duraloop.errors import (
+    AppendConflictError,
     ConfigError,
     CorruptLogError,
     SessionExistsError,
@@ -30,6 +34,7 @@ from duraloop.errors import (
 from duraloop.log import Event, SessionHeader
 
 from ._backend import DamagedLog, StoredLog, WriteReceipt
+from ._files import file_revision, fsync_dir, read_stable, write_all
 from ._jsonl_scan import header_frame_line, scan_log, scan_zstd_log
 from ._paths import (
     LOCK_FILE_NAME,
@@ -46,51 +51,9 @@ from ._zstd import FrameCodec, decompress_complete, scan_frames
 logger = logging.getLogger(__name__)
 _DIR_MODE = 0o700
 _FILE_MODE = 0o600
-_MAX_READ_ATTEMPTS = 8
 _HEADER_READ_BYTES = 64 * 1024
 Compression = Literal["none", "zstd"]
 """How a JSONL store encodes its files (session-spec 6.3)."""
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _revision(stat: os.stat_result) -> tuple[int, int, int, int, int]:
-    return (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns)
-
-
-def _read_stable(path: Path) -> bytes:
-    """Read the whole file, again while its stat changes during the read (spec 6.5).
-
-    Raises:
-        StoreError: if the file cannot be read, or keeps changing (a writer ignoring the lock).
-    """
-    try:
-        with path.open("rb", buffering=0) as handle:
-            for _ in range(_MAX_READ_ATTEMPTS):
-                before = _revision(os.fstat(handle.fileno()))
-                handle.seek(0)
-                data = handle.read()
-                if _revision(os.fstat(handle.fileno())) == before:
-                    return data
-    except OSError as exc:
-        raise StoreError(f"cannot read {path}: {exc}") from exc
-    raise StoreError(
-        f"{path} kept changing while it was read ({_MAX_READ_ATTEMPTS} attempts); is another "
-        "process writing it without the session lock?"
-    )
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
 
 
 class JsonlBackend:
@@ -119,6 +82,7 @@ class JsonlBackend:
         self._other_file_name = LOG_FILE_NAME if compression == "zstd" else ZSTD_LOG_FILE_NAME
         self._codec = FrameCodec() if compression == "zstd" else None
         self._read_paths: dict[str, Path] = {}
+        self._ends: dict[str, int] = {}
 
     def _frame(self, plaintext: bytes) -> bytes:
         """Return `plaintext` as stored: itself (raw), or one checksummed frame (zstd)."""
@@ -166,7 +130,7 @@ class JsonlBackend:
     def read(self, session_id: str) -> StoredLog:
         """Read and scan one session log; see `StorageBackend.read`."""
         path = self._require(session_id)
-        data = _read_stable(path)
+        data = read_stable(path)
         if self.compression == "zstd":
             result = scan_zstd_log(data, path=str(path))
         else:
@@ -181,18 +145,23 @@ class JsonlBackend:
                 f'header (id "{header.id}", cwd {header.cwd!r}) does not map to this file', path=str(path), line=1
             )
         self._read_paths[session_id] = path
+        if result.torn_offset is None:
+            self._ends[session_id] = result.size_bytes
         torn_bytes = result.size_bytes - result.committed_bytes
         return StoredLog(
             header, result.events, result.torn_offset, str(path), torn_bytes, result.recovered_events
         )
 
-    def revision(self, session_id: str) -> Hashable | None:
-        """Stat the file last read for the id; see `StorageBackend.revision`."""
+    def revision(self, session_id: str) -> str | None:
+        """Stat the id's log file; see `StorageBackend.revision`."""
         path = self._read_paths.get(session_id)
-        if path is None:
-            return None
+        if path is None or not path.is_file():
+            path = self.locate(session_id)
+            if path is None:
+                return None
+            self._read_paths[session_id] = path
         try:
-            return _revision(os.stat(path))
+            return "jsonl:" + ":".join(map(str, file_revision(os.stat(path))))
         except OSError:
             return None
 
@@ -209,7 +178,7 @@ class JsonlBackend:
         for path in reversed(missing):
             with contextlib.suppress(FileExistsError):
                 path.mkdir(mode=_DIR_MODE)
-            _fsync_dir(path.parent)
+            fsync_dir(path.parent)
 
     def materialize(self, header: SessionHeader, batch: Sequence[Event]) -> WriteReceipt:
         """Publish header plus first batch atomically; see `StorageBackend.materialize`."""
@@ -224,12 +193,14 @@ class JsonlBackend:
             self._mkdirs(directory)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _FILE_MODE)
             try:
-                _write_all(fd, payload)
+                write_all(fd, payload)
                 os.fsync(fd)
             finally:
                 os.close(fd)
             os.link(tmp, final)
-            _fsync_dir(directory)
+            fsync_dir(directory)
+            self._ends[header.id] = len(payload)
+            self._read_paths[header.id] = final
         except FileExistsError as exc:
             raise SessionExistsError(f'session "{header.id}" already has a persisted log; resume it instead') from exc
         except OSError as exc:
@@ -240,8 +211,15 @@ class JsonlBackend:
         return WriteReceipt(len(payload), 2)
 
     def append(self, session_id: str, batch: Sequence[Event]) -> WriteReceipt:
-        """Append one batch with one write and one fsync; see `StorageBackend.append`."""
-        path = self._require(session_id)
+        """Append one batch with one write and one fsync; see `StorageBackend.append`.
+
+        Raises:
+            AppendConflictError: if the file is not the size this backend left it at.
+            StoreError: if the write fails; it is rolled back.
+        """
+        return self._append(self._require(session_id), session_id, batch)
+
+    def _append(self, path: Path, session_id: str, batch: Sequence[Event]) -> WriteReceipt:
         lines = encode_batch(batch, pack_chunks=self.pack_chunks)
         if not lines:
             return WriteReceipt(0, 0)
@@ -252,8 +230,14 @@ class JsonlBackend:
             raise StoreError(f"cannot open {path} for append: {exc}") from exc
         try:
             size = os.fstat(fd).st_size
+            expected = self._ends.get(session_id, size)
+            if size != expected:
+                raise AppendConflictError(
+                    f"{path} is {size} bytes but this store left it at {expected}: a failed "
+                    "append or a process ignoring the session lock changed it; nothing was written"
+                )
             try:
-                _write_all(fd, payload)
+                write_all(fd, payload)
                 os.fsync(fd)
             except OSError as exc:
                 try:
@@ -268,25 +252,39 @@ class JsonlBackend:
                 raise StoreError(f"append to {path} failed and was rolled back: {exc}") from exc
         finally:
             os.close(fd)
+        self._ends[session_id] = size + len(payload)
         return WriteReceipt(len(payload), 1)
 
-    def truncate(self, session_id: str, torn: int) -> int:
-        """Cut the file at byte `torn` and fsync; see `StorageBackend.truncate`."""
+    def repair(self, session_id: str, torn: int | None, events: Sequence[Event]) -> WriteReceipt:
+        """Truncate at byte `torn` and fsync, then append `events`; see `StorageBackend.repair`."""
         path = self._require(session_id)
+        fsync_count = 0
+        if torn is not None:
+            self._truncate(path, session_id, torn)
+            fsync_count = 1
+        receipt = self._append(path, session_id, events)
+        return WriteReceipt(receipt.bytes_written, receipt.fsync_count + fsync_count)
+
+    def _truncate(self, path: Path, session_id: str, torn: int) -> None:
         try:
             fd = os.open(path, os.O_WRONLY)
             try:
                 size = os.fstat(fd).st_size
+                if size < torn:
+                    raise StoreError(
+                        f"the torn tail of {path} changed since it was read (it started at byte "
+                        f"{torn}, the file is {size} bytes); load the session again"
+                    )
                 os.ftruncate(fd, torn)
                 os.fsync(fd)
             finally:
                 os.close(fd)
         except OSError as exc:
             raise StoreError(f"cannot truncate the torn tail of {path}: {exc}") from exc
+        self._ends[session_id] = torn
         logger.warning(
             "session %s: truncated torn tail at byte %d (%d bytes)", session_id, torn, size - torn
         )
-        return size - torn
 
     def list_headers(self) -> list[SessionHeader | DamagedLog]:
         """Read the header record of every stored log; see `StorageBackend.list_headers`.

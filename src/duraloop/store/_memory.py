@@ -1,17 +1,19 @@
 """The in-memory backend: the reference storage for tests and short-lived sessions.
 
-It keeps each session's header and events in a dict. Writes are atomic by construction;
-the writer lock is per session id within this process.
+It keeps each session's header and events in a dict. Writes are atomic by construction (a
+repair is one step); the writer lock is per session id within this process.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+import uuid
+from collections.abc import Callable, Sequence
 
-from duraloop.errors import SessionExistsError, SessionLockedError, SessionNotFoundError
+from duraloop.errors import SessionExistsError, SessionLockedError, SessionNotFoundError, StoreError
 from duraloop.log import Event, SessionHeader, encode_events_lines
 
 from ._backend import DamagedLog, StoredLog, WriteReceipt
+from ._writer import check_batch
 
 
 class MemoryBackend:
@@ -20,6 +22,8 @@ class MemoryBackend:
     def __init__(self) -> None:
         self._logs: dict[str, tuple[SessionHeader, list[Event]]] = {}
         self._locked: set[str] = set()
+        self._store_id = uuid.uuid4().hex
+        self._writes: dict[str, int] = {}
 
     def read(self, session_id: str) -> StoredLog:
         """Return a copy of the stored log; see `StorageBackend.read`."""
@@ -33,16 +37,18 @@ class MemoryBackend:
         """Return whether the id has a stored log."""
         return session_id in self._logs
 
-    def revision(self, session_id: str) -> Hashable | None:
-        """Return None: a memory read is already cheap; see `StorageBackend.revision`."""
-        del session_id
-        return None
+    def revision(self, session_id: str) -> str | None:
+        """Return `memory:<store id>:<id>:<writes to the id>`; see `StorageBackend.revision`."""
+        if session_id not in self._logs:
+            return None
+        return f"memory:{self._store_id}:{session_id}:{self._writes[session_id]}"
 
     def materialize(self, header: SessionHeader, batch: Sequence[Event]) -> WriteReceipt:
         """Store header and first batch; see `StorageBackend.materialize`."""
         if header.id in self._logs:
             raise SessionExistsError(f'session "{header.id}" already has a persisted log; resume it instead')
         self._logs[header.id] = (header, list(batch))
+        self._writes[header.id] = 1
         return WriteReceipt(len(encode_events_lines(list(batch))), 0)
 
     def append(self, session_id: str, batch: Sequence[Event]) -> WriteReceipt:
@@ -52,14 +58,25 @@ class MemoryBackend:
         except KeyError:
             raise SessionNotFoundError(session_id) from None
         events.extend(batch)
+        self._writes[session_id] += 1
         return WriteReceipt(len(encode_events_lines(list(batch))), 0)
 
-    def truncate(self, session_id: str, torn: int) -> int:
-        """Drop events from index `torn` on; see `StorageBackend.truncate`."""
-        events = self._logs[session_id][1]
-        removed = max(len(events) - torn, 0)
-        del events[torn:]
-        return removed
+    def repair(self, session_id: str, torn: int | None, events: Sequence[Event]) -> WriteReceipt:
+        """Drop events from index `torn` on and append `events` in one step; see `StorageBackend.repair`."""
+        try:
+            stored = self._logs[session_id][1]
+        except KeyError:
+            raise SessionNotFoundError(session_id) from None
+        if torn is not None and torn > len(stored):
+            raise StoreError(f'the torn tail of session "{session_id}" changed since it was read')
+        kept = len(stored) if torn is None else torn
+        check_batch(session_id, events, kept)
+        if torn is None and not events:
+            return WriteReceipt(0, 0)
+        del stored[kept:]
+        stored.extend(events)
+        self._writes[session_id] += 1
+        return WriteReceipt(len(encode_events_lines(list(events))), 0)
 
     def list_headers(self) -> list[SessionHeader | DamagedLog]:
         """Return every stored header, in creation order."""

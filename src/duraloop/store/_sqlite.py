@@ -5,8 +5,8 @@ physical tail (a stale writer gets `AppendConflictError`), insert the rows, `rev
 commit (WAL, `synchronous=FULL`). The first batch also inserts the session row with a random
 `incarnation`. A read scans a session's rows: the last row holding a `turn/end` is found by a
 reverse pass; an undecodable row or a seq discontinuity at or before it is corruption, after
-it the start of a torn tail, which `truncate` deletes under the write lock after checking
-that the tail is still the one the read saw.
+it the start of a torn tail, which `repair` deletes and replaces (closers, a batch) in one
+transaction, after checking that the tail is still the one the read saw.
 
 The single-writer rule is the JSONL one: an exclusive `fcntl.flock` on one lock file per
 session in `<db>.locks/`, so two processes never write one session, while different sessions
@@ -23,7 +23,7 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -239,7 +239,7 @@ class SqliteBackend:
             found = connection.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
         return found is not None
 
-    def revision(self, session_id: str) -> Hashable | None:
+    def revision(self, session_id: str) -> str | None:
         """Return `<store identity>:incarnation:<uuid>:revision:<n>`; see `StorageBackend.revision`.
 
         The store identity is `file:<dev>:<ino>:<birthtime ns>:store:<store_id>` (birth time
@@ -302,29 +302,38 @@ class SqliteBackend:
             connection.execute(_BUMP_REVISION, (session_id,))
         return WriteReceipt(_bytes_of(rows), 1)
 
-    def truncate(self, session_id: str, torn: int) -> int:
-        """Delete the torn tail from seq `torn` on, if it is still the current one.
+    def repair(self, session_id: str, torn: int | None, events: Sequence[Event]) -> WriteReceipt:
+        """Delete the torn tail from seq `torn` on and insert `events`, in one transaction.
 
-        Returns:
-            The number of rows deleted.
+        See `StorageBackend.repair`. The torn tail is re-scanned inside the transaction: if it
+        is no longer the one the read reported, nothing is written.
 
         Raises:
             StoreError: if the torn tail changed since it was read, or SQLite fails.
+            AppendConflictError: if `events` do not continue the cut log.
         """
+        rows = encode_rows(session_id, events, pack_chunks=self.pack_chunks)
+        if torn is None and not rows:
+            return WriteReceipt(0, 0)
+        deleted = 0
         with self._transaction(f'repair session "{session_id}"', write=True) as connection:
             self._header(connection, session_id)
-            current = self._scan(session_id, self._rows(connection, session_id)).torn
-            if current != torn:
-                raise StoreError(
-                    f'the torn tail of session "{session_id}" changed since it was read (it '
-                    f"started at seq {torn}, now {current}); load the session again"
-                )
-            deleted = connection.execute(
-                "DELETE FROM events WHERE session_id = ? AND seq >= ?", (session_id, torn)
-            ).rowcount
+            if torn is not None:
+                current = self._scan(session_id, self._rows(connection, session_id)).torn
+                if current != torn:
+                    raise StoreError(
+                        f'the torn tail of session "{session_id}" changed since it was read (it '
+                        f"started at seq {torn}, now {current}); load the session again"
+                    )
+                deleted = connection.execute(
+                    "DELETE FROM events WHERE session_id = ? AND seq >= ?", (session_id, torn)
+                ).rowcount
+            check_batch(session_id, events, self._next_seq(connection, session_id))
+            connection.executemany(_INSERT_EVENT, rows)
             connection.execute(_BUMP_REVISION, (session_id,))
-        logger.warning("session %s: deleted a torn tail of %d rows from seq %d", session_id, deleted, torn)
-        return int(deleted)
+        if deleted:
+            logger.warning("session %s: deleted a torn tail of %d rows from seq %d", session_id, deleted, torn)
+        return WriteReceipt(_bytes_of(rows), 1)
 
     def list_headers(self) -> list[SessionHeader | DamagedLog]:
         """Return every session row's header, oldest first; see `StorageBackend.list_headers`."""

@@ -8,11 +8,12 @@ and fork. Backends only store.
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 
 from duraloop.errors import (
@@ -22,6 +23,7 @@ from duraloop.errors import (
     SessionFormatUnsupportedError,
     SessionNotFoundError,
     StoreError,
+    UsageError,
 )
 from duraloop.log import (
     Event,
@@ -32,50 +34,18 @@ from duraloop.log import (
     lossless_copy,
     now_ms,
 )
+from duraloop.log._json import is_safe_int
 
 from ._backend import DamagedLog, StorageBackend, StoredLog
 from ._claim import RememberedLoad, RememberedLoads, check_claim, final_turn_closers
 from ._jsonl import Compression, JsonlBackend
 from ._legacy import import_legacy, readable_events
+from ._loaded import LoadedSession, RepairReport
 from ._memory import MemoryBackend
 from ._summary import SessionSummary, damaged_summary, summarize
 from ._writer import SessionWriter, check_batch
 
 logger = logging.getLogger(__name__)
-
-@dataclass(frozen=True, slots=True)
-class RepairReport:
-    """What a load repaired.
-
-    Args:
-        truncated_bytes: bytes cut from a torn tail (memory backend: events), 0 if none.
-        closers: the events appended to close an interrupted final turn.
-    """
-
-    truncated_bytes: int = 0
-    closers: list[Event] = field(default_factory=list)
-
-    @property
-    def repaired(self) -> bool:
-        """Whether anything was truncated or appended."""
-        return bool(self.truncated_bytes or self.closers)
-
-
-@dataclass(frozen=True, slots=True)
-class LoadedSession:
-    """A stored session, balanced: every turn closed (session-spec 4.3).
-
-    Args:
-        header: the stored header.
-        events: the stored events plus closers, without a `session/end-seed` for this
-            lifecycle; resume with `Session(header.id, seed=events, header=header)`.
-        repair: what the load truncated and appended.
-    """
-
-    header: SessionHeader
-    events: list[Event]
-    repair: RepairReport
-
 
 class SessionStore:
     """Persist, load, repair, list and fork session logs over one storage backend.
@@ -133,18 +103,11 @@ class SessionStore:
             return 0
         stored = self.backend.read(session.id)
         check_claim(session, cwd=stored.header.cwd, stored=_readable(stored))
-        _, rewrite = self._cut_torn_tail(stored)
-        # Events recovered from a torn zstd frame were cut with it; the session holds them, so
-        # the writer's first batch stores them again.
-        return len(stored.events) - len(rewrite)
-
-    def _cut_torn_tail(self, stored: StoredLog) -> tuple[int, list[Event]]:
-        """Truncate a torn tail durably; return the bytes cut and the events to write again."""
-        if stored.torn is None:
-            return 0, []
-        truncated = self.backend.truncate(stored.header.id, stored.torn)
-        recovered = stored.recovered_events
-        return truncated, stored.events[len(stored.events) - recovered :] if recovered else []
+        # Only the torn tail is cut (no closers: the live session writes its own). Events
+        # recovered from a torn zstd frame go with it; the writer's first batch stores them again.
+        if stored.torn is not None:
+            self.backend.repair(session.id, stored.torn, [])
+        return len(stored.events) - stored.recovered_events
 
     def _remember_load(self, session_id: str, cwd: str | None, events: list[Event]) -> None:
         revision = self.backend.revision(session_id)
@@ -173,9 +136,11 @@ class SessionStore:
         release = self.backend.lock(session_id, cwd=None)
         try:
             stored = self.backend.read(session_id)
-            _, rewrite = self._cut_torn_tail(stored)
             check_batch(session_id, batch, len(stored.events))
-            self.backend.append(session_id, rewrite + batch)
+            if stored.torn is None:
+                self.backend.append(session_id, batch)
+            else:
+                self.backend.repair(session_id, stored.torn, _recovered(stored) + batch)
         finally:
             release()
 
@@ -212,11 +177,11 @@ class SessionStore:
             stored = self.backend.read(session_id)
             readable = _readable(stored)
             closers = final_turn_closers(readable, path=stored.path)
-            # A rewrite stores the recovered events as they were read (no legacy import).
-            truncated, rewrite = self._cut_torn_tail(stored)
-            if rewrite or closers:
-                check_batch(session_id, rewrite + closers, len(stored.events) - len(rewrite))
-                self.backend.append(session_id, rewrite + closers)
+            # One durable repair: cut the torn tail, then store the recovered events as they
+            # were read (no legacy import) and the closers.
+            rewrite = _recovered(stored)
+            if stored.torn is not None or closers:
+                self.backend.repair(session_id, stored.torn, rewrite + closers)
             if closers:
                 logger.warning(
                     "session %s: closed interrupted turn with %d closers", session_id, len(closers)
@@ -225,7 +190,7 @@ class SessionStore:
             self._remember_load(session_id, stored.header.cwd, events)
         finally:
             release()
-        return LoadedSession(stored.header, events, RepairReport(truncated, closers))
+        return LoadedSession(stored.header, events, RepairReport(stored.torn_bytes, closers))
 
     def inspect(self, session_id: str) -> LoadedSession:
         """Read a session and balance it in memory only; never writes.
@@ -266,6 +231,44 @@ class SessionStore:
         """
         stored = self.backend.read(session_id)
         return stored.header, _readable(stored)
+
+    def read_from(self, session_id: str, from_seq: int) -> builtins.list[Event]:
+        """Return the committed events with seq >= `from_seq`, as stored (session-spec 6.1).
+
+        No repair and no closers: an open final turn is served open, a torn tail left out.
+
+        Args:
+            session_id: the session to read.
+            from_seq: the first seq wanted; at or past the end gives `[]`.
+
+        Returns:
+            The physical suffix of the committed prefix, in seq order.
+
+        Raises:
+            UsageError: if `from_seq` is not a non-negative safe integer.
+            SessionNotFoundError: if nothing is stored under the id.
+            CorruptLogError: if the committed region is damaged.
+            SessionFormatUnsupportedError: for a newer/older format or an unknown event type.
+        """
+        if not is_safe_int(from_seq):
+            raise UsageError(f"read_from from_seq must be a non-negative safe integer, got {from_seq!r}")
+        events = self.read(session_id)[1]
+        start = bisect.bisect_left(events, from_seq, key=lambda event: event.seq)
+        return events[start:]
+
+    def revision(self, session_id: str) -> str:
+        """Return an opaque token of the stored log (session-spec 6.1, `listSnapshots`).
+
+        Equal while the log is unchanged (reads, `inspect`, a load that repairs nothing); it
+        changes after every append and committed repair, and differs between stores.
+
+        Raises:
+            SessionNotFoundError: if nothing is stored under the id.
+        """
+        token = self.backend.revision(session_id)
+        if token is None:
+            raise SessionNotFoundError(session_id)
+        return token
 
     def locate(self, session_id: str) -> str | None:
         """Return where the session's log lives (a file path), or None for a memory store.
@@ -366,6 +369,12 @@ class JsonlStore(SessionStore):
         self, root: Path | str, *, pack_chunks: bool = True, compression: Compression = "none"
     ) -> None:
         super().__init__(JsonlBackend(root, pack_chunks=pack_chunks, compression=compression))
+
+
+def _recovered(stored: StoredLog) -> builtins.list[Event]:
+    """Return the events decoded from a torn zstd frame: cutting the tail removes them."""
+    count = stored.recovered_events
+    return stored.events[len(stored.events) - count :] if count else []
 
 
 def _readable(stored: StoredLog) -> builtins.list[Event]:

@@ -4,6 +4,11 @@
 write, one fsync for JSONL). The first flush of a new session materializes header and batch
 atomically. A failed flush changes nothing stored and keeps the batch for the next flush.
 The writer holds the session's single-writer lock until `close()` (Law 8).
+
+If an append finds the log changed under the lock (`AppendConflictError`) and the change is
+only a torn tail after exactly what this writer stored (a failed append whose rollback failed,
+or a process ignoring the lock), the flush cuts the tail and writes the batch as one repair,
+with no closers: the live session writes its own (session-spec 4.3, hot-reload adoption).
 """
 
 from __future__ import annotations
@@ -119,7 +124,10 @@ class SessionWriter:
         check_batch(self.session.id, batch, self._cursor)
         receipt: WriteReceipt
         if self._materialized:
-            receipt = self._backend.append(self.session.id, batch)
+            try:
+                receipt = self._backend.append(self.session.id, batch)
+            except AppendConflictError as conflict:
+                receipt = self._cut_torn_tail(batch, conflict)
         else:
             receipt = self._backend.materialize(self.session.header, batch)
             self._materialized = True
@@ -129,6 +137,18 @@ class SessionWriter:
         self._batches_written += 1
         self._events_written += len(batch)
         logger.debug("session %s: stored %d events up to seq %d", self.session.id, len(batch), self._cursor - 1)
+
+    def _cut_torn_tail(self, batch: list[Event], conflict: AppendConflictError) -> WriteReceipt:
+        """Repair a torn tail after this writer's stored prefix and write `batch`, or re-raise."""
+        stored = self._backend.read(self.session.id)
+        if (
+            stored.torn is None
+            or len(stored.events) - stored.recovered_events != self._cursor
+            or stored.events[: self._cursor] != list(self.session.events[: self._cursor])
+        ):
+            raise conflict
+        logger.warning("session %s: cutting a torn tail found at flush", self.session.id)
+        return self._backend.repair(self.session.id, stored.torn, batch)
 
     def close(self) -> None:
         """Flush, then release the writer lock; idempotent.

@@ -1,0 +1,132 @@
+"""Loop-level hooks: pre-step, request and turn-stopping (loop-spec 2.2, 2.3, 2.6).
+
+Hooks are plain callables, sync or async. A hook that raises fails the turn: `turn/end`
+records the error and the original exception propagates (B42). Tool hooks (pre- and
+post-execute) are separate: `duraloop.tools.ToolHooks`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
+
+from ..errors import UsageError
+from ..log import Message
+from ..tools import CancelSignal
+
+if TYPE_CHECKING:
+    from ._agent import AgentLoop
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """What a loop hook sees.
+
+    Args:
+        loop: the running loop; a hook may `steer`, `inject` or `followup` through it.
+        turn: the open turn.
+        step: the step about to start (`pre_step`), being requested (`request`), or the
+            last step of the turn (`turn_stopping`).
+        messages: the messages entering the step (`pre_step`, `request`); empty for
+            `turn_stopping`.
+        signal: the turn's cancellation signal.
+    """
+
+    loop: AgentLoop
+    turn: int
+    step: int
+    messages: tuple[Message, ...]
+    signal: CancelSignal
+
+
+@dataclass(frozen=True)
+class Reject:
+    """A `pre_step` decision that refuses the proposed step: the turn ends `blocked`.
+
+    Args:
+        message: why, recorded in the `turn/end` reason when non-empty.
+    """
+
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class RequestConfig:
+    """The model settings of one request that a `request` hook may change.
+
+    Args:
+        max_tokens: the output token cap; None leaves the provider default. The
+            `request/header` records the value actually sent.
+    """
+
+    max_tokens: int | None = None
+
+
+PreStepHook: TypeAlias = (
+    "Callable[[StepContext], Sequence[Message] | Reject | None | Awaitable[Sequence[Message] | Reject | None]]"
+)
+RequestHook: TypeAlias = "Callable[[StepContext, RequestConfig], RequestConfig | Awaitable[RequestConfig]]"
+TurnStoppingHook: TypeAlias = "Callable[[StepContext], None | Awaitable[None]]"
+
+
+@dataclass(frozen=True)
+class LoopHooks:
+    """Callables the loop runs at its decision points; each may be sync or async.
+
+    Args:
+        pre_step: runs before every step opens, after the inbox claim, with the entering
+            messages. Return None to enter them unchanged, a list to enter instead (an
+            empty first-step entry ends the turn `completed` with no step, B41), or
+            `Reject()` to end the turn `blocked` with no step (B40). Claimed messages never
+            return to the inbox.
+        request: runs before every model request (each retry too) with the proposed
+            `RequestConfig`; returns the config to send.
+        turn_stopping: runs when the turn would end naturally and no `next-step` message is
+            pending; steering or injecting through `ctx.loop` continues the turn (B45).
+    """
+
+    pre_step: PreStepHook | None = None
+    request: RequestHook | None = None
+    turn_stopping: TurnStoppingHook | None = None
+
+
+async def call_hook(result: _T | Awaitable[_T]) -> _T:
+    """Return a hook's result, awaiting it when the hook was async."""
+    if inspect.isawaitable(result):
+        return await result
+    return result
+
+
+def entering_messages(decision: object, claimed: list[Message]) -> list[Message] | Reject:
+    """Normalize a `pre_step` decision into the messages to enter, or `Reject`.
+
+    Raises:
+        UsageError: if the decision is not None, a `Reject` or a sequence of messages.
+    """
+    if decision is None:
+        return claimed
+    if isinstance(decision, Reject):
+        return decision
+    if isinstance(decision, list | tuple) and all(isinstance(m, dict) for m in decision):
+        return list(decision)
+    raise UsageError(
+        f"LoopHooks.pre_step must return None, a list of messages or Reject(), got {type(decision).__name__}"
+    )
+
+
+def checked_request_config(config: object) -> RequestConfig:
+    """Return a `request` hook's result after checking it.
+
+    Raises:
+        UsageError: if it is not a `RequestConfig` with `max_tokens` None or an int >= 1.
+    """
+    if not isinstance(config, RequestConfig):
+        raise UsageError(f"LoopHooks.request must return a RequestConfig, got {type(config).__name__}")
+    limit = config.max_tokens
+    if limit is not None and (type(limit) is not int or limit < 1):
+        raise UsageError(f"LoopHooks.request returned max_tokens={limit!r}; it must be an int >= 1 or None")
+    return config
