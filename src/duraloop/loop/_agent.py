@@ -12,6 +12,12 @@ already their own modules. Splitting the turn algorithm out is the next step if 
 A step always closes with `step/end`; when it fails after the assistant message, the
 unanswered calls get recovery results first (`StepRecovery`), and the ORIGINAL failure is
 recorded in `turn/end` and propagates.
+
+There is no background driver and no wake latch: a send only queues, and a turn runs in
+the task that awaits `run_turn()`. So two dsh cases do not apply: B28 (a waking send opens
+`turn/start` before it returns; here an idle `cancel()` just discards the queued sends) and
+B30 (a send after `cancel(keep_inbox=True)` is latched and replayed; here parked work waits
+for the next `run_turn()`, B29). `dispose()` is dsh's disposal (F17) minus the inbox discard.
 """
 
 from __future__ import annotations
@@ -175,6 +181,7 @@ class AgentLoop:
             self.registry, hooks=tool_hooks, cwd=self.cwd, session_id=session.id
         )
         self._signal: CancelSignal | None = None
+        self._turn_done: anyio.Event | None = None
         self._durable_through = session.seq - 1
         self._flushing: anyio.Event | None = None
         self._closed = False
@@ -292,6 +299,24 @@ class AgentLoop:
             self.durability.close()
             self.durability = None
 
+    async def dispose(self) -> None:
+        """Cancel the running turn as `{"kind": "disposed"}`, wait for it to close, then close.
+
+        The turn ends `aborted {disposed}` with its log closed as for any cancel (F17);
+        then the loop is closed as by `close()`: the log is flushed, the writer released,
+        and later `run_turn()` or sends raise `UsageError`. Sends are refused from the
+        moment disposal starts. Unlike dsh's disposal, pending messages are kept (not
+        discarded): they are durable and run after a resume, as after `close()`.
+        Idempotent. Never call it from inside the running turn (a hook or a tool body):
+        it waits for that turn to end; use `cancel()` there.
+        """
+        self._closed = True
+        signal, done = self._signal, self._turn_done
+        if signal is not None and done is not None:
+            signal.cancel({"kind": "disposed"})
+            await done.wait()
+        self.close()
+
     def __enter__(self) -> AgentLoop:
         return self
 
@@ -362,10 +387,13 @@ class AgentLoop:
         message = user_message(prompt) if isinstance(prompt, str) else prompt
         signal = CancelSignal()
         self._signal = signal
+        done = self._turn_done = anyio.Event()
         try:
             return await self._turn(message, signal)
         finally:
             self._signal = None
+            self._turn_done = None
+            done.set()
 
     async def run_pending(self) -> list[TurnResult]:
         """Run turns until the inbox is empty: one turn per queued follow-up (B47).

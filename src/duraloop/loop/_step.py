@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 
-from ..errors import LlmError
+from ..errors import LlmError, UsageError
 from ..llm import (
     BlockAssembler,
     Model,
@@ -203,7 +203,9 @@ async def _attempt(
     max_tokens = settings.max_tokens
     if settings.configure is not None:
         max_tokens = (await settings.configure(RequestConfig(max_tokens=max_tokens))).max_tokens
-        signal.throw_if_aborted()
+    # A cancel before the request (e.g. from a `step/start` observer, B26) logs no header.
+    signal.throw_if_aborted()
+    _check_route(settings.model)
     _log_request_header(session, settings, state, max_tokens=max_tokens)
     pairing.check(messages, generation=session.surface.replace_generation)
     settings.flush()
@@ -238,6 +240,22 @@ async def _attempt(
         _append_interrupted(session, assembler, turn=turn, step=step, chunk_seqs=chunk_seqs, model=model)
         signal.throw_if_aborted()
     return assembler, chunk_seqs
+
+
+def _check_route(model: Model) -> None:
+    """Refuse a model without a provider or model name before anything is requested (B38).
+
+    Raises:
+        UsageError: naming the empty field and the model object.
+    """
+    for field_name in ("provider", "model"):
+        value = getattr(model, field_name, None)
+        if not isinstance(value, str) or not value:
+            raise UsageError(
+                f"the model {type(model).__name__} has no {field_name}: provider="
+                f"{getattr(model, 'provider', None)!r}, model={getattr(model, 'model', None)!r}; "
+                f"set `{field_name}` to a non-empty string"
+            )
 
 
 async def _next_chunk(

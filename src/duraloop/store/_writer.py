@@ -14,6 +14,7 @@ with no closers: the live session writes its own (session-spec 4.3, hot-reload a
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -97,6 +98,9 @@ class SessionWriter:
         self._bytes_written = 0
         self._batches_written = 0
         self._events_written = 0
+        # The loop flushes from a worker thread, and `SessionStore.load` of a live session
+        # flushes from the caller's: one flush at a time.
+        self._flush_lock = threading.Lock()
 
     @property
     def stored_seq(self) -> int:
@@ -114,10 +118,16 @@ class SessionWriter:
         A no-op (no fsync) when nothing is pending. On failure the batch stays pending and
         the next flush retries it with the same seqs.
 
+        Safe to call from several threads: flushes are serialized.
+
         Raises:
             StoreError: if the write fails or was refused (the stored log is unchanged).
             AppendConflictError: if the stored log no longer ends where this writer left it.
         """
+        with self._flush_lock:
+            self._flush()
+
+    def _flush(self) -> None:
         batch = list(self.session.events[self._cursor :])
         if not batch:
             return
