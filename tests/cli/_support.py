@@ -20,8 +20,8 @@ from typing import Any
 COMMAND = [sys.executable, "-m", "duraloop"]
 TIMEOUT = 90.0
 _SCRUBBED = ("DURALOOP_MODEL", "DURALOOP_HOME", "DURALOOP_STORE", "OPENAI_API_KEY", "OPENAI_BASE_URL", "DEEPSEEK_API_KEY")
-_STORE_COMMANDS = frozenset({"run", "resume", "fork", "show", "check", "ls"})
-_CWD_COMMANDS = frozenset({"run", "resume"})
+_STORE_COMMANDS = frozenset({"run", "chat", "resume", "fork", "show", "check", "ls"})
+_CWD_COMMANDS = frozenset({"run", "chat", "resume"})
 
 
 def clean_env(tmp: Path, **extra: str) -> dict[str, str]:

@@ -35,6 +35,6 @@ def test_every_command_and_parameter_has_help() -> None:
 
 def test_every_command_appears_in_the_readme() -> None:
     names = set(_commands())
-    assert names == {"run", "resume", "fork", "show", "check", "ls", "demo"}
+    assert names == {"run", "chat", "resume", "fork", "show", "check", "ls", "demo"}
     for name in names:
         assert f"`duraloop {name}" in README, name

@@ -1,4 +1,4 @@
-"""The `duraloop` command line: run, resume, fork, show, check, ls, demo."""
+"""The `duraloop` command line: run, chat, resume, fork, show, check, ls, demo."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from ..log import Event, SessionHeader, check_log
 from ..loop import LoopConfig, open_session, resume_session, start_session
 from ..store import read_log_file
 from ..tools import builtin_tools
+from ._chat import run_chat
 from ._render import events_jsonl, messages_json, render_transcript
 from ._runner import run_turn_live
 from ._stores import StoreSpec, open_store, store_option
@@ -126,6 +127,32 @@ def run(
         finally:
             out.print(f"session: {loop.session.id}")
     raise typer.Exit(_exit_for(result.kind))
+
+
+@app.command()
+def chat(
+    model: ModelOption = None,
+    store: StoreOption = None,
+    cwd: CwdOption = None,
+    session: Annotated[str | None, typer.Option("--session", help="Chat in this session: resumed (with repair) if it exists, created with this id if not.")] = None,
+    max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Most tool calls running at once (at least 1).")] = 10,
+    max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Most steps (model requests) in each turn (at least 1).")] = 100,
+) -> None:
+    """Chat interactively: a line starts a turn, typing during a turn steers it, Ctrl-C cancels it."""
+    llm = parse_model_spec(_require_model(model), env=os.environ)
+    config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps)
+    sessions = open_store(store)
+    repair = None
+    if session is None:
+        loop = start_session(store=sessions, model=llm, tools=builtin_tools(), cwd=(cwd or Path.cwd()).resolve(), config=config)
+    else:
+        loop, repair = open_session(session, store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config)
+    with loop:
+        out.print(f"session: {loop.session.id}")
+        if repair is not None:
+            err.print(f"resumed {loop.session.id}: {_repair_text(repair)}")
+        code = anyio.run(functools.partial(run_chat, loop, sessions, console=out, errors=err, resumed=repair is not None))
+    raise typer.Exit(code)
 
 
 def _repair_text(repair: object) -> str:

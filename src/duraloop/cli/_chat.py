@@ -1,0 +1,337 @@
+"""`duraloop chat`: an interactive, line-oriented conversation with one session.
+
+One anyio event loop runs three things: a reader turning stdin into lines, a signal watcher,
+and the dispatcher. While idle (prompt `you> `) a line starts a turn; while a turn runs a
+plain line steers it (`AgentLoop.steer`, entered at the next step boundary) and a line
+starting with `/` is a command (`/show`, `/fork`, `/quit`, `/help`).
+
+Ctrl-C (SIGINT) during a turn cancels it the durable way (running tools drain, the log
+closes `aborted`) and the prompt returns; a second Ctrl-C while cancelling exits at once
+with 130 (resume repairs the open turn). Ctrl-C or EOF (Ctrl-D) while idle ends the chat
+with 0; EOF while a turn runs waits for the turn first, so piped input works. SIGTERM
+cancels a running turn durably and ends the chat with 143.
+
+Output stays line-oriented (no cursor control): the stream and the transcript go to stdout,
+a one-line status after each step, tool and turn change goes to stderr.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from rich.console import Console
+from rich.markup import escape
+
+from ..log import Event
+from ..log._vocabulary import (
+    ASSISTANT_MESSAGE,
+    STEP_START,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+)
+from ..loop import AgentLoop
+from ..store import SessionStore
+from ..tools._bash_tool import kill_running_commands
+from ._render import LiveRenderer, render_transcript
+
+EXIT_AT_ONCE = 130
+EXIT_TERMINATED = 143
+PROMPT = "you> "
+HISTORY_TURNS = 2
+"""How many of the latest turns a resumed chat shows before its first prompt."""
+
+_HELP = (
+    "while idle a line starts a turn; while a turn runs a line steers it. "
+    "Commands: /show (the transcript), /fork (a new session at the last closed turn), "
+    "/quit (cancel a running turn durably and exit). Ctrl-C cancels the turn; twice exits."
+)
+_READ_SIZE = 4096
+
+# An item from the reader or the signal watcher: a line, or None to end the chat.
+_Item = str | None
+
+
+class StatusLine:
+    """Print `[running · step 2 · 1 tool running · 1,234 tokens]` on changes (an observer).
+
+    Args:
+        errors: where the status goes (stderr).
+    """
+
+    def __init__(self, errors: Console) -> None:
+        self.errors = errors
+        self.state = "idle"
+        self.step = 0
+        self.running_tools: set[str] = set()
+        self.tokens = 0
+
+    def text(self) -> str:
+        """Return the current status line."""
+        parts = [self.state]
+        if self.state != "idle":
+            parts.append(f"step {self.step}")
+            count = len(self.running_tools)
+            parts.append(f"{count} tool{'' if count == 1 else 's'} running")
+        parts.append(f"{self.tokens:,} tokens")
+        return "[" + " · ".join(parts) + "]"
+
+    def show(self) -> None:
+        """Print the status line now."""
+        self.errors.print(escape(self.text()), style="dim")
+
+    def __call__(self, event: Event) -> None:
+        """Update from one committed event; print when the step, tools or turn changed."""
+        data: dict[str, Any] = event.data if isinstance(event.data, dict) else {}
+        kind = event.type
+        if kind == TURN_START:
+            self.state, self.step = "running", 0
+            self.running_tools.clear()
+        elif kind == STEP_START:
+            self.step = int(data.get("step", self.step + 1))
+            self.show()
+        elif kind == ASSISTANT_MESSAGE:
+            usage = data.get("usage") or {}
+            self.tokens += int(usage.get("inputTokens", 0)) + int(usage.get("outputTokens", 0))
+        elif kind == TOOL_CALL:
+            self.running_tools.add(str(data.get("callId")))
+            self.show()
+        elif kind == TOOL_RESULT:
+            call_id = str(data.get("message", {}).get("source", {}).get("callId"))
+            if call_id in self.running_tools:
+                self.running_tools.discard(call_id)
+                self.show()
+        elif kind == TURN_END:
+            self.state = "idle"
+            self.running_tools.clear()
+            self.show()
+
+
+def last_closed_turn_seq(events: Sequence[Event]) -> int | None:
+    """Return the seq of the last `turn/end`, or None before the first turn closed."""
+    for event in reversed(events):
+        if event.type == TURN_END:
+            return event.seq
+    return None
+
+
+def recent_history(events: Sequence[Event], turns: int = HISTORY_TURNS) -> list[Event]:
+    """Return the events from the start of the last `turns` turns on."""
+    starts = [index for index, event in enumerate(events) if event.type == TURN_START]
+    if not starts:
+        return []
+    return list(events[starts[-turns] if len(starts) >= turns else starts[0] :])
+
+
+class Chat:
+    """One interactive chat over an open loop (the caller closes the loop).
+
+    Args:
+        loop: the session's loop.
+        store: the store the session lives in (for `/fork`).
+        console: the conversation (stdout).
+        errors: status and diagnostics (stderr).
+    """
+
+    def __init__(self, loop: AgentLoop, store: SessionStore, *, console: Console, errors: Console) -> None:
+        self.loop = loop
+        self.store = store
+        self.console = console
+        self.errors = errors
+        self.status = StatusLine(errors)
+        self.exit_code = 0
+        self._turn_done: anyio.Event | None = None  # set while a turn runs
+        self._cancelling = False
+        self._send: MemoryObjectSendStream[_Item]
+        self._receive: MemoryObjectReceiveStream[_Item]
+        self._send, self._receive = anyio.create_memory_object_stream[_Item](max_buffer_size=1000)
+
+    @property
+    def running(self) -> bool:
+        """Whether a turn is running."""
+        return self._turn_done is not None
+
+    def show_history(self) -> None:
+        """Print the latest turns of a resumed session."""
+        events = self.loop.session.events
+        recent = recent_history(events)
+        if not recent:
+            return
+        total = sum(1 for event in events if event.type == TURN_START)
+        shown = sum(1 for event in recent if event.type == TURN_START)
+        self.console.print(
+            f"[dim]── recent history: the last {shown} of {total} turn(s); "
+            f"`duraloop show {escape(self.loop.session.id)}` prints all[/dim]"
+        )
+        render_transcript(self.console, recent)
+
+    async def run(self) -> int:
+        """Run the chat until `/quit`, EOF or Ctrl-C while idle.
+
+        Returns:
+            The exit code: 0, or 143 after SIGTERM.
+        """
+        renderer = self.loop.session.observe(LiveRenderer(self.console))
+        status = self.loop.session.observe(self.status)
+        try:
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(self._read_stdin)
+                task_group.start_soon(self._watch_signals)
+                self._prompt()
+                await self._dispatch(task_group)
+                await self._finish()
+                task_group.cancel_scope.cancel()
+        finally:
+            status()
+            renderer()
+        return self.exit_code
+
+    def _prompt(self) -> None:
+        self.console.file.write(PROMPT)
+        self.console.file.flush()
+
+    async def _dispatch(self, task_group: TaskGroup) -> None:
+        async for item in self._receive:
+            if item is None:
+                if self._turn_done is not None:  # EOF mid-turn: let the turn finish first
+                    await self._turn_done.wait()
+                return
+            line = item.strip()
+            if line.startswith("/"):
+                if not self._command(line):
+                    return
+            elif not line:
+                if not self.running:
+                    self._prompt()
+            elif not self.running:
+                self._turn_done = anyio.Event()
+                task_group.start_soon(self._turn, line)
+            elif self._cancelling:
+                self.errors.print("[yellow]cancelling the turn; wait for the prompt to type again[/yellow]")
+            else:
+                self.loop.steer(line)
+                self.console.print(f"[yellow]steering:[/yellow] {escape(line)}")
+
+    def _command(self, line: str) -> bool:
+        """Run a `/` command; return False to end the chat."""
+        name = line.split()[0]
+        if name == "/quit":
+            return False
+        if name == "/show":
+            self.console.print(f"[bold]session {escape(self.loop.session.id)}[/bold]")
+            render_transcript(self.console, self.loop.session.events)
+        elif name == "/fork":
+            self._fork()
+        else:
+            self.console.print(escape(_HELP))
+        if not self.running:
+            self._prompt()
+        return True
+
+    def _fork(self) -> None:
+        boundary = last_closed_turn_seq(self.loop.session.events)
+        if boundary is None:
+            self.errors.print("[yellow]nothing to fork yet: no turn has closed in this session[/yellow]")
+            return
+        child = self.store.fork(self.loop.session.id, boundary=boundary)
+        self.console.print(f"forked: {child}")
+        self.console.print(f"continue it with: duraloop chat --session {child}")
+
+    async def _turn(self, prompt: str) -> None:
+        try:
+            await self.loop.run_turn(prompt)
+        except Exception as exc:  # noqa: BLE001 - the log is closed (`error`); the chat goes on
+            self.errors.print(f"[red]{type(exc).__name__}[/red]: {escape(str(exc))}")
+        finally:
+            done, self._turn_done = self._turn_done, None
+            self._cancelling = False
+            if self.loop.inbox.next_step:
+                self.console.print("[dim](steering arrived as the turn ended; it enters the next turn)[/dim]")
+            if done is not None:
+                done.set()
+            self._prompt()
+
+    async def _finish(self) -> None:
+        """Cancel a running turn durably and wait until its log is closed."""
+        if self._turn_done is not None:
+            done = self._turn_done
+            self._cancel()
+            await done.wait()
+        self.console.print(f"session: {self.loop.session.id}")
+
+    def _cancel(self) -> None:
+        self._cancelling = True
+        self.status.state = "cancelling"
+        self.loop.cancel({"kind": "user"})
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                if signum == signal.SIGTERM:
+                    self.exit_code = EXIT_TERMINATED
+                    self._send.send_nowait(None)
+                    if self.running and not self._cancelling:
+                        self._cancel()
+                elif not self.running:
+                    self.console.print()
+                    self._send.send_nowait(None)
+                elif not self._cancelling:
+                    self.errors.print(
+                        "[yellow]SIGINT: cancelling the turn (running tools drain, the log is "
+                        "closed); press Ctrl-C again to exit at once[/yellow]"
+                    )
+                    self._cancel()
+                else:
+                    kill_running_commands()  # nothing outlives the process, even mid-drain
+                    sys.stdout.flush()
+                    os._exit(EXIT_AT_ONCE)
+
+    async def _read_stdin(self) -> None:
+        """Feed stdin lines into the queue; None at EOF.
+
+        A pipe or a terminal is awaited on the event loop; a regular file (which cannot be
+        polled) is read in a worker thread.
+        """
+        fd = sys.stdin.fileno()
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        pending = ""
+        pollable = True
+        while True:
+            if pollable:
+                try:
+                    await anyio.wait_readable(fd)
+                except OSError:
+                    pollable = False
+            chunk = os.read(fd, _READ_SIZE) if pollable else await anyio.to_thread.run_sync(os.read, fd, _READ_SIZE)
+            pending += decoder.decode(chunk, final=not chunk)
+            *lines, pending = pending.split("\n")
+            for line in lines:
+                self._send.send_nowait(line)
+            if not chunk:
+                if pending:
+                    self._send.send_nowait(pending)
+                self._send.send_nowait(None)
+                return
+
+
+async def run_chat(
+    loop: AgentLoop, store: SessionStore, *, console: Console, errors: Console, resumed: bool
+) -> int:
+    """Run an interactive chat on `loop`; a resumed session shows its recent history first.
+
+    Returns:
+        The exit code.
+    """
+    chat = Chat(loop, store, console=console, errors=errors)
+    if resumed:
+        chat.show_history()
+    return await chat.run()
