@@ -347,7 +347,7 @@ async def test_always_mode_falls_back_to_backoff_above_the_cap(tmp_path: Path) -
 
 @pytest.mark.anyio
 async def test_idle_stream_times_out_and_is_retried(tmp_path: Path) -> None:
-    config = LoopConfig(retry=FAST, stream_idle_timeout_seconds=0.05)
+    config = LoopConfig(retry=FAST, stream_idle_timeout_seconds=0.5)
     session, model, loop = _planned_loop(tmp_path, ["hang", "all of it"], config)
     result = await loop.run_turn("go")
     assert (result.kind, result.text, len(model.requests)) == ("completed", "all of it ", 2)
@@ -384,14 +384,14 @@ async def test_idle_timeout_without_retries_ends_the_turn_error_timeout(tmp_path
 @pytest.mark.anyio
 async def test_idle_timeout_does_not_count_the_loops_time_between_chunks(tmp_path: Path) -> None:
     """A slow consumer (an observer that blocks the loop on each chunk) is not a slow model."""
-    config = LoopConfig(retry=None, stream_idle_timeout_seconds=0.05)
+    config = LoopConfig(retry=None, stream_idle_timeout_seconds=0.3)
     session, model, loop = _planned_loop(tmp_path, ["one two three"], config)
     blocked: list[int] = []
 
     def slow_observer(event: Event) -> None:
         if event.type == "assistant/chunk" and len(blocked) < 2:
             blocked.append(event.seq)
-            time.sleep(0.08)  # simulates work: the loop itself is busy between chunks
+            time.sleep(0.4)  # simulates work: the loop itself is busy between chunks
 
     session.observe(slow_observer)
     result = await loop.run_turn("go")

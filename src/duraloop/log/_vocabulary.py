@@ -23,6 +23,8 @@ END_SEED: Final = "session/end-seed"
 TODO_WRITE: Final = "todo/write"
 LLM_RETRY: Final = "llm/retry"
 LLM_RETRY_STARTED: Final = "llm/retry-started"
+RETRY_MODE_HOOK: Final = "hook"
+"""The `mode` (and `policyKey`) of an `llm/retry` that a `request_error` hook asked for."""
 INBOX_SPLICED: Final = "agent/inbox/spliced"
 
 # Inbox targets and the splice outcome of a discard (loop-spec 1, "Inbox"). The outcome is

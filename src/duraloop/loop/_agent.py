@@ -25,7 +25,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,7 +35,7 @@ import anyio
 
 from ..errors import LlmError, UsageError
 from ..llm import Model, ToolSchema
-from ..log import Message, PairingCheck, Session, user_message
+from ..log import Event, Message, PairingCheck, Session, user_message
 from ..log._vocabulary import (
     INBOX_NEXT_STEP,
     INBOX_NEXT_TURN,
@@ -52,13 +53,13 @@ from ..log._vocabulary import (
 )
 from ..tools import CancelSignal, Tool, ToolHooks, ToolPipeline, ToolRegistry, TurnCancelled
 from ._config import LoopConfig
+from ._events import session_events
 from ._hooks import (
     LoopHooks,
     Reject,
-    RequestConfig,
     StepContext,
+    bound_step_hooks,
     call_hook,
-    checked_request_config,
     entering_messages,
 )
 from ._inbox import Inbox
@@ -317,6 +318,15 @@ class AgentLoop:
             await done.wait()
         self.close()
 
+    def events(self) -> AbstractAsyncContextManager[AsyncIterator[Event]]:
+        """Feed the session's committed events from now on, in commit order.
+
+        Use it as `async with loop.events() as events: async for event in events: ...`,
+        e.g. in a task beside `run_turn()`. The buffer is unbounded (`_events.py`); leaving
+        the context removes the session observer and closes the iterator.
+        """
+        return session_events(self.session)
+
     def __enter__(self) -> AgentLoop:
         return self
 
@@ -532,14 +542,8 @@ class AgentLoop:
         signal: CancelSignal,
     ) -> str | None:
         turn = state.turn
-        request_hook = self.hooks.request
-        if request_hook is not None:
-            context = self._context(state, step, entering, signal)
-
-            async def configure(config: RequestConfig) -> RequestConfig:
-                return checked_request_config(await call_hook(request_hook(context, config)))
-
-            settings = dataclasses.replace(settings, configure=configure)
+        bound = bound_step_hooks(self.hooks, self._context(state, step, entering, signal))
+        settings = dataclasses.replace(settings, **bound) if bound else settings
         with StepRecovery(self.session, turn=turn) as recovery:
             self.session.append(STEP_START, {"turn": turn, "step": step}, copy=False)
             state.steps = step

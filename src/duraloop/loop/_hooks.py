@@ -1,4 +1,4 @@
-"""Loop-level hooks: pre-step, request and turn-stopping (loop-spec 2.2, 2.3, 2.6).
+"""Loop-level hooks: pre-step, request, request-error, turn-stopping (loop-spec 2.2-2.6).
 
 Hooks are plain callables, sync or async. A hook that raises fails the turn: `turn/end`
 records the error and the original exception propagates (B42). Tool hooks (pre- and
@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
 
 from ..errors import UsageError
 from ..log import Message
@@ -70,6 +70,9 @@ PreStepHook: TypeAlias = (
     "Callable[[StepContext], Sequence[Message] | Reject | None | Awaitable[Sequence[Message] | Reject | None]]"
 )
 RequestHook: TypeAlias = "Callable[[StepContext, RequestConfig], RequestConfig | Awaitable[RequestConfig]]"
+RequestErrorHook: TypeAlias = (
+    "Callable[[StepContext, dict[str, Any]], str | None | Awaitable[str | None]]"
+)
 TurnStoppingHook: TypeAlias = "Callable[[StepContext], None | Awaitable[None]]"
 
 
@@ -85,13 +88,51 @@ class LoopHooks:
             return to the inbox.
         request: runs before every model request (each retry too) with the proposed
             `RequestConfig`; returns the config to send.
+        request_error: runs on an in-band model failure (an `error` or `aborted` finish)
+            with a copy of the failure (`message`, `code`, ...), before the `RetryPolicy`
+            (loop-spec 2.4 step 5). Return `"retry"` to retry at once in the same step
+            (logged as `llm/retry` with `mode` `"hook"` and `delayMs` 0, then
+            `llm/retry-started`), or None to let the policy decide. A cancel while it runs
+            beats its retry (the turn ends `aborted`, B35); if it raises, the turn ends
+            `error` with no retry (B36).
         turn_stopping: runs when the turn would end naturally and no `next-step` message is
             pending; steering or injecting through `ctx.loop` continues the turn (B45).
     """
 
     pre_step: PreStepHook | None = None
     request: RequestHook | None = None
+    request_error: RequestErrorHook | None = None
     turn_stopping: TurnStoppingHook | None = None
+
+
+HOOK_RETRY: Final = "retry"
+"""The `request_error` hook's answer that retries the failed request in the same step."""
+
+
+def bound_step_hooks(hooks: LoopHooks, context: StepContext) -> dict[str, Any]:
+    """Return the `StepSettings` fields binding the `request` and `request_error` hooks.
+
+    `configure` checks what `request` returns; `recover` checks what `request_error`
+    returns (`"retry"` or None, else `UsageError`).
+    """
+    request, request_error = hooks.request, hooks.request_error
+    fields: dict[str, Any] = {}
+    if request is not None:
+
+        async def configure(config: RequestConfig) -> RequestConfig:
+            return checked_request_config(await call_hook(request(context, config)))
+
+        fields["configure"] = configure
+    if request_error is not None:
+
+        async def recover(failure: dict[str, Any]) -> str | None:
+            action = await call_hook(request_error(context, dict(failure)))
+            if action is not None and action != HOOK_RETRY:
+                raise UsageError(f"LoopHooks.request_error must return 'retry' or None, got {action!r}")
+            return action
+
+        fields["recover"] = recover
+    return fields
 
 
 async def call_hook(result: _T | Awaitable[_T]) -> _T:

@@ -5,6 +5,7 @@ previous step's end, this step's start and any `llm/retry` are durable) and righ
 first tool body runs (so every `tool/call` is durable before its body, Law 5).
 
 A request that fails in-band (an `error` or `aborted` finish) is retried in the same step
+when the `request_error` hook answers `"retry"` (at once, loop-spec 2.4 step 5) or else
 when the loop's `RetryPolicy` allows (loop-spec 5.1): `llm/retry`, a cancellable wait,
 `llm/retry-started`, then a new attempt over freshly derived history. The failed attempt's
 chunks stay in the log; the step's `assistant/message` cites only its own attempt's chunks.
@@ -45,12 +46,13 @@ from ..log._vocabulary import (
     REASON_MAX_TOKENS,
     REQUEST_CONTEXT,
     REQUEST_HEADER,
+    RETRY_MODE_HOOK,
     STEP_START,
     SURFACE_APPEND,
     USER_MESSAGE,
 )
 from ..tools import CancelSignal, ToolPipeline, execute_tool_calls
-from ._hooks import RequestConfig
+from ._hooks import HOOK_RETRY, RequestConfig
 
 
 @dataclass
@@ -72,7 +74,8 @@ class StepSettings:
     `retry` None never retries; `stream_idle_timeout_seconds` None waits forever for a
     chunk; `jitter` is the uniform `[0, 1)` source of the retry backoff's jitter;
     `configure` (the `LoopHooks.request` hook bound to the step) may change each request's
-    settings after history is derived.
+    settings after history is derived; `recover` (the `LoopHooks.request_error` hook bound
+    to the step) answers `"retry"` or None on an in-band failure, before `retry`.
     """
 
     model: Model
@@ -86,6 +89,7 @@ class StepSettings:
     stream_idle_timeout_seconds: float | None = None
     jitter: Callable[[], float] = random.random
     configure: Callable[[RequestConfig], Awaitable[RequestConfig]] | None = None
+    recover: Callable[[dict[str, Any]], Awaitable[str | None]] | None = None
 
 
 def _log_request_header(
@@ -288,34 +292,46 @@ async def _retry_or_raise(
     settings: StepSettings,
     signal: CancelSignal,
 ) -> None:
-    """Record and wait out a retry the policy allows, or raise the failure verbatim.
+    """Record a hook-asked or policy-allowed retry and wait it out, or raise the failure.
 
     Follows the `dsh-llm-retry` listener (loop-spec 5.1): the retry number comes from the
     durable `llm/retry` events of this step with the same provider and policy key; the
-    wait is cancellable, and a cancel raises without `llm/retry-started` (signal wins).
+    wait is cancellable, and a cancel raises without `llm/retry-started` (signal wins). A
+    hook retry waits 0 ms and counts apart (`mode` and `policyKey` `"hook"`); a hook
+    answering None leaves the decision to the policy.
 
     Raises:
-        TurnCancelled: if the turn is cancelled before or during the wait.
-        LlmError: the failure, when the policy does not retry it.
+        TurnCancelled: if the turn is cancelled before or during the wait, or while the
+            `request_error` hook runs (cancellation beats its retry, B35).
+        LlmError: the failure, when neither the hook nor the policy retries it.
+        Exception: what the `request_error` hook raised (no retry, B36).
     """
     signal.throw_if_aborted()
-    policy = settings.retry
-    if policy is None:
-        raise _llm_error(failure)
     provider = settings.model.provider
-    policy_key = policy.policy_key
+    policy = settings.retry
+    action = None if settings.recover is None else await settings.recover(failure)
+    signal.throw_if_aborted()
+    if action == HOOK_RETRY:
+        mode, policy_key = RETRY_MODE_HOOK, RETRY_MODE_HOOK
+    elif policy is None:
+        raise _llm_error(failure)
+    else:
+        mode, policy_key = policy.mode, policy.policy_key
     retry = 1 + _retries_so_far(
         session, turn=turn, step=step, provider=provider, policy_key=policy_key
     )
-    delay_ms = policy.retry_delay_ms(failure, retry=retry, random=settings.jitter)
+    if policy is None or action == HOOK_RETRY:
+        delay_ms: int | None = 0
+    else:
+        delay_ms = policy.retry_delay_ms(failure, retry=retry, random=settings.jitter)
     if delay_ms is None:
         raise _llm_error(failure)
     retry_id = new_message_id()
     data: dict[str, Any] = {
         "retryId": retry_id, "turn": turn, "step": step, "provider": provider,
-        "mode": policy.mode, "policyKey": policy_key, "retry": retry,
+        "mode": mode, "policyKey": policy_key, "retry": retry,
     }
-    if policy.mode == RETRY_NORMAL:
+    if policy is not None and mode == RETRY_NORMAL:
         data["maxRetries"] = policy.max_retries
     data["delayMs"] = delay_ms
     data["failure"] = failure
@@ -326,7 +342,6 @@ async def _retry_or_raise(
     session.append(
         LLM_RETRY_STARTED, {"retryId": retry_id, "turn": turn, "step": step, "retry": retry}
     )
-
 
 def _retries_so_far(
     session: Session, *, turn: int, step: int, provider: str, policy_key: str
