@@ -472,6 +472,7 @@ class AgentLoop:
             ensure_durable=self._ensure_durable,
             retry=self.config.retry,
             stream_idle_timeout_seconds=self.config.stream_idle_timeout_seconds,
+            accept_context=self._accept_context,
         )
         turn_ends: str | None = None
         while True:
@@ -510,6 +511,13 @@ class AgentLoop:
             if turn_ends is not None and not self.inbox.next_step:
                 break
         state.reason = {"kind": turn_ends}
+
+    def _accept_context(self, message: Message) -> None:
+        """Queue a committed tool result's context in `next-step` (loop-spec 4.2).
+
+        Also after a cancel: the contexts then stay parked for a later turn (loop-spec 4.4).
+        """
+        self.inbox.insert(INBOX_NEXT_STEP, message)
 
     def _context(
         self, state: _TurnState, step: int, messages: Sequence[Message], signal: CancelSignal

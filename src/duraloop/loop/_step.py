@@ -75,7 +75,8 @@ class StepSettings:
     chunk; `jitter` is the uniform `[0, 1)` source of the retry backoff's jitter;
     `configure` (the `LoopHooks.request` hook bound to the step) may change each request's
     settings after history is derived; `recover` (the `LoopHooks.request_error` hook bound
-    to the step) answers `"retry"` or None on an in-band failure, before `retry`.
+    to the step) answers `"retry"` or None on an in-band failure, before `retry`;
+    `accept_context` gets each committed tool result's contexts (None drops them).
     """
 
     model: Model
@@ -90,6 +91,7 @@ class StepSettings:
     jitter: Callable[[], float] = random.random
     configure: Callable[[RequestConfig], Awaitable[RequestConfig]] | None = None
     recover: Callable[[dict[str, Any]], Awaitable[str | None]] | None = None
+    accept_context: Callable[[Message], None] | None = None
 
 
 def _log_request_header(
@@ -145,8 +147,8 @@ async def run_step(
         pairing: the incremental provider pairing check run on the request's messages.
 
     Returns:
-        `"completed"` (a text-only answer), `"max-tokens"`, or None when tool results were
-        recorded and the model must be asked again.
+        `"completed"` (a text answer, or a committed result concluded the turn, B16),
+        `"max-tokens"`, or None when the model must be asked again after tool results.
 
     Raises:
         TurnCancelled: if the turn was cancelled (an interrupted prefix is kept), including
@@ -179,13 +181,14 @@ async def run_step(
     calls = tool_calls_of(message)
     if not calls:
         return REASON_COMPLETED
-    await execute_tool_calls(
+    outcome = await execute_tool_calls(
         session, calls, turn=turn, step=step, pipeline=pipeline, signal=signal,
         max_parallel_tool_calls=settings.max_parallel_tool_calls,
         ensure_durable=settings.ensure_durable,
+        accept_context=settings.accept_context,
     )
     signal.throw_if_aborted()
-    return None
+    return REASON_COMPLETED if outcome.concluded else None
 
 
 async def _attempt(

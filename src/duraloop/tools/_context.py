@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..log._messages import Message, user_message
 from ._signal import CancelSignal
+
+
+@dataclass
+class ToolEffects:
+    """What a body asked of the loop through its `ToolContext` (loop-spec 3.3 prepare)."""
+
+    contexts: list[Message] = field(default_factory=list)
+    concludes_turn: bool = False
 
 
 @dataclass(frozen=True)
@@ -29,3 +38,29 @@ class ToolContext:
     call_id: str
     tool_name: str
     session_id: str
+    effects: ToolEffects = field(default_factory=ToolEffects, init=False, repr=False, compare=False)
+
+    def conclude_turn(self) -> None:
+        """End the turn after this step, without another model request (loop-spec 3.3, B16).
+
+        Applies only if the call succeeds; the turn still continues when the `next-step`
+        inbox holds steering or context once the step's results are committed (B17, B18).
+        """
+        self.effects.concludes_turn = True
+
+    def defer_context(self, message: str | Message) -> Message:
+        """Attach context to this call's result; it enters at the next step (loop-spec 3.3).
+
+        Deferred contexts precede those a post-execute hook adds; a hook that blocks the
+        result (returns a failure) discards them. They are queued in `next-step` right
+        after the call's `tool/result` (B11).
+
+        Args:
+            message: the text (becomes a user message) or a complete user message.
+
+        Returns:
+            The message that will be queued.
+        """
+        stored = user_message(message) if isinstance(message, str) else message
+        self.effects.contexts.append(stored)
+        return stored

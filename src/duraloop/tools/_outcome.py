@@ -3,6 +3,8 @@
 A `ToolOutcome` is what becomes a `tool/result`: `content` is the model-visible blocks,
 `error` is the `{name, code}` info persisted only when the failure has a code (loop-spec
 10.21), `meta` is optional presentation JSON. The canonical tool value is never persisted.
+`additional_contexts` and `concludes_turn` steer the loop and are never persisted in the
+`tool/result` either: the contexts become `next-step` inbox splices right after the result.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from ..log._json import JsonValue
-from ..log._messages import ContentBlock
+from ..log._messages import ContentBlock, Message
 from ..log._vocabulary import (
     ABORTED_BEFORE_DISPATCH_ERROR,
     ABORTED_BEFORE_DISPATCH_TEXT,
@@ -53,12 +55,21 @@ class ToolOutcome:
         error: `{"name": ..., "code": ...}` when the failure has a code; None for a success
             and for failures without a code (denials, hook failures, plain exceptions).
         meta: optional presentation JSON, never sent to the model.
+        additional_contexts: user messages the scheduler hands to the loop right after
+            committing this result (loop-spec 3.4, 4.2); the loop queues them in `next-step`,
+            so they enter at the next step, after `step/start` (B11). Not persisted in the
+            `tool/result`.
+        concludes_turn: for a success, end the turn after this step without asking the
+            model again, unless `next-step` holds messages then (B16-B18). Ignored on a
+            failure. Not persisted in the `tool/result`.
     """
 
     is_error: bool
     content: list[ContentBlock]
     error: dict[str, str] | None = None
     meta: JsonValue | None = field(default=None)
+    additional_contexts: tuple[Message, ...] = ()
+    concludes_turn: bool = False
 
     @classmethod
     def ok(cls, content: str | list[ContentBlock], *, meta: JsonValue | None = None) -> ToolOutcome:

@@ -1,6 +1,6 @@
 """The staged tool pipeline the scheduler drives: prepare, dispatch, finalize (loop-spec 3.3).
 
-Simplified from dsh: no approval, no guards, no code mode, no deferred contexts. Expected
+Simplified from dsh: no approval, no guards, no code mode. Expected
 failures (unknown tool, invalid arguments, a raising body, a raising hook, a timeout) are
 contained as error results; only genuine internal faults raise, which the scheduler treats
 as a scheduler failure (loop-spec 4.5). Cancellation replaces only successes (loop-spec 3.5).
@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, Literal
 
@@ -174,9 +174,9 @@ class ToolPipeline:
             tool_name=found.name,
             session_id=self.session_id,
         )
-        outcome = await self._run_body(found, args, ctx)
+        outcome = _with_effects(await self._run_body(found, args, ctx), ctx)
         if signal.aborted and not outcome.is_error:
-            return ToolOutcome.cancelled(body_invoked=True)
+            return _cancelled_keeping_contexts(outcome, body_invoked=True)
         return outcome
 
     async def finalize(
@@ -208,7 +208,7 @@ class ToolPipeline:
                 outcome = ToolOutcome.failure(_message_of(exc))
                 break
             if isinstance(replacement, ToolOutcome):
-                outcome = replacement
+                outcome = _merged(outcome, replacement)
             elif replacement is not None:
                 outcome = ToolOutcome.failure(
                     f"post-execute hook {_name_of(hook)} returned {type(replacement).__name__}; "
@@ -216,7 +216,7 @@ class ToolPipeline:
                 )
                 break
         if signal.aborted and not outcome.is_error:
-            outcome = ToolOutcome.cancelled(body_invoked=invoked)
+            outcome = _cancelled_keeping_contexts(outcome, body_invoked=invoked)
         return _checked(outcome)
 
     async def _run_body(self, found: Tool, args: object, ctx: ToolContext) -> ToolOutcome:
@@ -269,6 +269,45 @@ def _cancel_soon(scope: anyio.CancelScope) -> None:
     scope.cancel()
 
 
+def _with_effects(outcome: ToolOutcome, ctx: ToolContext) -> ToolOutcome:
+    """Put the body's deferred contexts in front of the outcome's own; apply concludeTurn."""
+    effects = ctx.effects
+    if not effects.contexts and not effects.concludes_turn:
+        return outcome
+    return replace(
+        outcome,
+        additional_contexts=(*effects.contexts, *outcome.additional_contexts),
+        concludes_turn=outcome.concludes_turn or effects.concludes_turn,
+    )
+
+
+def _merged(previous: ToolOutcome, replacement: ToolOutcome) -> ToolOutcome:
+    """Apply a post-execute replacement (loop-spec 3.3 finalize).
+
+    A success replacement accepts: the earlier contexts (the tool's) precede the hook's,
+    and an earlier `concludes_turn` stands. A hook that returns its input changed with
+    `dataclasses.replace` already carries the earlier contexts as a prefix; they are not
+    repeated. A failure replacement blocks: only its own contexts are kept.
+    """
+    if replacement.is_error:
+        return replacement
+    earlier = previous.additional_contexts
+    contexts = replacement.additional_contexts
+    if contexts[: len(earlier)] != earlier:
+        contexts = (*earlier, *contexts)
+    return replace(
+        replacement,
+        additional_contexts=contexts,
+        concludes_turn=replacement.concludes_turn or previous.concludes_turn,
+    )
+
+
+def _cancelled_keeping_contexts(outcome: ToolOutcome, *, body_invoked: bool) -> ToolOutcome:
+    """The cancellation failure replacing a success; its contexts are kept (loop-spec 4.4)."""
+    cancelled = ToolOutcome.cancelled(body_invoked=body_invoked)
+    return replace(cancelled, additional_contexts=outcome.additional_contexts)
+
+
 def _outcome_of(value: object) -> ToolOutcome:
     if isinstance(value, ToolOutcome):
         return value
@@ -304,7 +343,14 @@ def _checked(outcome: ToolOutcome) -> ToolOutcome:
             error=INVALID_TOOL_OUTPUT_ERROR,
         )
     error = None if outcome.error is None else dict(well_formed_json(outcome.error))
-    return ToolOutcome(is_error=outcome.is_error, content=content, error=error, meta=meta)
+    return ToolOutcome(
+        is_error=outcome.is_error,
+        content=content,
+        error=error,
+        meta=meta,
+        additional_contexts=tuple(outcome.additional_contexts),
+        concludes_turn=outcome.concludes_turn and not outcome.is_error,
+    )
 
 
 def _invalid_args_message(tool_name: str, exc: ValueError) -> str:

@@ -11,6 +11,10 @@ call with a `tool/call` + `ABORTED_BEFORE_DISPATCH` pair. Any other failure stop
 starts, drains every started dispatch (their results are discarded) and re-raises the first
 failure; the driver then writes recovery results (loop-spec 6). The scheduler never writes
 `step/end` or `turn/end`.
+
+Right after each committed `tool/result` its `additional_contexts` go to `accept_context`
+(the loop queues them in `next-step`), so context splices sit next to their owning result
+(B11); a committed success with `concludes_turn` is reported as `concluded`.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.abc import TaskGroup
 
-from ..log import Session
+from ..log import Message, Session
 from ..log._messages import ToolCallBlock, tool_result_message
 from ..log._vocabulary import (
     ABORTED_BEFORE_DISPATCH_ERROR,
@@ -43,9 +47,11 @@ class SchedulerOutcome:
 
     Args:
         aborted: whether cancellation stopped the calls (every call is still answered).
+        concluded: whether a committed result asked to conclude the turn (loop-spec 4.2).
     """
 
     aborted: bool
+    concluded: bool = False
 
 
 def commit_result(
@@ -101,6 +107,7 @@ async def execute_tool_calls(
     signal: CancelSignal,
     max_parallel_tool_calls: int | Callable[[], int] = 10,
     ensure_durable: Callable[[int], Awaitable[None]] | None = None,
+    accept_context: Callable[[Message], None] | None = None,
 ) -> SchedulerOutcome:
     """Run an assistant message's tool calls and commit their results in model order.
 
@@ -117,9 +124,13 @@ async def execute_tool_calls(
             run; it must make the log durable through that seq (Law 5). Calls started
             together share one flush (group commit): the first makes every buffered
             `tool/call` durable, the others find their seq already covered.
+        accept_context: called with each of a result's `additional_contexts`, in order,
+            right after that `tool/result` is appended (also while aborting: the contexts
+            of committed results are accepted). A raise is a scheduler failure. None
+            drops the contexts.
 
     Returns:
-        Whether the calls were aborted. Every call has exactly one `tool/result` unless this
+        Whether the calls were aborted, and whether a committed result concluded the turn. Every call has exactly one `tool/result` unless this
         raises.
 
     Raises:
@@ -139,6 +150,7 @@ async def execute_tool_calls(
     ]
     cap_setting = max_parallel_tool_calls
     next_index = 0
+    concluded = False
     while next_index < len(planned):
         parallel = pipeline.is_parallel(planned[next_index])
         group = planned[next_index:] if parallel else [planned[next_index]]
@@ -151,14 +163,16 @@ async def execute_tool_calls(
             cap,
             parallel=parallel,
             ensure_durable=ensure_durable,
+            accept_context=accept_context,
         )
         consumed, aborted = await runner.run()
+        concluded = concluded or runner.concluded
         next_index += consumed
         if aborted:
             for call in planned[next_index:]:
                 _append_skipped_pair(session, call)
-            return SchedulerOutcome(aborted=True)
-    return SchedulerOutcome(aborted=False)
+            return SchedulerOutcome(aborted=True, concluded=concluded)
+    return SchedulerOutcome(aborted=False, concluded=concluded)
 
 
 @dataclass
@@ -197,12 +211,14 @@ class _GroupRunner:
     cap: int
     parallel: bool
     ensure_durable: Callable[[int], Awaitable[None]] | None
+    accept_context: Callable[[Message], None] | None = None
     slots: dict[int, _Slot] = field(default_factory=dict)
     call_seqs: dict[int, int] = field(default_factory=dict)
     in_flight: set[int] = field(default_factory=set)
     next_to_start: int = 0
     committed: int = 0
     aborted: bool = False
+    concluded: bool = False
     failure: BaseException | None = None
     _settled: deque[int] = field(default_factory=deque)
     _settled_event: anyio.Event | None = None
@@ -328,4 +344,8 @@ class _GroupRunner:
             if slot.needs_post:
                 outcome = await self.pipeline.finalize(call, outcome, self.signal)
             commit_result(self.session, call, outcome, call_seq=self.call_seqs[index])
+            if self.accept_context is not None:
+                for context in outcome.additional_contexts:
+                    self.accept_context(context)
+            self.concluded |= outcome.concludes_turn and not outcome.is_error
             self.committed += 1
