@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+from collections.abc import Callable
 from pathlib import Path
 
-from duraloop.errors import StoreError
+from duraloop.errors import SessionLockedError, StoreError
 
 _MAX_READ_ATTEMPTS = 8
 
@@ -52,3 +54,39 @@ def write_all(fd: int, data: bytes) -> None:
     while view:
         written = os.write(fd, view)
         view = view[written:]
+
+
+def lock_session_file(fd: int, lock_path: Path, session_id: str) -> Callable[[], None]:
+    """Take the single-writer lock on an open lock file with `flock`.
+
+    The OS releases it if the process dies, so a stale lock never blocks.
+
+    Args:
+        fd: the open lock file; it is closed if the lock cannot be taken.
+        lock_path: its path, for messages.
+        session_id: the session the lock guards.
+
+    Returns:
+        An idempotent function that releases the lock.
+
+    Raises:
+        SessionLockedError: if another process holds the lock.
+        StoreError: if locking fails for another reason.
+    """
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        os.close(fd)
+        raise SessionLockedError(session_id, path=str(lock_path)) from exc
+    except OSError as exc:
+        os.close(fd)
+        raise StoreError(f"cannot lock {lock_path}: {exc}") from exc
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if not released:
+            released = True
+            os.close(fd)
+
+    return release

@@ -13,7 +13,6 @@ when the holding process dies and a stale lock never blocks.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import secrets
@@ -27,14 +26,13 @@ from duraloop.errors import (
     CorruptLogError,
     SessionExistsError,
     SessionFormatUnsupportedError,
-    SessionLockedError,
     SessionNotFoundError,
     StoreError,
 )
 from duraloop.log import Event, SessionHeader
 
 from ._backend import DamagedLog, StoredLog, WriteReceipt
-from ._files import file_revision, fsync_dir, read_stable, write_all
+from ._files import file_revision, fsync_dir, lock_session_file, read_stable, write_all
 from ._jsonl_scan import header_frame_line, scan_log, scan_zstd_log
 from ._paths import (
     LOCK_FILE_NAME,
@@ -360,20 +358,4 @@ class JsonlBackend:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, _FILE_MODE)
         except OSError as exc:
             raise StoreError(f"cannot open the lock file {lock_path}: {exc}") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            os.close(fd)
-            raise SessionLockedError(session_id, path=str(lock_path)) from exc
-        except OSError as exc:
-            os.close(fd)
-            raise StoreError(f"cannot lock {lock_path}: {exc}") from exc
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            if not released:
-                released = True
-                os.close(fd)
-
-        return release
+        return lock_session_file(fd, lock_path, session_id)

@@ -16,7 +16,6 @@ of one database are written by different processes, serialized by SQLite's own l
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import logging
 import os
@@ -32,7 +31,6 @@ from duraloop.errors import (
     CorruptLogError,
     SessionExistsError,
     SessionFormatUnsupportedError,
-    SessionLockedError,
     SessionNotFoundError,
     StoreError,
     UsageError,
@@ -41,6 +39,7 @@ from duraloop.log import Event, SessionHeader
 from duraloop.log import vocabulary as v
 
 from ._backend import DamagedLog, StoredLog, WriteReceipt
+from ._files import lock_session_file
 from ._paths import check_session_id
 from ._records import RecordError
 from ._sqlite_rows import (
@@ -362,20 +361,4 @@ class SqliteBackend:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, _LOCK_FILE_MODE)
         except OSError as exc:
             raise StoreError(f"cannot open the lock file {lock_path}: {exc}") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            os.close(fd)
-            raise SessionLockedError(session_id, path=str(lock_path)) from exc
-        except OSError as exc:
-            os.close(fd)
-            raise StoreError(f"cannot lock {lock_path}: {exc}") from exc
-        released = False
-
-        def release() -> None:
-            nonlocal released
-            if not released:
-                released = True
-                os.close(fd)
-
-        return release
+        return lock_session_file(fd, lock_path, session_id)
