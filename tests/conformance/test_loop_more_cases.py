@@ -1,17 +1,16 @@
 """Conformance: loop-spec 8 cases B9-B10, B25-B31, B37-B38 and B59-B62, plus `dispose`.
 
 Pins the remaining behaviour cases of issue 4 on the live driver: reclassification and
-ordered middleware in the scheduler (Law 6), cancellation at every boundary without a
-background driver (loop-spec 2.1, F2, F10-F12, F17), request-building failures that never
+ordered middleware in the scheduler (Law 6), cancellation at every boundary in awaited
+mode (loop-spec 2.1, F2, F10-F12, F17), request-building failures that never
 reach the model (F7), a live session that cannot be resumed under its writer (Law 8), fork
 numbering, config validation (D23) and step-boundary vetoes (F1, F5, F15). Concurrency is
 ordered with `Gates` and `anyio.wait_all_tasks_blocked()`, never with sleeps, and every test
 checks the whole log afterwards.
 
-B28 and B30 do not apply as written: `AgentLoop` has no background driver, so a send never
-starts a turn (B28's synchronous `turn/start` before `send` returns) and nothing replays a
-wake latch (B30); queued work waits for the next `run_turn()`. Their inbox half is pinned
-here: an idle `cancel()` discards queued follow-ups, `cancel(keep_inbox=True)` parks them.
+B28 and B30 with the background driver (`async with loop:`) are in
+`test_loop_driver_cases.py`; here is their awaited-mode half: without a driver a send only
+queues, an idle `cancel()` discards queued follow-ups, `cancel(keep_inbox=True)` parks them.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 from ._agent import AgentLoop as AgentLoop
 from ._agent import Durability as Durability
-from ._agent import TurnResult as TurnResult
 from ._config import LoopConfig as LoopConfig
 from ._hooks import LoopHooks as LoopHooks
 from ._hooks import Reject as Reject
@@ -15,6 +14,7 @@ from ._open import resume_session as resume_session
 from ._open import start_session as start_session
 from ._prompt import default_system_prompt as default_system_prompt
 from ._recovery import StepRecovery as StepRecovery
+from ._turn import TurnResult as TurnResult
 
 __all__ = [
     "AgentLoop",

@@ -1,71 +1,63 @@
-"""The AgentLoop driver: turns and steps over a durable session (loop-spec 2, 6, 7).
+"""The AgentLoop: a long-lived agent over a durable session (loop-spec 1, 2.1, 7, 10).
 
-A turn opens with `turn/start`, runs steps until the model answers without tool calls
-and no steering is pending, and always closes with exactly one `turn/end`. Each step's
-entering messages come from the inbox claim (all `next-step` messages, then the turn's
-prompt or the head of `next-turn`), through the `pre_step` hook (loop-spec 2.2, 2.3).
+The public surface: `send` (and its three named forms `followup`, `steer`, `inject`),
+`cancel`, `dispose`, `run_turn`/`run_pending`, `wait_idle`, `events`, `flush`, `close`. The
+turn algorithm itself is `_turn.Turn`.
 
-Size: over 400 lines because the public driver API (run, deliver, cancel, flush, close)
-and the turn algorithm it documents share the loop's state; the inbox and hooks are
-already their own modules. Splitting the turn algorithm out is the next step if it grows.
+Two ways to drive turns:
 
-A step always closes with `step/end`; when it fails after the assistant message, the
-unanswered calls get recovery results first (`StepRecovery`), and the ORIGINAL failure is
-recorded in `turn/end` and propagates.
+- Awaited: `await loop.run_turn(prompt)` runs one turn in the caller's task and returns
+  its result (raising the original failure of an `error` turn). Sends only queue.
+- Background: inside `async with loop:` the loop owns a driver task. A waking send
+  (`followup`, `steer`) from idle opens the turn before it returns: `turn/start` and the
+  claim are in the log when `send` returns (loop-spec 10.1); the driver then drains queued
+  follow-ups while turns end `completed`/`max-tokens`. A waking send that arrives after
+  `cancel()` of the running turn is latched and runs once the aborted turn has closed
+  (the wake latch, B30); `cancel()` without `keep_inbox` clears the latch, and disposal is
+  never latched. `await loop.wait_idle()` returns the results of the turns finished since.
 
-There is no background driver and no wake latch: a send only queues, and a turn runs in
-the task that awaits `run_turn()`. So two dsh cases do not apply: B28 (a waking send opens
-`turn/start` before it returns; here an idle `cancel()` just discards the queued sends) and
-B30 (a send after `cancel(keep_inbox=True)` is latched and replayed; here parked work waits
-for the next `run_turn()`, B29). `dispose()` is dsh's disposal (F17) minus the inbox discard.
+`dispose()` is dsh's disposal (F17) minus the inbox discard: pending messages stay durable.
+
+Size: over 400 lines because the public API of a long-lived agent (the send forms, cancel,
+dispose, both ways of driving turns, flush, close) shares the driver's state and is
+documented here in full; the turn algorithm is `_turn.py`, the inbox and hooks are their
+own modules.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import traceback
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
-from typing import Any, Protocol
+from types import TracebackType
+from typing import Any, Literal, Protocol
 
 import anyio
+import anyio.abc
 
-from ..errors import LlmError, UsageError
-from ..llm import Model, ToolSchema
+from ..errors import UsageError
+from ..llm import Model
 from ..log import Event, Message, PairingCheck, Session, user_message
 from ..log._vocabulary import (
     INBOX_NEXT_STEP,
     INBOX_NEXT_TURN,
-    REASON_ABORTED,
-    REASON_BLOCKED,
     REASON_COMPLETED,
-    REASON_ERROR,
     REASON_MAX_TOKENS,
     REQUEST_CONTEXT,
     REQUEST_HEADER,
-    STEP_END,
-    STEP_START,
-    TURN_END,
     TURN_START,
 )
-from ..tools import CancelSignal, Tool, ToolHooks, ToolPipeline, ToolRegistry, TurnCancelled
+from ..tools import CancelSignal, Tool, ToolHooks, ToolPipeline, ToolRegistry
 from ._config import LoopConfig
 from ._events import session_events
-from ._hooks import (
-    LoopHooks,
-    Reject,
-    StepContext,
-    bound_step_hooks,
-    call_hook,
-    entering_messages,
-)
+from ._hooks import LoopHooks
 from ._inbox import Inbox
-from ._prompt import default_system_prompt
-from ._recovery import StepRecovery
-from ._step import RequestState, StepSettings, run_step
+from ._step import RequestState
+from ._turn import Turn, TurnResult
+
+SendTarget = Literal["next-turn", "next-step"]
+"""Where `send` queues a message: the next turn's prompt queue, or the next step."""
 
 logger = logging.getLogger(__name__)
 
@@ -86,48 +78,6 @@ class Durability(Protocol):
         """Flush, then release the writer."""
 
 
-@dataclass(frozen=True)
-class TurnResult:
-    """How a turn ended.
-
-    Args:
-        turn: the turn number.
-        reason: the `turn/end` reason JSON, e.g. `{"kind": "completed"}`.
-        text: the text of the turn's last assistant message ("" if none).
-        steps: the number of steps the turn ran.
-    """
-
-    turn: int
-    reason: dict[str, Any]
-    text: str
-    steps: int
-
-    @property
-    def kind(self) -> str:
-        """The reason kind: completed, aborted, blocked, error or max-tokens."""
-        return str(self.reason.get("kind"))
-
-
-@dataclass
-class _TurnState:
-    turn: int
-    steps: int = 0
-    reason: dict[str, Any] | None = None
-    text: str = ""
-    prompt: Message | None = None
-
-
-def _failure_of(exc: BaseException) -> dict[str, Any]:
-    if isinstance(exc, LlmError):
-        return exc.failure()
-    chain = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    cause = exc.__cause__
-    while cause is not None:
-        chain += " <- " + "".join(traceback.format_exception_only(type(cause), cause)).strip()
-        cause = cause.__cause__
-    return {"message": chain, "code": "UNKNOWN"}
-
-
 class AgentLoop:
     """Drive a model through turns and steps over a session, running the tools it calls.
 
@@ -143,9 +93,15 @@ class AgentLoop:
         hooks: the loop-level hooks (pre-step, request, turn-stopping).
 
     The inbox (`self.inbox`) is replayed from the log, so messages pending when the session
-    was last written are pending again; nothing runs until `run_turn()` or `run_pending()`.
-    There is no background driver: `steer`, `inject` and `followup` only queue, and each
-    `run_turn()` without a prompt runs ONE queued follow-up (`run_pending()` drains them).
+    was last written are pending again. Outside `async with loop:` nothing runs until
+    `run_turn()` or `run_pending()`: sends only queue, and each `run_turn()` without a
+    prompt runs ONE queued follow-up. Inside it, waking sends start turns in the loop's
+    background driver (see the module docstring).
+
+    Example:
+        async with AgentLoop(session, model=model, cwd=".") as loop:
+            loop.followup("list the files")
+            (result,) = await loop.wait_idle()
 
     Raises:
         UsageError: if `cwd` is not an existing directory.
@@ -186,6 +142,10 @@ class AgentLoop:
         self._durable_through = session.seq - 1
         self._flushing: anyio.Event | None = None
         self._closed = False
+        self._driver: anyio.abc.TaskGroup | None = None
+        self._exit_stack: AsyncExitStack | None = None
+        self._wake_requested = False
+        self._results: list[TurnResult] = []
         self._last_turn, header, context = _scan_log(session)
         self._request_state = RequestState(header=header, context=context)
         self._pairing = PairingCheck()
@@ -197,69 +157,118 @@ class AgentLoop:
         """The number of the last turn started in this session (0 if none)."""
         return self._last_turn
 
-    def steer(self, message: str | Message) -> Message:
-        """Queue steering: it enters the running turn at its next step boundary.
+    def send(
+        self, message: str | Message, *, target: SendTarget = "next-turn", wakeup: bool = True
+    ) -> Message:
+        """Queue a user message and, if `wakeup`, wake the driver (loop-spec 2.1 `send`).
 
-        Steering goes to `next-step`. A running turn claims it before its next step (it
-        follows `step/start` as a `user/message`, B44) and keeps going even if the model
-        had finished. While idle it waits for the next `run_turn()`, which enters it in
-        its first step. Steering sent after `cancel()` of the running turn goes to
-        `next-turn` instead: it cannot join an aborted turn (loop-spec 2.1).
+        `followup`, `steer` and `inject` are this with fixed arguments. A waking send
+        that arrives while the running turn is being cancelled goes to `next-turn` (it
+        cannot join an aborted turn) and is latched: it runs once the turn has closed.
+        Inside `async with loop:`, a waking send from idle opens the turn before it
+        returns (`turn/start` and the claim are in the log); outside it, sends only queue
+        for `run_turn()`. An idle loop flushes the queued message at once.
 
         Args:
             message: the text, or a complete user message (its id must not be pending).
+            target: `"next-turn"` (a turn's prompt, one per turn) or `"next-step"` (enters
+                the running turn at its next step boundary, or the next turn's first step).
+            wakeup: whether the message should start work when the loop is idle.
 
         Returns:
             The queued message as logged.
 
         Raises:
-            UsageError: if the loop is closed or the message is not a user message.
+            UsageError: if the loop is closed, `target` is unknown, or the message is not a
+                user message.
             DuplicateMessageError: if a pending message has the same id.
+            EventRejectedError: if the insert (or, on waking, `turn/start`) is refused; the
+                inbox is unchanged by a refused insert.
         """
-        aborted = self._signal is not None and self._signal.aborted
-        return self._send(INBOX_NEXT_TURN if aborted else INBOX_NEXT_STEP, message)
-
-    def inject(self, message: str | Message) -> Message:
-        """Queue context for the next step (`next-step`); it never starts a turn by itself.
-
-        A running turn claims it at its next step boundary; while idle it only records the
-        splice and waits (B46), also across persist and resume (B58).
-
-        Args:
-            message: the text, or a complete user message (its id must not be pending).
-
-        Returns:
-            The queued message as logged.
-
-        Raises:
-            UsageError: if the loop is closed or the message is not a user message.
-            DuplicateMessageError: if a pending message has the same id.
-        """
-        return self._send(INBOX_NEXT_STEP, message)
-
-    def followup(self, message: str | Message) -> Message:
-        """Queue a follow-up (`next-turn`): the prompt of its own later turn, never merged.
-
-        Nothing runs until `run_turn()` (one follow-up per call) or `run_pending()`.
-
-        Args:
-            message: the text, or a complete user message (its id must not be pending).
-
-        Returns:
-            The queued message as logged.
-
-        Raises:
-            UsageError: if the loop is closed or the message is not a user message.
-            DuplicateMessageError: if a pending message has the same id.
-        """
-        return self._send(INBOX_NEXT_TURN, message)
-
-    def _send(self, target: str, message: str | Message) -> Message:
         self._check_open()
-        stored = self.inbox.insert(target, user_message(message) if isinstance(message, str) else message)
+        if target not in (INBOX_NEXT_TURN, INBOX_NEXT_STEP):
+            raise UsageError(f"unknown send target {target!r}; use 'next-turn' or 'next-step'")
+        signal = self._signal
+        waking_after_abort = wakeup and signal is not None and signal.aborted
+        effective = INBOX_NEXT_TURN if waking_after_abort else target
+        stored = self.inbox.insert(effective, user_message(message) if isinstance(message, str) else message)
+        if wakeup and self._wake(after_abort=waking_after_abort):
+            return stored
         if self._signal is None:
             self.flush()  # idle: nothing else will make the queued message durable soon
         return stored
+
+    def followup(self, message: str | Message) -> Message:
+        """Queue a follow-up (`next-turn`, waking): the prompt of its own later turn.
+
+        Same as `send(message, target="next-turn", wakeup=True)`; never merged into the
+        running turn.
+
+        Args:
+            message: the text, or a complete user message (its id must not be pending).
+
+        Returns:
+            The queued message as logged.
+
+        Raises:
+            UsageError, DuplicateMessageError, EventRejectedError: as `send`.
+        """
+        return self.send(message, target=INBOX_NEXT_TURN, wakeup=True)
+
+    def steer(self, message: str | Message) -> Message:
+        """Queue steering (`next-step`, waking): it enters the running turn at its next step.
+
+        Same as `send(message, target="next-step", wakeup=True)`. A running turn claims it
+        before its next step (it follows `step/start` as a `user/message`, B44) and keeps
+        going even if the model had finished. While idle it starts a turn (background) or
+        waits for the next `run_turn()`. After `cancel()` of the running turn it goes to
+        `next-turn` instead (loop-spec 2.1).
+
+        Args:
+            message: the text, or a complete user message (its id must not be pending).
+
+        Returns:
+            The queued message as logged.
+
+        Raises:
+            UsageError, DuplicateMessageError, EventRejectedError: as `send`.
+        """
+        return self.send(message, target=INBOX_NEXT_STEP, wakeup=True)
+
+    def inject(self, message: str | Message) -> Message:
+        """Queue context for the next step (`next-step`, not waking).
+
+        Same as `send(message, target="next-step", wakeup=False)`. A running turn claims it
+        at its next step boundary; while idle it only records the splice and waits (B46),
+        also across persist and resume (B58).
+
+        Args:
+            message: the text, or a complete user message (its id must not be pending).
+
+        Returns:
+            The queued message as logged.
+
+        Raises:
+            UsageError, DuplicateMessageError, EventRejectedError: as `send`.
+        """
+        return self.send(message, target=INBOX_NEXT_STEP, wakeup=False)
+
+    def _wake(self, *, after_abort: bool) -> bool:
+        """Wake the background driver; return whether a turn is (or will be) running.
+
+        Running: latch the wake when the turn is being aborted (not for disposal); a live
+        turn claims queued work itself. Idle with a driver: open the next turn now, then run
+        it in the driver task. Idle without one (no `async with`): nothing to wake.
+        """
+        signal = self._signal
+        if signal is not None:
+            if after_abort and (signal.reason or {}).get("kind") != "disposed":
+                self._wake_requested = True
+            return True
+        if self._driver is None:
+            return False
+        self._start_drain()
+        return True
 
     def cancel(self, reason: dict[str, Any] | None = None, *, keep_inbox: bool = False) -> None:
         """Cancel the running turn and, unless `keep_inbox`, discard every pending message.
@@ -276,6 +285,8 @@ class AgentLoop:
         """
         if self._signal is not None:
             self._signal.cancel(reason)
+        if not keep_inbox:
+            self._wake_requested = False
         if not keep_inbox and self.inbox.pending:
             self.inbox.clear()
             if self._signal is None and not self._closed:
@@ -365,7 +376,7 @@ class AgentLoop:
             )
 
     async def run_turn(self, prompt: str | Message | None = None) -> TurnResult:
-        """Run one turn and close it durably, whatever happens.
+        """Run one turn in this task and close it durably, whatever happens.
 
         The first step enters every pending `next-step` message, then the prompt: `prompt`
         when given (queued follow-ups stay queued), else the oldest follow-up. Later steps
@@ -380,8 +391,8 @@ class AgentLoop:
             `pre_step` hook rejected) or aborted (after `cancel()`).
 
         Raises:
-            UsageError: if a turn is already running on this loop, it is closed, or
-                `prompt` is None and nothing is pending in the inbox.
+            UsageError: if a turn is already running on this loop (also a background one),
+                it is closed, or `prompt` is None and nothing is pending in the inbox.
             Exception: the original failure of an `error` turn (e.g. `LlmError`, or what a
                 hook raised), after recovery results, `step/end` and `turn/end {error}`
                 are in the log.
@@ -399,11 +410,14 @@ class AgentLoop:
         self._signal = signal
         done = self._turn_done = anyio.Event()
         try:
-            return await self._turn(message, signal)
+            result = await Turn.open(self, message, signal).run()
         finally:
             self._signal = None
             self._turn_done = None
             done.set()
+        if result.error is not None:
+            raise result.error
+        return result
 
     async def run_pending(self) -> list[TurnResult]:
         """Run turns until the inbox is empty: one turn per queued follow-up (B47).
@@ -426,91 +440,92 @@ class AgentLoop:
                 break
         return results
 
-    async def _turn(self, message: Message | None, signal: CancelSignal) -> TurnResult:
-        turn = self._last_turn + 1
-        self.session.append(TURN_START, {"turn": turn})
-        self._last_turn = turn
-        state = _TurnState(turn=turn, prompt=message)
-        error: BaseException | None = None
-        try:
-            await self._steps(state, signal)
-        except TurnCancelled as exc:
-            state.reason = {"kind": REASON_ABORTED, "reason": exc.reason}
-        except BaseException as exc:  # noqa: BLE001 - recorded in turn/end, then re-raised
-            error = exc
-            if signal.aborted:
-                state.reason = {"kind": REASON_ABORTED, "reason": signal.reason}
-            elif not isinstance(exc, Exception):
-                # The caller's own cancel scope (or KeyboardInterrupt) stopped the turn.
-                state.reason = {"kind": REASON_ABORTED, "reason": {"kind": "parent"}}
-            else:
-                state.reason = {"kind": REASON_ERROR, "error": _failure_of(exc)}
-        reason = state.reason or {"kind": REASON_ERROR, "error": {"message": "no reason", "code": "UNKNOWN"}}
-        try:
-            self.session.append(TURN_END, {"turn": turn, "reason": reason})
-            self.flush()
-        except Exception:
-            if error is None:
-                raise
-            logger.exception("session %s: closing turn %d failed", self.session.id, turn)
-        if error is not None and not signal.aborted:
-            raise error
-        if error is not None and not isinstance(error, Exception):
-            raise error
-        return TurnResult(turn=turn, reason=reason, text=state.text, steps=state.steps)
+    async def wait_idle(self) -> list[TurnResult]:
+        """Wait until the background driver is idle; return the turns finished since.
 
-    async def _steps(self, state: _TurnState, signal: CancelSignal) -> None:
-        settings = StepSettings(
-            model=self.model,
-            system=self.config.system_prompt
-            if self.config.system_prompt is not None
-            else default_system_prompt(self.cwd, [tool.name for tool in self.registry]),
-            tools=[ToolSchema(**schema) for schema in self.registry.schemas()],
-            max_tokens=self.config.max_tokens,
-            max_parallel_tool_calls=self.config.max_parallel_tool_calls,
-            flush=self.flush,
-            ensure_durable=self._ensure_durable,
-            retry=self.config.retry,
-            stream_idle_timeout_seconds=self.config.stream_idle_timeout_seconds,
-            accept_context=self._accept_context,
-        )
-        turn_ends: str | None = None
-        while True:
-            signal.throw_if_aborted()
-            if state.steps >= self.config.max_steps:
-                state.reason = {
-                    "kind": REASON_BLOCKED,
-                    "message": f"the turn reached max_steps={self.config.max_steps} before the "
-                    "model finished; run another turn to continue, or raise max_steps",
-                }
-                return
-            step = state.steps + 1
-            first = state.steps == 0
-            claimed = self.inbox.claim(next_turn=first and state.prompt is None)
-            if first and state.prompt is not None:
-                claimed.append(state.prompt)
-            entering = await self._pre_step(state, step, claimed, signal)
-            if isinstance(entering, Reject):
-                state.reason = {"kind": REASON_BLOCKED}
-                if entering.message:
-                    state.reason["message"] = entering.message
-                return
-            if turn_ends is not None and not entering:
-                break
-            if first and not entering:
-                state.reason = {"kind": REASON_COMPLETED}
-                return
-            signal.throw_if_aborted()
-            step_end = await self._step(state, step, entering, settings, signal)
-            if turn_ends != REASON_MAX_TOKENS:  # max-tokens is sticky for the turn
-                turn_ends = step_end
-            signal.throw_if_aborted()
-            if turn_ends is not None and not self.inbox.next_step:
-                await self._turn_stopping(state, signal)
-                signal.throw_if_aborted()
-            if turn_ends is not None and not self.inbox.next_step:
-                break
-        state.reason = {"kind": turn_ends}
+        Returns:
+            The results of the background turns that ended since the last `wait_idle()`,
+            in order; an `error` turn's original exception is its `error` (not raised).
+            Turns run by `run_turn()` are not included (their caller has them).
+        """
+        while self._driver is not None and self._turn_done is not None:
+            await self._turn_done.wait()
+        results, self._results = self._results, []
+        return results
+
+    async def __aenter__(self) -> AgentLoop:
+        """Start the background driver: waking sends now start turns (loop-spec 2.1)."""
+        self._check_open()
+        if self._driver is not None:
+            raise UsageError("this AgentLoop is already running its driver (nested `async with`)")
+        stack = AsyncExitStack()
+        self._driver = await stack.enter_async_context(anyio.create_task_group())
+        self._exit_stack = stack
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Wait for queued work to finish (or, on an error, dispose), then close the loop."""
+        stack, self._exit_stack = self._exit_stack, None
+        try:
+            if exc is None:
+                await self.wait_idle()
+            else:
+                await self.dispose()
+        finally:
+            self._driver = None
+            if stack is not None:
+                await stack.__aexit__(exc_type, exc, tb)
+            self.close()
+
+    def _start_drain(self) -> None:
+        """Open the next turn now and run the drain in the driver task (loop-spec 2.1 wake)."""
+        driver = self._driver
+        if driver is None:
+            raise UsageError("no background driver: use `async with loop:` to run turns in the background")
+        signal = CancelSignal()
+        self._signal = signal
+        self._turn_done = anyio.Event()
+        self._wake_requested = False
+        try:
+            turn = Turn.open(self, None, signal)
+        except BaseException:
+            self._idle()
+            raise
+        driver.start_soon(self._drain, turn)
+
+    async def _drain(self, turn: Turn) -> None:
+        """Run turns while each ends completed/max-tokens and work is queued (loop-spec 2.2.8)."""
+        try:
+            while True:
+                result = await turn.run()
+                self._results.append(result)
+                if result.error is not None:
+                    logger.warning(
+                        "session %s: turn %d failed: %s", self.session.id, result.turn, result.reason
+                    )
+                if result.kind not in (REASON_COMPLETED, REASON_MAX_TOKENS) or not self.inbox.pending:
+                    break
+                signal = CancelSignal()
+                self._signal = signal
+                self._wake_requested = False
+                turn = Turn.open(self, None, signal)
+        except Exception:
+            logger.exception("session %s: the background driver stopped", self.session.id)
+        finally:
+            latched = self._wake_requested and not self._closed
+            self._idle()
+            if latched and self.inbox.pending and self._driver is not None:
+                self._start_drain()  # the wake latch replays (B30)
+
+    def _idle(self) -> None:
+        done = self._turn_done
+        self._signal = None
+        self._turn_done = None
+        self._wake_requested = False
+        if done is not None:
+            done.set()
 
     def _accept_context(self, message: Message) -> None:
         """Queue a committed tool result's context in `next-step` (loop-spec 4.2).
@@ -518,67 +533,6 @@ class AgentLoop:
         Also after a cancel: the contexts then stay parked for a later turn (loop-spec 4.4).
         """
         self.inbox.insert(INBOX_NEXT_STEP, message)
-
-    def _context(
-        self, state: _TurnState, step: int, messages: Sequence[Message], signal: CancelSignal
-    ) -> StepContext:
-        return StepContext(loop=self, turn=state.turn, step=step, messages=tuple(messages), signal=signal)
-
-    async def _pre_step(
-        self, state: _TurnState, step: int, claimed: list[Message], signal: CancelSignal
-    ) -> list[Message] | Reject:
-        """Run the `pre_step` hook over the claimed messages (loop-spec 2.3)."""
-        hook = self.hooks.pre_step
-        if hook is None:
-            return claimed
-        decision = await call_hook(hook(self._context(state, step, claimed, signal)))
-        signal.throw_if_aborted()
-        return entering_messages(decision, claimed)
-
-    async def _turn_stopping(self, state: _TurnState, signal: CancelSignal) -> None:
-        """Run the `turn_stopping` hook; it continues the turn by steering or injecting."""
-        hook = self.hooks.turn_stopping
-        if hook is not None:
-            await call_hook(hook(self._context(state, state.steps, (), signal)))
-
-    async def _step(
-        self,
-        state: _TurnState,
-        step: int,
-        entering: list[Message],
-        settings: StepSettings,
-        signal: CancelSignal,
-    ) -> str | None:
-        turn = state.turn
-        bound = bound_step_hooks(self.hooks, self._context(state, step, entering, signal))
-        settings = dataclasses.replace(settings, **bound) if bound else settings
-        with StepRecovery(self.session, turn=turn) as recovery:
-            self.session.append(STEP_START, {"turn": turn, "step": step}, copy=False)
-            state.steps = step
-            try:
-                result = await run_step(
-                    self.session, turn=turn, step=step, entering=entering, settings=settings,
-                    pipeline=self.pipeline, signal=signal, state=self._request_state,
-                    pairing=self._pairing,
-                )
-            except BaseException:
-                recovery.record_recovery_results()
-                raise
-            finally:
-                self.session.append(STEP_END, {"turn": turn, "step": step}, copy=False)
-            state.text = _last_assistant_text(self.session) or state.text
-            return result
-
-
-def _last_assistant_text(session: Session) -> str:
-    messages = session.messages
-    for message in reversed(messages[-8:]):
-        if message.get("role") == "assistant":
-            return "".join(
-                block.get("text", "") for block in message["content"] if block.get("type") == "text"
-            )
-    return ""
-
 
 def _scan_log(session: Session) -> tuple[int, dict[str, Any] | None, dict[str, Any] | None]:
     """Return the last `turn/start` number and the latest request header and context."""

@@ -1,0 +1,287 @@
+"""The turn algorithm (loop-spec 2.2): one turn's steps, from `turn/start` to `turn/end`.
+
+A turn opens synchronously (`Turn.open`: `turn/start`, then the first claim of the inbox),
+so a waking send from idle has both in the log before it returns (loop-spec 10.1). It then
+runs steps until the model answers without tool calls and no steering is pending, and
+always closes with exactly one `turn/end`. Each step's entering messages come from the
+inbox claim through the `pre_step` hook (loop-spec 2.3). A step always closes with
+`step/end`; when it fails after the assistant message, the unanswered calls get recovery
+results first (`StepRecovery`), and the ORIGINAL failure is recorded in `turn/end`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import LlmError
+from ..llm import ToolSchema
+from ..log import Message, Session
+from ..log._vocabulary import (
+    REASON_ABORTED,
+    REASON_BLOCKED,
+    REASON_COMPLETED,
+    REASON_ERROR,
+    REASON_MAX_TOKENS,
+    STEP_END,
+    STEP_START,
+    TURN_END,
+    TURN_START,
+)
+from ..tools import CancelSignal, TurnCancelled
+from ._hooks import Reject, StepContext, bound_step_hooks, call_hook, entering_messages
+from ._prompt import default_system_prompt
+from ._recovery import StepRecovery
+from ._step import StepSettings, run_step
+
+if TYPE_CHECKING:
+    from ._agent import AgentLoop
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """How a turn ended.
+
+    Args:
+        turn: the turn number.
+        reason: the `turn/end` reason JSON, e.g. `{"kind": "completed"}`.
+        text: the text of the turn's last assistant message ("" if none).
+        steps: the number of steps the turn ran.
+        error: for an `error` turn, the original exception (already recorded in the log);
+            `run_turn()` raises it, a background drain reports it here.
+    """
+
+    turn: int
+    reason: dict[str, Any]
+    text: str
+    steps: int
+    error: BaseException | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def kind(self) -> str:
+        """The reason kind: completed, aborted, blocked, error or max-tokens."""
+        return str(self.reason.get("kind"))
+
+
+def failure_of(exc: BaseException) -> dict[str, Any]:
+    """Return the `LlmFailure` JSON for a turn's failure (loop-spec 1: errorChain).
+
+    Args:
+        exc: what failed the turn.
+
+    Returns:
+        An `LlmError`'s failure verbatim, else `{message: the exception chain, code: UNKNOWN}`.
+    """
+    if isinstance(exc, LlmError):
+        return exc.failure()
+    chain = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    cause = exc.__cause__
+    while cause is not None:
+        chain += " <- " + "".join(traceback.format_exception_only(type(cause), cause)).strip()
+        cause = cause.__cause__
+    return {"message": chain, "code": "UNKNOWN"}
+
+
+class Turn:
+    """One turn of an `AgentLoop`: opened synchronously, then run to its `turn/end`.
+
+    Build it with `Turn.open()`; `run()` once. It is the loop's own algorithm, so it
+    reads and updates the loop's private state (turn number, request state, pairing check).
+    """
+
+    def __init__(self, loop: AgentLoop, turn: int, prompt: Message | None, signal: CancelSignal) -> None:
+        self.loop = loop
+        self.turn = turn
+        self.prompt = prompt
+        self.signal = signal
+        self.steps = 0
+        self.reason: dict[str, Any] | None = None
+        self.text = ""
+        self.first_claim: list[Message] = []
+
+    @classmethod
+    def open(cls, loop: AgentLoop, prompt: Message | None, signal: CancelSignal) -> Turn:
+        """Append `turn/start` and claim the first step's messages, synchronously.
+
+        The claim takes every `next-step` message, then the head of `next-turn` when no
+        prompt is given (loop-spec 2.3 step 1); `prompt` is entered after them.
+
+        Args:
+            loop: the loop the turn runs on.
+            prompt: the turn's prompt, or None to take it from `next-turn`.
+            signal: the turn's cancel signal.
+
+        Returns:
+            The opened turn; `run()` it.
+
+        Raises:
+            EventRejectedError: if `turn/start` or the claim is refused (no turn exists
+                then; the inbox is unchanged).
+        """
+        number = loop.last_turn + 1
+        loop.session.append(TURN_START, {"turn": number})
+        loop._last_turn = number
+        turn = cls(loop, number, prompt, signal)
+        turn.first_claim = loop.inbox.claim(next_turn=prompt is None)
+        if prompt is not None:
+            turn.first_claim.append(prompt)
+        return turn
+
+    async def run(self) -> TurnResult:
+        """Run the turn's steps and append its `turn/end`, whatever happens.
+
+        Returns:
+            The result; for an `error` turn its `error` is the original exception (the
+            caller decides whether to raise it). Cancellation by the turn's signal gives an
+            `aborted` result.
+
+        Raises:
+            BaseException: a cancellation of the caller's own scope (after `turn/end
+                {aborted {parent}}` is appended), or a failure to append `turn/end` when the
+                turn itself had not failed.
+        """
+        error: BaseException | None = None
+        signal = self.signal
+        try:
+            await self._steps()
+        except TurnCancelled as exc:
+            self.reason = {"kind": REASON_ABORTED, "reason": exc.reason}
+        except BaseException as exc:  # noqa: BLE001 - recorded in turn/end, then handed on
+            error = exc
+            if signal.aborted:
+                self.reason = {"kind": REASON_ABORTED, "reason": signal.reason}
+            elif not isinstance(exc, Exception):
+                # The caller's own cancel scope (or KeyboardInterrupt) stopped the turn.
+                self.reason = {"kind": REASON_ABORTED, "reason": {"kind": "parent"}}
+            else:
+                self.reason = {"kind": REASON_ERROR, "error": failure_of(exc)}
+        reason = self.reason or {"kind": REASON_ERROR, "error": {"message": "no reason", "code": "UNKNOWN"}}
+        session = self.loop.session
+        try:
+            session.append(TURN_END, {"turn": self.turn, "reason": reason})
+            self.loop.flush()
+        except Exception:
+            if error is None:
+                raise
+            logger.exception("session %s: closing turn %d failed", session.id, self.turn)
+        if error is not None and not isinstance(error, Exception):
+            raise error
+        if signal.aborted:
+            error = None
+        return TurnResult(turn=self.turn, reason=reason, text=self.text, steps=self.steps, error=error)
+
+    def _settings(self) -> StepSettings:
+        loop = self.loop
+        config = loop.config
+        return StepSettings(
+            model=loop.model,
+            system=config.system_prompt
+            if config.system_prompt is not None
+            else default_system_prompt(loop.cwd, [tool.name for tool in loop.registry]),
+            tools=[ToolSchema(**schema) for schema in loop.registry.schemas()],
+            max_tokens=config.max_tokens,
+            max_parallel_tool_calls=config.max_parallel_tool_calls,
+            flush=loop.flush,
+            ensure_durable=loop._ensure_durable,
+            retry=config.retry,
+            stream_idle_timeout_seconds=config.stream_idle_timeout_seconds,
+            accept_context=loop._accept_context,
+        )
+
+    async def _steps(self) -> None:
+        loop, signal = self.loop, self.signal
+        settings = self._settings()
+        turn_ends: str | None = None
+        while True:
+            signal.throw_if_aborted()
+            if self.steps >= loop.config.max_steps:
+                self.reason = {
+                    "kind": REASON_BLOCKED,
+                    "message": f"the turn reached max_steps={loop.config.max_steps} before the "
+                    "model finished; run another turn to continue, or raise max_steps",
+                }
+                return
+            step = self.steps + 1
+            first = self.steps == 0
+            if first:
+                claimed, self.first_claim = self.first_claim, []
+            else:
+                claimed = loop.inbox.claim(next_turn=False)
+            entering = await self._pre_step(step, claimed)
+            if isinstance(entering, Reject):
+                self.reason = {"kind": REASON_BLOCKED}
+                if entering.message:
+                    self.reason["message"] = entering.message
+                return
+            if turn_ends is not None and not entering:
+                break
+            if first and not entering:
+                self.reason = {"kind": REASON_COMPLETED}
+                return
+            signal.throw_if_aborted()
+            step_end = await self._step(step, entering, settings)
+            if turn_ends != REASON_MAX_TOKENS:  # max-tokens is sticky for the turn
+                turn_ends = step_end
+            signal.throw_if_aborted()
+            if turn_ends is not None and not loop.inbox.next_step:
+                await self._turn_stopping()
+                signal.throw_if_aborted()
+            if turn_ends is not None and not loop.inbox.next_step:
+                break
+        self.reason = {"kind": turn_ends}
+
+    def _context(self, step: int, messages: Sequence[Message]) -> StepContext:
+        return StepContext(loop=self.loop, turn=self.turn, step=step, messages=tuple(messages), signal=self.signal)
+
+    async def _pre_step(self, step: int, claimed: list[Message]) -> list[Message] | Reject:
+        """Run the `pre_step` hook over the claimed messages (loop-spec 2.3)."""
+        hook = self.loop.hooks.pre_step
+        if hook is None:
+            return claimed
+        decision = await call_hook(hook(self._context(step, claimed)))
+        self.signal.throw_if_aborted()
+        return entering_messages(decision, claimed)
+
+    async def _turn_stopping(self) -> None:
+        """Run the `turn_stopping` hook; it continues the turn by steering or injecting."""
+        hook = self.loop.hooks.turn_stopping
+        if hook is not None:
+            await call_hook(hook(self._context(self.steps, ())))
+
+    async def _step(self, step: int, entering: list[Message], settings: StepSettings) -> str | None:
+        loop, turn = self.loop, self.turn
+        session = loop.session
+        bound = bound_step_hooks(loop.hooks, self._context(step, entering))
+        settings = dataclasses.replace(settings, **bound) if bound else settings
+        with StepRecovery(session, turn=turn) as recovery:
+            session.append(STEP_START, {"turn": turn, "step": step}, copy=False)
+            self.steps = step
+            try:
+                result = await run_step(
+                    session, turn=turn, step=step, entering=entering, settings=settings,
+                    pipeline=loop.pipeline, signal=self.signal, state=loop._request_state,
+                    pairing=loop._pairing,
+                )
+            except BaseException:
+                recovery.record_recovery_results()
+                raise
+            finally:
+                session.append(STEP_END, {"turn": turn, "step": step}, copy=False)
+            self.text = _last_assistant_text(session) or self.text
+            return result
+
+
+def _last_assistant_text(session: Session) -> str:
+    messages = session.messages
+    for message in reversed(messages[-8:]):
+        if message.get("role") == "assistant":
+            return "".join(
+                block.get("text", "") for block in message["content"] if block.get("type") == "text"
+            )
+    return ""
