@@ -20,6 +20,7 @@ from .loop import AgentLoop as AgentLoop
 from .loop import LoopConfig as LoopConfig
 from .loop import LoopHooks as LoopHooks
 from .loop import TurnResult as TurnResult
+from .loop import fork_session as fork_session
 from .loop import open_session as open_session
 from .loop import resume_session as resume_session
 from .loop import start_session as start_session
@@ -57,6 +58,7 @@ __all__ = [
     "check_pairing",
     "interrupted_turn_closers",
     "open_session",
+    "fork_session",
     "resume_session",
     "start_session",
     "tool",

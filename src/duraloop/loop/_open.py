@@ -171,3 +171,50 @@ def open_session(
             config=config, tool_hooks=tool_hooks, hooks=hooks,
         )
         return loop, None
+
+
+def fork_session(
+    source_id: str,
+    *,
+    store: SessionStore,
+    model: Model,
+    boundary: int | None = None,
+    child_id: str | None = None,
+    tools: ToolRegistry | Sequence[Tool] = (),
+    cwd: Path | str | None = None,
+    config: LoopConfig | None = None,
+    tool_hooks: ToolHooks | None = None,
+    hooks: LoopHooks | None = None,
+) -> AgentLoop:
+    """Fork a stored session at a closed-turn boundary and return a loop on the child.
+
+    The child is persisted first (`SessionStore.fork`, session-spec 5.2: the parent's
+    events through `boundary`, then `session/end-seed`); the parent is not changed and may
+    keep running in another loop. The child continues the parent's turn numbering.
+
+    Args:
+        source_id: the session to fork.
+        store: where both sessions are persisted.
+        model: the model the child's loop requests.
+        boundary: the last inherited seq (inclusive); None means the parent's last event
+            (its last turn must be closed).
+        child_id: the child's id; a UUID4 when None.
+        tools: the tools the model may call.
+        cwd: the workspace; defaults to the parent's recorded one.
+        config: loop options.
+        tool_hooks: pre- and post-execute hooks.
+        hooks: the loop-level hooks.
+
+    Returns:
+        A loop on the child session (`loop.session.id` is the child id).
+
+    Raises:
+        SessionForkError: `SESSION_ALREADY_EXISTS`, `SESSION_NOT_FOUND`,
+            `INVALID_BOUNDARY` or `OPEN_TURN` (the boundary cuts a turn in two).
+    """
+    child = store.fork(source_id, boundary=boundary, child_id=child_id)
+    loop, _repair = resume_session(
+        child, store=store, model=model, tools=tools, cwd=cwd, config=config,
+        tool_hooks=tool_hooks, hooks=hooks,
+    )
+    return loop
