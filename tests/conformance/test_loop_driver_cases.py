@@ -184,7 +184,11 @@ async def test_b30_disposal_is_never_latched(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_a_failed_background_turn_reports_its_error_and_stops_draining(tmp_path: Path) -> None:
-    script = [{"error": {"code": "AUTH", "message": "bad key"}}, {"text": "two"}, {"text": "three"}]
+    script: list[dict[str, Any]] = [
+        {"error": {"code": "AUTH", "message": "bad key"}},
+        {"text": "two"},
+        {"text": "three"},
+    ]
     session, _model, loop = make_loop(tmp_path, script, [])
     async with loop:
         loop.followup("first")
