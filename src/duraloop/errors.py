@@ -9,6 +9,7 @@ DuraloopError
 ├── EventRejectedError (ValueError)     an append or seed that breaks a log rule
 │   └── InvariantError                  a turn/step/tool relation broken (session-spec 4.5)
 ├── PairingError                        derived messages a provider would reject
+│   └── WirePairingError                an unpaired provider payload (a duraloop bug)
 ├── SessionForkError                    a fork boundary or id that cannot be used
 ├── CorruptLogError                     a stored log whose committed region is damaged
 ├── SessionFormatUnsupportedError       an intact log this build cannot interpret
@@ -45,6 +46,7 @@ __all__ = [
     "ToolError",
     "TurnFailedError",
     "UsageError",
+    "WirePairingError",
 ]
 
 
@@ -98,6 +100,55 @@ class PairingError(DuraloopError):
     followed by tool messages") and Anthropic Messages ("tool_use ids were found without
     tool_result blocks").
     """
+
+
+class WirePairingError(PairingError):
+    """Raised before sending when a provider payload breaks that provider's pairing rule.
+
+    The exact wire `messages` an adapter is about to send are checked (llm-spec 3.1 for
+    Chat Completions, 3.2 for Anthropic Messages). Derived history is already checked, so a
+    violation here means duraloop converted a valid history into an invalid payload: a bug
+    in duraloop, never in the caller's code. Nothing was sent; the message names the call,
+    the wire message index and the rule, and quotes the provider's own error text where one
+    is documented, so a search for that text finds this error.
+
+    Args:
+        detail: what is wrong, in the payload's own terms.
+        provider: the provider route whose rule is broken (`openai`, `deepseek`,
+            `anthropic`, ...).
+        call_id: the wire tool-call id at fault; `""` when the rule concerns no call.
+        message_index: the 0-based index into the wire `messages` list of the message at
+            fault (the assistant message for an unanswered call, the result's message for
+            an unexpected result); -1 when no one message is at fault (two history ids
+            that map to the same wire id).
+        rule: the stable name of the broken rule, e.g. `UNANSWERED_TOOL_CALL`.
+        provider_error: the provider's documented error text for this rule, or None.
+    """
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        provider: str,
+        call_id: str,
+        message_index: int,
+        rule: str,
+        provider_error: str | None = None,
+    ) -> None:
+        quoted = f' Provider error for this rule: "{provider_error}"' if provider_error else ""
+        call = f"tool call {call_id!r}" if call_id else "no tool call"
+        where = f" at messages[{message_index}]" if message_index >= 0 else ""
+        super().__init__(
+            f"duraloop bug, please report it with the session log: the {provider} request "
+            f"breaks the pairing rule {rule}{where} ({call}): {detail}."
+            f"{quoted} Nothing was sent and the session log is unchanged."
+        )
+        self.detail = detail
+        self.provider = provider
+        self.call_id = call_id
+        self.message_index = message_index
+        self.rule = rule
+        self.provider_error = provider_error
 
 
 class SessionForkError(DuraloopError):

@@ -11,7 +11,7 @@ import re
 import time
 from typing import Final
 
-from ..errors import LlmError
+from ..errors import LlmError, PairingError
 from ..log._json import JsonObject
 
 RATE_LIMIT: Final = "RATE_LIMIT"
@@ -29,6 +29,11 @@ UNSUPPORTED_CONTENT: Final = "UNSUPPORTED_CONTENT"
 SCRIPT_EXHAUSTED: Final = "SCRIPT_EXHAUSTED"
 ABORTED: Final = "ABORTED"
 UNKNOWN: Final = "UNKNOWN"
+PAIRING_VIOLATION: Final = "PAIRING_VIOLATION"
+REPLAY_EXHAUSTED: Final = "REPLAY_EXHAUSTED"
+REFUSAL: Final = "REFUSAL"
+UNSUPPORTED_OPTION: Final = "UNSUPPORTED_OPTION"
+"""A request that would break a provider's pairing rule (a duraloop bug); never retryable."""
 
 _CONTEXT_PATTERNS: Final = re.compile(
     "|".join(
@@ -146,11 +151,16 @@ def failure_from_exception(exc: BaseException) -> JsonObject:
         exc: the exception raised by an adapter.
 
     Returns:
-        `exc.failure()` for an `LlmError`; otherwise `{"message", "code": "UNKNOWN"}` where
-        the message is the exception text (or its type name when the text is empty). Third
-        party codes are not trusted as taxonomy.
+        `exc.failure()` for an `LlmError`; `{"message", "code": "PAIRING_VIOLATION"}` for a
+        `PairingError` (a `WirePairingError` raised by an adapter's pre-send check: nothing
+        was sent, and since the same history gives the same payload, the code is outside
+        the retryable set); otherwise `{"message", "code": "UNKNOWN"}` where the message is
+        the exception text (or its type name when the text is empty). Third party codes are
+        not trusted as taxonomy.
     """
     if isinstance(exc, LlmError):
         return exc.failure()
+    if isinstance(exc, PairingError):
+        return {"message": str(exc), "code": PAIRING_VIOLATION}
     message = str(exc) or f"LLM adapter failed ({type(exc).__name__})"
     return {"message": message, "code": UNKNOWN}

@@ -19,6 +19,9 @@ from ._errors import EMPTY_RESPONSE, RATE_LIMIT, SERVER, TIMEOUT, TRANSPORT
 RetryMode: TypeAlias = Literal["normal", "always"]
 RETRY_NORMAL: Final = "normal"
 RETRY_ALWAYS: Final = "always"
+NEVER_RETRIED_CODES: Final = frozenset({"PAIRING_VIOLATION"})
+"""Codes no mode retries: the request itself is wrong (a pairing violation found before
+sending is a duraloop bug), so sending it again would fail the same way, forever."""
 
 DEFAULT_RETRYABLE_CODES: Final = frozenset({EMPTY_RESPONSE, RATE_LIMIT, SERVER, TIMEOUT, TRANSPORT})
 """The codes the normal mode retries by default (llm-spec 1.9)."""
@@ -38,7 +41,8 @@ class RetryPolicy:
     Args:
         mode: `"normal"` retries a failure whose code is in `retryable_codes` at most
             `max_retries` times per step; `"always"` retries every failure until success or
-            cancellation (`max_retries` and `retryable_codes` are then ignored).
+            cancellation (`max_retries` and `retryable_codes` are then ignored), except the
+            codes in `NEVER_RETRIED_CODES` (a duraloop bug the same request would repeat).
         max_retries: retries after the first request, per step (normal mode). Default 5.
         retryable_codes: the failure codes normal mode retries. Default `EMPTY_RESPONSE`,
             `RATE_LIMIT`, `SERVER`, `TIMEOUT`, `TRANSPORT`.
@@ -131,6 +135,8 @@ class RetryPolicy:
         Returns:
             The delay in milliseconds, or None when the policy does not retry.
         """
+        if failure.get("code") in NEVER_RETRIED_CODES:
+            return None
         always = self.mode == RETRY_ALWAYS
         if not always and (
             failure.get("code") not in self.retryable_codes or retry > self.max_retries
