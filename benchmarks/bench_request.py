@@ -1,7 +1,8 @@
 """Micro-benchmark: building one Chat Completions request at a 4,000-message history.
 
 The history is one user message plus steps of (an assistant message with 3 tool calls, its
-3 tool results), cut to 4,000 messages. Then 100 requests follow, each adding one step
+3 tool results), filled up to 4,000 messages with user messages (whole steps only, so the
+pairing check `encode_request` runs on the wire messages passes). Then 100 requests follow, each adding one step
 (4 messages), and each is timed: `OpenAIChatModel.encode_request` (the body `stream()`
 sends) and `ScriptedModel._input_tokens` (its usage estimate). For reference, the
 msgspec encoding of the whole body once (the PERFORMANCE.md floor) and a cold
@@ -49,13 +50,19 @@ def step(number: int) -> list[Any]:
 
 
 def history(count: int) -> list[Any]:
-    """Return a scenario-shaped history of exactly `count` messages."""
+    """Return a scenario-shaped, provider-valid history of exactly `count` messages.
+
+    Whole steps only (a step cut short would leave calls without results, which the
+    adapter's pairing check refuses); user messages fill up to `count`.
+    """
     messages = [user_message("Run the benchmark task.")]
     number = 0
-    while len(messages) < count:
+    while len(messages) + 4 <= count:
         messages += step(number)
         number += 1
-    return messages[:count]
+    while len(messages) < count:
+        messages.append(user_message("Continue."))
+    return messages
 
 
 def ms(values: list[float]) -> str:

@@ -1,8 +1,12 @@
 """OpenAIChatModel against a real local HTTP server speaking Chat Completions SSE.
 
-A socket-level fake (not a mock) exercises the SDK's transport, SSE decoding and retry
-settings: parallel tool calls split across deltas, usage after finish, truncated streams,
-HTTP errors, and the request payload's tool-call pairing (llm-spec 2.1, 2.3, 3.1, 5.4).
+The wire server (`_wire_chat`, OpenAI dialect) is a socket, not a mock: the SDK's transport
+and duraloop's SSE reader run as they do for users, and every request the adapter sends
+is validated against the pairing rule of llm-spec 3.1 (the `fake_openai` fixture fails the
+test at teardown on a violation). Pinned: parallel tool calls split across deltas, usage
+after finish, the OpenAI body options (`max_completion_tokens`, `reasoning_effort`, no
+`reasoning_content`), tool-call ids mapped onto the 40-character rule, and each fault with
+its code and retryability (llm-spec 1.9, 2.1, 2.3, 5.4).
 """
 
 from __future__ import annotations
@@ -14,23 +18,18 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from duraloop.errors import ConfigError, LlmError
-from duraloop.llm import (
-    BlockAssembler,
-    ModelRequest,
-    OpenAIChatModel,
-    StreamChunk,
-    ToolSchema,
-)
+from duraloop.errors import ConfigError, LlmError, WirePairingError
+from duraloop.llm import BlockAssembler, ModelRequest, OpenAIChatModel, StreamChunk, ToolSchema
 from duraloop.log._messages import assistant_message, tool_result_message, user_message
 
-from ._fake_openai import FakeOpenAIServer, chunk_event, tool_delta, usage_event
+from ._wire_chat import Comment, Raw, WireChatServer, chunk_event, tool_delta, usage_event
 
 REQUEST = ModelRequest(messages=[user_message("hi")])
+OK = [chunk_event(content="ok"), chunk_event(finish_reason="stop")]
 
 
 @pytest.fixture
-async def model(fake_openai: FakeOpenAIServer) -> AsyncIterator[OpenAIChatModel]:
+async def model(fake_openai: WireChatServer) -> AsyncIterator[OpenAIChatModel]:
     adapter = OpenAIChatModel("gpt-test", api_key="sk-test", base_url=fake_openai.base_url)
     try:
         yield adapter
@@ -42,23 +41,24 @@ async def _collect(model: OpenAIChatModel, request: ModelRequest = REQUEST) -> l
     return [chunk async for chunk in model.stream(request)]
 
 
-async def _raises(model: OpenAIChatModel) -> LlmError:
+async def _raises(model: OpenAIChatModel, request: ModelRequest = REQUEST) -> LlmError:
     with pytest.raises(LlmError) as caught:
-        await _collect(model)
+        await _collect(model, request)
     return caught.value
 
 
 @pytest.mark.anyio
 async def test_openai_text_stream_maps_deltas_usage_and_finish(
-    model: OpenAIChatModel, fake_openai: FakeOpenAIServer
+    model: OpenAIChatModel, fake_openai: WireChatServer
 ) -> None:
     fake_openai.queue_sse(
         [
             chunk_event(content=""),
             chunk_event(content="Hel"),
+            Comment(),
             chunk_event(content="lo"),
             chunk_event(finish_reason="stop"),
-            usage_event(30, 5, cached_tokens=12),
+            usage_event(30, 5, cached_tokens=12, reasoning_tokens=2),
         ]
     )
     chunks = await _collect(model)
@@ -67,18 +67,32 @@ async def test_openai_text_stream_maps_deltas_usage_and_finish(
         {"type": "text-delta", "index": 0, "text": "Hel"},
         {"type": "text-delta", "index": 0, "text": "lo"},
         {"type": "block-end", "index": 0, "block": {"type": "text", "text": "Hello"}},
-        {"type": "usage", "usage": {"inputTokens": 18, "outputTokens": 5, "cacheReadTokens": 12}},
+        {
+            "type": "usage",
+            "usage": {
+                "inputTokens": 18,
+                "outputTokens": 5,
+                "cacheReadTokens": 12,
+                "reasoningTokens": 2,
+            },
+        },
         {"type": "finish", "reason": {"kind": "stop"}},
     ]
-    assert fake_openai.requests[0].path == "/v1/chat/completions"
-    body = fake_openai.requests[0].body
-    assert body["stream"] is True
-    assert body["stream_options"] == {"include_usage": True}
+    received = fake_openai.requests[0]
+    assert received.path == "/v1/chat/completions"
+    assert received.headers["authorization"] == "Bearer sk-test"
+    assert received.headers["accept"] == "text/event-stream"
+    assert received.body == {
+        "model": "gpt-test",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
 
 
 @pytest.mark.anyio
 async def test_openai_parallel_tool_calls_split_across_deltas_assemble_in_order(
-    model: OpenAIChatModel, fake_openai: FakeOpenAIServer
+    model: OpenAIChatModel, fake_openai: WireChatServer
 ) -> None:
     fake_openai.queue_sse(
         [
@@ -110,41 +124,67 @@ async def test_openai_parallel_tool_calls_split_across_deltas_assemble_in_order(
         {"type": "tool-call", "id": "call_b", "name": "ls", "arguments": "{}"},
     ]
     assert assembler.finish == {"kind": "tool-calls"}
-    assert [c["type"] for c in chunks[-5:]] == [
-        "block-end",
-        "block-end",
-        "block-end",
-        "usage",
-        "finish",
-    ]
+    assert [c["type"] for c in chunks[-5:]] == ["block-end"] * 3 + ["usage", "finish"]
 
 
 @pytest.mark.anyio
-async def test_openai_request_payload_pairs_tool_calls_with_tool_messages(
-    model: OpenAIChatModel, fake_openai: FakeOpenAIServer
+async def test_openai_server_reusing_index_zero_for_a_new_id_opens_a_new_call(
+    model: OpenAIChatModel, fake_openai: WireChatServer
 ) -> None:
+    fake_openai.queue_sse(
+        [
+            chunk_event(tool_calls=[tool_delta(0, call_id="c1", name="a", arguments="{}")]),
+            chunk_event(tool_calls=[tool_delta(0, call_id="c2", name="b", arguments="{}")]),
+            chunk_event(finish_reason="tool_calls"),
+        ]
+    )
+    assembler = BlockAssembler()
+    for chunk in await _collect(model):
+        assembler.push(chunk)
+    assert [(b["id"], b["name"]) for b in assembler.blocks()] == [("c1", "a"), ("c2", "b")]
+
+
+@pytest.mark.anyio
+async def test_openai_request_payload_pairs_calls_and_sends_openai_options(
+    fake_openai: WireChatServer,
+) -> None:
+    model = OpenAIChatModel(
+        "gpt-test",
+        api_key="sk-test",
+        base_url=fake_openai.base_url,
+        max_tokens=64,
+        reasoning_effort="low",
+    )
+    long_id = "toolu_" + "x" * 58  # an Anthropic-style 64-character id: too long here
     calls = [
         {"type": "tool-call", "id": "c1", "name": "read_file", "arguments": '{"path":"a"}'},
-        {"type": "tool-call", "id": "c2", "name": "ls", "arguments": "{bad json"},
+        {"type": "tool-call", "id": long_id, "name": "ls", "arguments": "{bad json"},
     ]
     history = [
         user_message("look at a"),
         assistant_message(
             [{"type": "reasoning", "text": "hmm"}, {"type": "text", "text": "Sure."}, *calls],
-            provider="openai",
-            model="gpt-test",
+            provider="anthropic",
+            model="claude-x",
         ),
         tool_result_message("c1", [{"type": "text", "text": "contents"}], is_error=False),
-        tool_result_message("c2", [{"type": "text", "text": "no such dir"}], is_error=True),
-        tool_result_message("c3", [], is_error=False),
+        tool_result_message(long_id, [{"type": "text", "text": "no such dir"}], is_error=True),
+        user_message("thanks"),
     ]
     tool = ToolSchema("read_file", "Read a file.", {"type": "object"})
     request = ModelRequest(
         messages=history, system="sys", tools=[tool], max_tokens=100, temperature=0.5
     )
-    fake_openai.queue_sse([chunk_event(content="ok"), chunk_event(finish_reason="stop")])
-    await _collect(model, request)
+    fake_openai.queue_sse(OK)
+    fake_openai.queue_sse(OK)
+    try:
+        await _collect(model, request)
+        await _collect(model, ModelRequest(messages=history[:1]))
+    finally:
+        await model.aclose()
     body = fake_openai.requests[0].body
+    mapped = body["messages"][2]["tool_calls"][1]["id"]
+    assert mapped != long_id and len(mapped) <= 40 and mapped.startswith("toolu_xxx")
     assert body["messages"] == [
         {"role": "system", "content": "sys"},
         {"role": "user", "content": "look at a"},
@@ -157,16 +197,12 @@ async def test_openai_request_payload_pairs_tool_calls_with_tool_messages(
                     "type": "function",
                     "function": {"name": "read_file", "arguments": '{"path":"a"}'},
                 },
-                {
-                    "id": "c2",
-                    "type": "function",
-                    "function": {"name": "ls", "arguments": "{bad json"},
-                },
+                {"id": mapped, "type": "function", "function": {"name": "ls", "arguments": "{bad json"}},
             ],
         },
         {"role": "tool", "tool_call_id": "c1", "content": "contents"},
-        {"role": "tool", "tool_call_id": "c2", "content": "Error: no such dir"},
-        {"role": "tool", "tool_call_id": "c3", "content": "(no output)"},
+        {"role": "tool", "tool_call_id": mapped, "content": "Error: no such dir"},
+        {"role": "user", "content": "thanks"},
     ]
     assert body["tools"] == [
         {
@@ -178,67 +214,183 @@ async def test_openai_request_payload_pairs_tool_calls_with_tool_messages(
             },
         }
     ]
-    assert body["max_tokens"] == 100
-    assert body["temperature"] == 0.5
+    assert (body["max_completion_tokens"], body["temperature"]) == (100, 0.5)
+    assert body["reasoning_effort"] == "low"
+    assert "max_tokens" not in body
     assert body == model.payload(request)
+    # Without a cap on the request, the constructor's default applies.
+    assert fake_openai.requests[1].body["max_completion_tokens"] == 64
 
 
 @pytest.mark.anyio
-async def test_openai_429_raises_retryable_rate_limit_with_retry_after(
-    model: OpenAIChatModel, fake_openai: FakeOpenAIServer
+async def test_openai_unpaired_history_raises_before_anything_is_sent(
+    model: OpenAIChatModel, fake_openai: WireChatServer
 ) -> None:
-    fake_openai.queue_error(
-        429,
-        "Rate limit reached",
-        error_type="rate_limit_error",
-        headers={"retry-after": "7", "x-request-id": "req_42"},
-    )
+    call = {"type": "tool-call", "id": "call_1", "name": "ls", "arguments": "{}"}
+    history = [
+        user_message("go"),
+        assistant_message([call], provider="openai", model="m"),
+        user_message("no result in between"),
+    ]
+    with pytest.raises(WirePairingError) as caught:
+        await _collect(model, ModelRequest(messages=history))
+    assert (caught.value.call_id, caught.value.message_index) == ("call_1", 1)
+    assert "duraloop bug" in str(caught.value)
+    assert fake_openai.requests == []
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "error_type", "code", "retryable"),
+    [
+        (400, "Invalid 'messages[2].content'", "invalid_request_error", "INVALID_REQUEST", False),
+        (
+            400,
+            "This model's maximum context length is 128000 tokens.",
+            "invalid_request_error",
+            "CONTEXT_WINDOW_EXCEEDED",
+            False,
+        ),
+        (401, "Incorrect API key provided", "invalid_request_error", "AUTH", False),
+        (403, "Project does not have access", "permission_error", "AUTH", False),
+        (404, "The model `gpt-x` does not exist", "invalid_request_error", "HTTP_404", False),
+        (413, "Request too large", "invalid_request_error", "INVALID_REQUEST", False),
+        (
+            429,
+            "You exceeded your current quota, please check your plan and billing details.",
+            "insufficient_quota",
+            "QUOTA",
+            False,
+        ),
+        (429, "Rate limit reached for requests", "requests", "RATE_LIMIT", True),
+        (500, "The server had an error", "server_error", "SERVER", True),
+        (503, "The engine is currently overloaded", "server_error", "SERVER", True),
+    ],
+)
+@pytest.mark.anyio
+async def test_openai_http_errors_map_to_codes(
+    model: OpenAIChatModel,
+    fake_openai: WireChatServer,
+    status: int,
+    message: str,
+    error_type: str,
+    code: str,
+    retryable: bool,
+) -> None:
+    fake_openai.queue_error(status, message, error_type=error_type, headers={"x-request-id": "req_9"})
+    fake_openai.queue_error(status, message, error_type=error_type)
     error = await _raises(model)
-    assert (error.code, error.retryable, error.status) == ("RATE_LIMIT", True, 429)
-    assert error.provider_retry_after_ms == 7000
-    assert error.request_id == "req_42"
-    assert error.message == "Rate limit reached"
+    assert (error.code, error.retryable, error.status) == (code, retryable, status)
+    assert error.request_id == "req_9"
+    assert message in error.message and f"HTTP {status}" in error.message
+    assert len(fake_openai.requests) == 1  # SDK retries are off: one attempt
+
+
+@pytest.mark.anyio
+async def test_openai_429_carries_retry_after_in_milliseconds(
+    model: OpenAIChatModel, fake_openai: WireChatServer
+) -> None:
+    fake_openai.queue_error(429, "Rate limit reached", headers={"retry-after": "7"})
+    error = await _raises(model)
+    assert (error.code, error.provider_retry_after_ms) == ("RATE_LIMIT", 7000)
     assert isinstance(error.__cause__, Exception)
-    assert len(fake_openai.requests) == 1
 
 
 @pytest.mark.anyio
-async def test_openai_401_raises_auth_not_retryable(
-    model: OpenAIChatModel, fake_openai: FakeOpenAIServer
-) -> None:
-    fake_openai.queue_error(401, "Incorrect API key provided", error_type="invalid_request_error")
-    error = await _raises(model)
-    assert (error.code, error.retryable, error.status) == ("AUTH", False, 401)
-
-
-@pytest.mark.anyio
-async def test_openai_500_makes_exactly_one_http_attempt(
-    model: OpenAIChatModel, fake_openai: FakeOpenAIServer
-) -> None:
-    fake_openai.queue_error(500, "internal")
-    fake_openai.queue_error(500, "internal")
-    fake_openai.queue_error(500, "internal")
-    error = await _raises(model)
-    assert (error.code, error.retryable) == ("SERVER", True)
-    assert len(fake_openai.requests) == 1
-
-
-@pytest.mark.anyio
-async def test_openai_stream_cut_before_finish_raises_stream_closed(
-    model: OpenAIChatModel, fake_openai: FakeOpenAIServer
+async def test_openai_stream_cut_before_done_raises_stream_closed_even_after_a_finish(
+    model: OpenAIChatModel, fake_openai: WireChatServer
 ) -> None:
     fake_openai.queue_sse([chunk_event(content="Hel")], done=False)
-    chunks: list[StreamChunk] = []
-    with pytest.raises(LlmError) as caught:
-        async for chunk in model.stream(REQUEST):
-            chunks.append(chunk)
-    assert (caught.value.code, caught.value.retryable) == ("STREAM_CLOSED", False)
-    assert [c["type"] for c in chunks] == ["block-start", "text-delta"]
+    fake_openai.queue_sse([chunk_event(content="Hel"), chunk_event(finish_reason="stop")], done=False)
+    for _ in range(2):
+        chunks: list[StreamChunk] = []
+        with pytest.raises(LlmError) as caught:
+            async for chunk in model.stream(REQUEST):
+                chunks.append(chunk)
+        assert (caught.value.code, caught.value.retryable) == ("STREAM_CLOSED", False)
+        assert [c["type"] for c in chunks] == ["block-start", "text-delta"]
+
+
+@pytest.mark.anyio
+async def test_openai_stream_cut_mid_tool_call_raises_stream_closed(
+    model: OpenAIChatModel, fake_openai: WireChatServer
+) -> None:
+    fake_openai.queue_sse(
+        [chunk_event(tool_calls=[tool_delta(0, call_id="c", name="ls", arguments='{"pa')])],
+        done=False,
+    )
+    error = await _raises(model)
+    assert (error.code, error.retryable) == ("STREAM_CLOSED", False)
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "retryable"),
+    [
+        ({"message": "The server had an error", "type": "server_error"}, "SERVER", True),
+        ({"message": "Rate limit reached", "type": "rate_limit_exceeded"}, "RATE_LIMIT", True),
+        ({"message": "upstream failed", "code": 503}, "SERVER", True),
+        ({"message": "bad input", "type": "invalid_request_error"}, "INVALID_REQUEST", False),
+    ],
+)
+@pytest.mark.anyio
+async def test_openai_error_payload_mid_stream_is_classified(
+    model: OpenAIChatModel,
+    fake_openai: WireChatServer,
+    error: dict[str, object],
+    code: str,
+    retryable: bool,
+) -> None:
+    fake_openai.queue_sse(
+        [chunk_event(content="partial"), {"error": error}], headers={"x-request-id": "req_s"}
+    )
+    caught = await _raises(model)
+    assert (caught.code, caught.retryable, caught.request_id) == (code, retryable, "req_s")
+    assert str(error["message"]) in caught.message
+
+
+@pytest.mark.anyio
+async def test_openai_malformed_json_payload_raises_malformed_response(
+    model: OpenAIChatModel, fake_openai: WireChatServer
+) -> None:
+    fake_openai.queue_sse([chunk_event(content="a"), Raw(b'data: {"choices": [\n\n')])
+    error = await _raises(model)
+    assert (error.code, error.retryable) == ("MALFORMED_RESPONSE", False)
+    assert '{"choices": [' in error.message
+
+
+@pytest.mark.anyio
+async def test_openai_empty_200_body_is_a_retryable_empty_response(
+    model: OpenAIChatModel, fake_openai: WireChatServer
+) -> None:
+    fake_openai.queue_sse([], done=False)
+    error = await _raises(model)
+    assert (error.code, error.retryable, error.status) == ("EMPTY_RESPONSE", True, 200)
+
+
+@pytest.mark.anyio
+async def test_openai_non_streaming_json_body_is_refused_as_malformed(
+    model: OpenAIChatModel, fake_openai: WireChatServer
+) -> None:
+    fake_openai.queue_body(200, b'{"id": "chatcmpl-1", "object": "chat.completion", "choices": []}')
+    fake_openai.queue_body(200, b'{"error": {"message": "Internal error", "type": "server_error"}}')
+    assert (await _raises(model)).code == "MALFORMED_RESPONSE"
+    assert (await _raises(model)).code == "SERVER"
+
+
+@pytest.mark.anyio
+async def test_openai_connection_reset_before_and_during_the_stream_is_transport(
+    model: OpenAIChatModel, fake_openai: WireChatServer
+) -> None:
+    fake_openai.queue_reset()
+    fake_openai.queue_sse([chunk_event(content="a")], done=False, end="reset")
+    for _ in range(2):
+        error = await _raises(model)
+        assert (error.code, error.retryable) == ("TRANSPORT", True)
+        assert fake_openai.base_url in error.message
 
 
 @pytest.mark.anyio
 async def test_openai_length_finish_maps_to_max_tokens_and_filter_to_error(
-    model: OpenAIChatModel, fake_openai: FakeOpenAIServer
+    model: OpenAIChatModel, fake_openai: WireChatServer
 ) -> None:
     fake_openai.queue_sse([chunk_event(content="a"), chunk_event(finish_reason="length")])
     fake_openai.queue_sse([chunk_event(content="b"), chunk_event(finish_reason="content_filter")])
@@ -254,48 +406,13 @@ async def test_openai_length_finish_maps_to_max_tokens_and_filter_to_error(
 
 @pytest.mark.anyio
 async def test_openai_empty_stop_is_an_empty_response_error(
-    model: OpenAIChatModel, fake_openai: FakeOpenAIServer
+    model: OpenAIChatModel, fake_openai: WireChatServer
 ) -> None:
     fake_openai.queue_sse([chunk_event(content=""), chunk_event(finish_reason="stop")])
     finish = (await _collect(model))[-1]
     assert finish["type"] == "finish"
     assert finish["reason"]["kind"] == "error"
     assert finish["reason"]["failure"]["code"] == "EMPTY_RESPONSE"
-
-
-@pytest.mark.anyio
-async def test_deepseek_reasoning_streams_and_is_sent_back(fake_openai: FakeOpenAIServer) -> None:
-    model = OpenAIChatModel(
-        "deepseek-chat", api_key="sk-x", base_url=fake_openai.base_url, provider="deepseek"
-    )
-    history = [
-        user_message("q"),
-        assistant_message(
-            [{"type": "reasoning", "text": "think"}, {"type": "text", "text": "a"}],
-            provider="deepseek",
-            model="deepseek-chat",
-        ),
-        user_message("q2"),
-    ]
-    fake_openai.queue_sse(
-        [
-            chunk_event(reasoning=""),
-            chunk_event(reasoning="step 1"),
-            chunk_event(content="answer"),
-            chunk_event(finish_reason="stop"),
-        ]
-    )
-    try:
-        chunks = [c async for c in model.stream(ModelRequest(messages=history))]
-    finally:
-        await model.aclose()
-    assert chunks[:3] == [
-        {"type": "block-start", "index": 0, "blockType": "reasoning"},
-        {"type": "reasoning-delta", "index": 0, "text": "step 1"},
-        {"type": "block-start", "index": 1, "blockType": "text"},
-    ]
-    sent = fake_openai.requests[0].body["messages"][1]
-    assert sent == {"role": "assistant", "content": "a", "reasoning_content": "think"}
 
 
 @pytest.mark.anyio
@@ -309,22 +426,33 @@ async def test_openai_connection_refused_raises_transport() -> None:
     finally:
         await model.aclose()
     assert (error.code, error.retryable) == ("TRANSPORT", True)
+    assert "ConnectError" in error.message
 
 
 @pytest.mark.anyio
 async def test_openai_image_content_is_refused_before_any_request(
-    model: OpenAIChatModel, fake_openai: FakeOpenAIServer
+    model: OpenAIChatModel, fake_openai: WireChatServer
 ) -> None:
     request = ModelRequest(messages=[user_message([{"type": "image", "attachment": {}}])])
-    with pytest.raises(LlmError) as caught:
-        await _collect(model, request)
-    assert caught.value.code == "UNSUPPORTED_CONTENT"
+    error = await _raises(model, request)
+    assert error.code == "UNSUPPORTED_CONTENT"
     assert fake_openai.requests == []
 
 
-def test_openai_key_with_spaces_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="openai API key"):
-        OpenAIChatModel("m", api_key="sk bad")
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"api_key": "sk bad"}, "OpenAI API key"),
+        ({"api_key": " "}, "OpenAI API key"),
+        ({"api_key": "sk-x", "reasoning_effort": "extreme"}, "'extreme'; use one of none"),
+        ({"api_key": "sk-x", "max_tokens": 0}, "max_tokens must be an integer >= 1"),
+        ({"api_key": "sk-x", "timeout_seconds": 0}, "timeout_seconds must be a number > 0"),
+    ],
+)
+def test_openai_bad_options_are_config_errors(options: dict[str, object], match: str) -> None:
+    with pytest.raises(ConfigError, match=match) as caught:
+        OpenAIChatModel("m", **options)  # type: ignore[arg-type]
+    assert "sk bad" not in str(caught.value)
 
 
 def test_importing_duraloop_does_not_import_the_openai_sdk() -> None:
@@ -332,7 +460,8 @@ def test_importing_duraloop_does_not_import_the_openai_sdk() -> None:
     script = (
         "import sys, duraloop, duraloop.llm, duraloop.loop\n"
         "assert 'openai' not in sys.modules, 'import duraloop imported openai'\n"
-        "model = duraloop.llm.parse_model_spec('openai:gpt-test', env={'OPENAI_API_KEY': 'sk-x'})\n"
+        "from duraloop.llm import OpenAIChatModel\n"
+        "OpenAIChatModel('gpt-test', api_key='sk-x')\n"
         "assert 'openai' in sys.modules, 'constructing the adapter did not import openai'\n"
     )
     result = subprocess.run(

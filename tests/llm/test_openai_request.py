@@ -1,27 +1,32 @@
-"""The incremental Chat Completions body encoder (PERFORMANCE.md: prefix encoded once).
+"""The incremental Chat Completions body encoder and its pairing check (PERFORMANCE.md).
 
-Two properties are pinned. Equivalence: the bytes `encode_request` builds from cached
-fragments decode to exactly the dict `payload` builds from scratch, and those bytes are what
-the server receives (a real loopback server, not a mock, so the SDK's HTTP path is the one
-users get). Incrementality: conversions are counted through a monkeypatched converter, so a
-growing history converts only its new messages, whatever the history's length.
+Three properties are pinned, for both dialects. Equivalence: the bytes `encode_request`
+builds from cached fragments decode to exactly the dict `payload` builds from scratch
+(fresh id map included), and those bytes are what a real loopback server receives.
+Incrementality: conversions and pairing-checked messages are counted through
+monkeypatched functions, so a growing history converts and checks only its new messages,
+whatever its length. Safety: a pairing violation in a new message is still caught, and
+its message index is the one in the full wire `messages` list.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 import pytest
 
-from duraloop.errors import LlmError
-from duraloop.llm import ModelRequest, OpenAIChatModel, ToolSchema, _openai
+from duraloop.errors import LlmError, WirePairingError
+from duraloop.llm import ModelRequest, OpenAIChatModel, ToolSchema, _openai_request, _wire_pairing
+from duraloop.llm._chat_completions import ChatCompletionsModel
+from duraloop.llm._deepseek import DeepSeekChatModel
 from duraloop.llm._openai_request import convert_message
 from duraloop.log._json import JsonObject
 from duraloop.log._messages import Message, assistant_message, tool_result_message, user_message
 
-from ._fake_openai import FakeOpenAIServer, chunk_event
+from ._wire_chat import WireChatServer, chunk_event
 
 TOOL = ToolSchema("read_file", "Read a file.", {"type": "object"})
 
@@ -52,91 +57,112 @@ def _history(steps: int) -> list[Message]:
 
 
 class _Counter:
-    """Wraps the adapter's converter and records the id of every converted message."""
+    """Records the id of every converted message and the length of every checked list."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.ids: list[str] = []
+        self.checked: list[int] = []
+        check = _wire_pairing.check_chat_completions_messages
 
-        def counting(message: Message, *, send_reasoning: bool) -> list[JsonObject]:
+        def converting(message: Message, **options: Any) -> list[JsonObject]:
             self.ids.append(message["id"])
-            return convert_message(message, send_reasoning=send_reasoning)
+            return convert_message(message, **options)
 
-        monkeypatch.setattr(_openai, "convert_message", counting)
+        def checking(messages: Sequence[JsonObject], *, provider: str) -> None:
+            self.checked.append(len(messages))
+            check(messages, provider=provider)
+
+        monkeypatch.setattr(_openai_request, "convert_message", converting)
+        monkeypatch.setattr(_openai_request, "check_chat_completions_messages", checking)
 
     def take(self) -> list[str]:
-        ids, self.ids = self.ids, []
+        ids, self.ids, self.checked = self.ids, [], []
         return ids
 
 
-@pytest.fixture
-async def model() -> AsyncIterator[OpenAIChatModel]:
-    adapter = OpenAIChatModel("m", api_key="sk-test", provider="deepseek")
+Factory = Callable[..., ChatCompletionsModel]
+FACTORIES = [
+    pytest.param(lambda **kw: OpenAIChatModel("m", api_key="sk-test", **kw), id="openai"),
+    pytest.param(lambda **kw: DeepSeekChatModel("m", api_key="sk-test", **kw), id="deepseek"),
+]
+
+
+@pytest.fixture(params=FACTORIES)
+async def model(request: pytest.FixtureRequest) -> AsyncIterator[ChatCompletionsModel]:
+    adapter: ChatCompletionsModel = request.param()
     try:
         yield adapter
     finally:
         await adapter.aclose()
 
 
-def _decoded(model: OpenAIChatModel, request: ModelRequest) -> JsonObject:
+def _decoded(model: ChatCompletionsModel, request: ModelRequest) -> JsonObject:
     body = json.loads(model.encode_request(request))
     assert isinstance(body, dict)
     return body
 
 
+@pytest.mark.parametrize("factory", FACTORIES)
 @pytest.mark.anyio
 async def test_request_body_received_is_encode_request_and_equals_payload(
-    fake_openai: FakeOpenAIServer,
+    factory: Factory,
 ) -> None:
-    model = OpenAIChatModel(
-        "m", api_key="sk-test", base_url=fake_openai.base_url, provider="deepseek"
-    )
+    probe = factory()
+    await probe.aclose()
+    server = WireChatServer("openai" if isinstance(probe, OpenAIChatModel) else "deepseek")
+    server.start()
+    model = factory(base_url=server.base_url)
+    call = {"type": "tool-call", "id": "cx", "name": "read_file", "arguments": "{}"}
+    # A user message mixing text and a result: the tool message goes first (llm-spec 6.14).
     mixed = user_message(
         [
             {"type": "text", "text": "and also"},
-            {"type": "tool-result", "toolCallId": "c0_0", "content": [], "isError": False},
+            {"type": "tool-result", "toolCallId": "cx", "content": [], "isError": False},
         ]
     )
-    history = [*_history(2), mixed]
+    history = [*_history(2), assistant_message([call], provider="x", model="m"), mixed]
     requests = [
         ModelRequest(messages=history, system="sys", tools=[TOOL], max_tokens=100, temperature=0.5),
         ModelRequest(messages=[*history, *_step(9)], system="sys", tools=[TOOL]),
     ]
     try:
         for request in requests:
-            fake_openai.queue_sse([chunk_event(content="ok"), chunk_event(finish_reason="stop")])
+            server.queue_sse([chunk_event(content="ok"), chunk_event(finish_reason="stop")])
             _ = [chunk async for chunk in model.stream(request)]
     finally:
         await model.aclose()
-    for received, request in zip(fake_openai.requests, requests, strict=True):
-        assert received.path == "/v1/chat/completions"
+        server.stop()
+    for received, request in zip(server.requests, requests, strict=True):
         assert received.headers["content-type"] == "application/json"
-        assert received.headers["authorization"] == "Bearer sk-test"
         assert received.raw == model.encode_request(request)
         assert received.body == model.payload(request)
-    first = fake_openai.requests[0].body
+    first = server.requests[0].body
     assert first["messages"][0] == {"role": "system", "content": "sys"}
     assert first["messages"][-2:] == [
-        {"role": "tool", "tool_call_id": "c0_0", "content": "(no output)"},
+        {"role": "tool", "tool_call_id": "cx", "content": "(no output)"},
         {"role": "user", "content": "and also"},
     ]
-    assert (first["max_tokens"], first["temperature"]) == (100, 0.5)
-    assert "max_tokens" not in fake_openai.requests[1].body
+    assert first["temperature"] == 0.5
 
 
 @pytest.mark.anyio
-async def test_growing_history_converts_only_new_messages(
-    model: OpenAIChatModel, monkeypatch: pytest.MonkeyPatch
+async def test_growing_history_converts_and_checks_only_new_messages(
+    model: ChatCompletionsModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     counter = _Counter(monkeypatch)
     history = _history(40)
     model.encode_request(ModelRequest(messages=list(history)))
-    assert len(counter.take()) == len(history) == 121
+    assert len(counter.ids) == len(history) == 121
+    assert counter.checked == [121]
+    counter.take()
     for number in range(100, 103):
         new = _step(number)
         history += new
         request = ModelRequest(messages=list(history), system="s", tools=[TOOL])
         body = _decoded(model, request)
-        assert counter.take() == [message["id"] for message in new]
+        # The check starts at the last complete call group: the previous step's assistant
+        # message and its 2 results, then the 3 new messages.
+        assert (counter.ids, counter.checked) == ([m["id"] for m in new], [6])
         assert body == model.payload(request)
         counter.take()
     model.encode_request(ModelRequest(messages=list(history)))
@@ -144,8 +170,30 @@ async def test_growing_history_converts_only_new_messages(
 
 
 @pytest.mark.anyio
+async def test_pairing_violation_in_a_new_message_is_caught_with_its_true_index(
+    model: ChatCompletionsModel,
+) -> None:
+    history = _history(30)
+    model.encode_request(ModelRequest(messages=history, system="sys"))
+    dangling = assistant_message(
+        [{"type": "tool-call", "id": "late", "name": "read_file", "arguments": "{}"}],
+        provider="openai",
+        model="m",
+    )
+    bad = [*history, dangling, user_message("no result for 'late'")]
+    with pytest.raises(WirePairingError) as caught:
+        model.encode_request(ModelRequest(messages=bad, system="sys"))
+    assert (caught.value.call_id, caught.value.rule) == ("late", "UNANSWERED_TOOL_CALL")
+    assert caught.value.message_index == len(history)  # in the flat list, after 1 + 30 * 3
+    assert f"messages[{len(history)}]" in str(caught.value)
+    # The same prefix with a valid tail still encodes afterwards.
+    fixed = [*history, dangling, tool_result_message("late", [], is_error=False)]
+    assert _decoded(model, ModelRequest(messages=fixed))["messages"][-1]["tool_call_id"] == "late"
+
+
+@pytest.mark.anyio
 async def test_changed_prefix_reuses_fragments_by_id_and_reconverts_changes(
-    model: OpenAIChatModel, monkeypatch: pytest.MonkeyPatch
+    model: ChatCompletionsModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     counter = _Counter(monkeypatch)
     history = _history(5)
@@ -153,9 +201,10 @@ async def test_changed_prefix_reuses_fragments_by_id_and_reconverts_changes(
     counter.take()
 
     # A fork: the last two messages replaced by one new message.
-    forked = [*history[:-2], user_message("instead")]
+    forked = [*history[:-3], user_message("instead")]
     body = _decoded(model, ModelRequest(messages=forked))
-    assert counter.take() == [forked[-1]["id"]]
+    assert counter.ids == [forked[-1]["id"]]
+    assert counter.checked == [len(body["messages"])]  # a changed prefix is checked whole
     assert body == model.payload(ModelRequest(messages=forked))
     counter.take()
 
@@ -178,7 +227,7 @@ async def test_changed_prefix_reuses_fragments_by_id_and_reconverts_changes(
 
 @pytest.mark.anyio
 async def test_unconvertible_new_message_raises_and_keeps_the_cache_consistent(
-    model: OpenAIChatModel, monkeypatch: pytest.MonkeyPatch
+    model: ChatCompletionsModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     counter = _Counter(monkeypatch)
     history = _history(3)
@@ -197,8 +246,32 @@ async def test_unconvertible_new_message_raises_and_keeps_the_cache_consistent(
 
 
 @pytest.mark.anyio
+async def test_long_tool_ids_map_the_same_in_cached_and_fresh_payloads(
+    model: ChatCompletionsModel,
+) -> None:
+    long_id = "toolu_01" + "A" * 56
+    history = [
+        user_message("go"),
+        assistant_message(
+            [{"type": "tool-call", "id": long_id, "name": "ls", "arguments": "{}"}],
+            provider="anthropic",
+            model="claude",
+        ),
+        tool_result_message(long_id, [{"type": "text", "text": "x"}], is_error=False),
+    ]
+    first = _decoded(model, ModelRequest(messages=history))
+    second = _decoded(model, ModelRequest(messages=[*history, user_message("more")]))
+    wire_id = first["messages"][1]["tool_calls"][0]["id"]
+    assert wire_id != long_id and len(wire_id) <= 40
+    assert first["messages"][2]["tool_call_id"] == wire_id
+    assert second["messages"][1]["tool_calls"][0]["id"] == wire_id
+    assert model.payload(ModelRequest(messages=history)) == first
+    assert model._encoder.ids.from_wire(wire_id) == long_id
+
+
+@pytest.mark.anyio
 async def test_system_and_option_changes_between_requests_are_encoded(
-    model: OpenAIChatModel,
+    model: ChatCompletionsModel,
 ) -> None:
     history = _history(1)
     other = ToolSchema("ls", "List.", {"type": "object", "properties": {}})

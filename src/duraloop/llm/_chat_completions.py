@@ -1,0 +1,386 @@
+"""The Chat Completions transport shared by the OpenAI and DeepSeek adapters.
+
+One `stream()` call is one provider attempt (llm-spec 1.4 rule 7): the official `openai`
+SDK sends the POST with its retries off (`max_retries=0`), and duraloop's retry policy owns
+retries.
+
+Transport choice (llm-spec 5.1, 5.3). The POST goes through the SDK's own client,
+`AsyncOpenAI.post(..., cast_to=httpx2.Response, stream=True)`, which hands back the raw
+streamed `httpx2.Response`. From the SDK this keeps the auth header, base-URL joining,
+timeouts, the connection pool, and above all its typed status errors (the error body
+parsed, `APIStatusError` per status) and connection/timeout errors, mapped once here for
+both providers. The body is then read as raw bytes by duraloop's spec-strict SSE parser
+(`_sse`), not by the SDK's `AsyncStream`, because the SDK iterator ends silently on a
+truncated stream and hides `[DONE]`, comments and the payload that failed to parse
+(llm-spec 5.3, 6.8); it also skips the SDK's pydantic model per chunk. The request body is
+built by `RequestEncoder` as bytes and posted as raw `content`, so the SDK's per-request
+`async_maybe_transform` walk over every message (about 1.4 s at 4,000 messages) never runs.
+
+Stream outcomes: `[DONE]` closes the stream (block ends, usage, finish); the end of the
+body before `[DONE]` is `STREAM_CLOSED` (not retried, llm-spec 1.9), even when a finish
+reason was seen, or `EMPTY_RESPONSE` (retried) when a 2xx response had no body at all; a
+payload that is not JSON is `MALFORMED_RESPONSE`; an error payload mid-stream is classified
+(`stream_error`); a read failure is `TRANSPORT` (`TIMEOUT` for the SDK's read timeout).
+Comment lines (`: keep-alive`) are activity, not silence: they yield no chunk (the chunk
+union has no such kind), but they re-arm the HTTP read timeout (`timeout_seconds`, which
+counts from the last byte received) and update `last_activity_seconds`, the clock reading
+an idle watchdog outside the adapter can consult (llm-spec 1.11: "transport activity
+(DeepSeek SSE comments) re-arms it").
+
+`openai` (and `httpx2`, which it uses) is imported when an adapter is constructed, not when
+this module is imported: `import duraloop` must not pay the SDK's import time (about 1 s).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import anyio
+import msgspec
+
+from ..errors import ConfigError, LlmError
+from ..log._json import JsonObject
+from ._chunks import StreamChunk
+from ._errors import (
+    EMPTY_RESPONSE,
+    MALFORMED_RESPONSE,
+    STREAM_CLOSED,
+    TIMEOUT,
+    TRANSPORT,
+    UNKNOWN,
+    code_for_status,
+    parse_retry_after_ms,
+)
+from ._model import ModelRequest
+from ._openai_request import ReasoningEcho, RequestEncoder
+from ._openai_stream import ChunkTranslator, stream_error
+from ._sse import SseComment, SseEvent, SseParser
+
+if TYPE_CHECKING:
+    import httpx2
+    import openai
+
+logger = logging.getLogger(__name__)
+
+_PATH: Final = "/chat/completions"
+_DONE: Final = "[DONE]"
+_REQUEST_ID_HEADERS: Final = ("x-request-id", "x-deepseek-request-id")
+_POST_OPTIONS: Final[Any] = {
+    "security": {"bearer_auth": True},
+    "headers": {"Accept": "text/event-stream"},
+}
+
+
+def validate_common(
+    *, label: str, api_key: str, model: str, timeout_seconds: float, max_tokens: int | None
+) -> str:
+    """Check the constructor options every Chat Completions adapter shares.
+
+    Args:
+        label: the provider's display name (`OpenAI`, `DeepSeek`), for messages.
+        api_key: the key as given.
+        model: the model id.
+        timeout_seconds: the HTTP timeout, in seconds.
+        max_tokens: the default output cap, or None.
+
+    Returns:
+        The key with surrounding whitespace removed.
+
+    Raises:
+        ConfigError: if the key is empty or not printable ASCII without spaces (llm-spec
+            1.11; the message never shows the key), the model id is empty, the timeout is
+            not a positive finite number, or `max_tokens` is not an integer >= 1.
+    """
+    key = api_key.strip()
+    if not key or not all("\x21" <= ch <= "\x7e" for ch in key):
+        raise ConfigError(
+            f"the {label} API key (api_key=) is empty or holds spaces or non-printable "
+            "characters; a key is printable ASCII without spaces: copy it again from the "
+            "provider's console"
+        )
+    if not model.strip():
+        raise ConfigError(f"the {label} model id is empty; pass the model name, e.g. in `--model`")
+    if type(timeout_seconds) not in (int, float) or not (
+        math.isfinite(timeout_seconds) and timeout_seconds > 0
+    ):
+        raise ConfigError(f"timeout_seconds must be a number > 0, got {timeout_seconds!r}")
+    if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
+        raise ConfigError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
+    return key
+
+
+class ChatCompletionsModel:
+    """A model behind a Chat Completions endpoint: the transport both dialects share.
+
+    Subclasses (`OpenAIChatModel`, `DeepSeekChatModel`) validate their options, then call
+    this constructor with the body options of their dialect.
+
+    Args:
+        model: the provider's model id, sent verbatim.
+        provider: the route recorded in message sources (`openai`, `deepseek`).
+        label: the provider's display name, for messages.
+        api_key: the validated API key.
+        base_url: the API root (the request goes to `<base_url>/chat/completions`).
+        timeout_seconds: the SDK's timeout for connecting and for each read, in seconds.
+        echo: how assistant reasoning goes back (`ReasoningEcho`).
+        options: builds the body keys after `messages` (see `RequestEncoder`).
+
+    Attributes:
+        last_activity_seconds: the event-loop clock (`anyio.current_time()`), in seconds,
+            when the last response bytes arrived (SSE comments included); None before any.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        provider: str,
+        label: str,
+        api_key: str,
+        base_url: str,
+        timeout_seconds: float,
+        echo: ReasoningEcho,
+        options: Callable[[ModelRequest], JsonObject],
+    ) -> None:
+        # Deferred to here: the SDK costs about 1 s to import.
+        import httpx2
+        import openai
+
+        self.provider = provider
+        self.model = model
+        self.base_url = base_url
+        self.last_activity_seconds: float | None = None
+        self._label = label
+        self._openai = openai
+        self._httpx = httpx2
+        self._client = openai.AsyncOpenAI(
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_seconds
+        )
+        self._encoder = RequestEncoder(model, provider=provider, echo=echo, options=options)
+
+    async def aclose(self) -> None:
+        """Close the underlying HTTP client and its connections."""
+        await self._client.close()
+
+    def encode_request(self, request: ModelRequest) -> bytes:
+        """Build the request body for `request` as JSON bytes, its pairing checked.
+
+        The history prefix shared with the previous request (the same message objects, in
+        order) is not converted, encoded or checked again.
+
+        Args:
+            request: the messages and options.
+
+        Returns:
+            Compact UTF-8 JSON: the body `stream()` sends (see `payload` for its keys).
+
+        Raises:
+            LlmError: `UNSUPPORTED_CONTENT` if a message holds an image or has an unknown role.
+            WirePairingError: if the wire messages would break the pairing rule of llm-spec
+                3.1 (a duraloop bug; nothing is sent).
+        """
+        return self._encoder.encode(request)
+
+    def payload(self, request: ModelRequest) -> JsonObject:
+        """Build the request body for `request` as a dict, for inspection.
+
+        Converts the whole history on every call (no cache) and does not run the pairing
+        check; `stream()` sends `encode_request(request)`, which encodes the same value.
+
+        Args:
+            request: the messages and options.
+
+        Returns:
+            `{model, messages, stream, stream_options, ...dialect options}`.
+
+        Raises:
+            LlmError: `UNSUPPORTED_CONTENT` if a message holds an image or has an unknown role.
+        """
+        messages = self._encoder.wire_messages(request)
+        return {"model": self.model, "messages": messages, **self._encoder.options(request)}
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Make one streaming request and translate the response into chunks.
+
+        Args:
+            request: the messages and options to send.
+
+        Yields:
+            Deltas as they arrive; at `[DONE]`, `block-end` for every block in opening
+            order, then `usage`, then `finish`.
+
+        Raises:
+            LlmError: on an HTTP error status, a transport failure, a timeout, a stream cut
+                before `[DONE]` (`STREAM_CLOSED`), an empty 2xx body (`EMPTY_RESPONSE`), a
+                malformed payload (`MALFORMED_RESPONSE`) or an error payload mid-stream;
+                `UNSUPPORTED_CONTENT` (before any request) if a message cannot be sent.
+            WirePairingError: before any request, if the payload breaks the pairing rule.
+        """
+        body = self.encode_request(request)
+        response = await self._post(body)
+        request_id = _request_id(response.headers)
+        translator = ChunkTranslator(
+            provider=self.provider,
+            original_id=self._encoder.ids.from_wire,
+            request_id=request_id,
+        )
+        try:
+            media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+            if media_type == "application/json":
+                await self._raise_non_streaming(response, request_id)
+            parser = SseParser()
+            received = False
+            async for data in response.aiter_bytes():
+                self.last_activity_seconds = anyio.current_time()
+                received = received or bool(data)
+                for item in parser.feed(data):
+                    chunks, done = self._handle(item, translator, request_id)
+                    for chunk in chunks:
+                        yield chunk
+                    if done:
+                        return
+            for item in parser.close():
+                chunks, done = self._handle(item, translator, request_id)
+                for chunk in chunks:
+                    yield chunk
+                if done:
+                    return
+        except self._httpx.TimeoutException as exc:
+            raise LlmError(
+                f"{self._label} API stream from {self.base_url} timed out: no data for the "
+                "configured timeout_seconds",
+                code=TIMEOUT,
+                request_id=request_id,
+            ) from exc
+        except self._httpx.HTTPError as exc:
+            raise LlmError(
+                f"{self._label} API stream from {self.base_url} failed: {_describe(exc)}",
+                code=TRANSPORT,
+                request_id=request_id,
+            ) from exc
+        finally:
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+        if not received:
+            raise LlmError(
+                f"{self._label} API returned HTTP {response.status_code} with an empty body",
+                code=EMPTY_RESPONSE,
+                status=response.status_code,
+                request_id=request_id,
+            )
+        raise LlmError(
+            f"{self._label} SSE stream ended without [DONE]: the response was cut off, and "
+            "nothing from this attempt is kept (send the turn again to retry)",
+            code=STREAM_CLOSED,
+            request_id=request_id,
+        )
+
+    def _handle(
+        self, item: SseEvent | SseComment, translator: ChunkTranslator, request_id: str | None
+    ) -> tuple[list[StreamChunk], bool]:
+        """Translate one SSE item; return its chunks and whether it was `[DONE]`."""
+        if isinstance(item, SseComment):
+            return [], False  # activity only (a keep-alive): no chunk
+        if item.event == "error":
+            payload = self._decode(item, request_id)
+            error = payload.get("error", payload) if isinstance(payload, dict) else payload
+            raise stream_error(self.provider, error, request_id=request_id)
+        if item.event != "message":
+            logger.debug("%s stream: skipped an SSE event of type %r", self.provider, item.event)
+            return [], False
+        if item.data == _DONE:
+            return translator.close(), True
+        return translator.feed(self._decode(item, request_id)), False
+
+    def _decode(self, item: SseEvent, request_id: str | None) -> Any:
+        try:
+            return msgspec.json.decode(item.data)
+        except msgspec.DecodeError as exc:
+            raise LlmError(
+                f"{self._label} sent an SSE payload that is not JSON ({exc}): "
+                f"{item.data[:80]!r}",
+                code=MALFORMED_RESPONSE,
+                request_id=request_id,
+            ) from exc
+
+    async def _post(self, body: bytes) -> httpx2.Response:
+        openai = self._openai
+        where = f"{self._label} API request to {self.base_url}"
+        try:
+            stream = True  # the `stream: bool` overload: cast_to decides the return type
+            response: object = await self._client.post(
+                _PATH, cast_to=self._httpx.Response, content=body, options=_POST_OPTIONS,
+                stream=stream,
+            )
+        except openai.APIStatusError as exc:
+            raise self._status_error(exc) from exc
+        except openai.APITimeoutError as exc:
+            raise LlmError(f"{where} timed out", code=TIMEOUT) from exc
+        except openai.APIConnectionError as exc:
+            raise LlmError(f"{where} failed: {_describe(exc)}", code=TRANSPORT) from exc
+        except openai.OpenAIError as exc:
+            raise LlmError(f"{where} failed: {_describe(exc)}", code=UNKNOWN) from exc
+        if not isinstance(response, self._httpx.Response):
+            raise LlmError(
+                f"the openai SDK returned {type(response).__name__} for a raw streamed POST "
+                "(expected httpx2.Response); duraloop needs a matching openai version",
+                code=UNKNOWN,
+            )
+        return response
+
+    def _status_error(self, exc: openai.APIStatusError) -> LlmError:
+        body = exc.body if isinstance(exc.body, dict) else {}
+        detail = " ".join(str(body.get(key) or "") for key in ("code", "type", "message"))
+        if not body and isinstance(exc.body, str):
+            detail = exc.body
+        message = body.get("message")
+        prefix = f"{self._label} API error (HTTP {exc.status_code})"
+        return LlmError(
+            f"{prefix}: {message}" if isinstance(message, str) and message else prefix,
+            code=code_for_status(exc.status_code, detail),
+            status=exc.status_code,
+            provider_retry_after_ms=parse_retry_after_ms(exc.response.headers.get("retry-after")),
+            request_id=_request_id(exc.response.headers),
+        )
+
+    async def _raise_non_streaming(self, response: httpx2.Response, request_id: str | None) -> None:
+        raw = await response.aread()
+        try:
+            payload = msgspec.json.decode(raw) if raw else None
+        except msgspec.DecodeError:
+            payload = None
+        if isinstance(payload, dict) and payload.get("error"):
+            raise stream_error(self.provider, payload["error"], request_id=request_id)
+        raise LlmError(
+            f"{self._label} answered HTTP {response.status_code} with a JSON body instead of "
+            "an event stream; duraloop requests `stream: true`: check that the base URL "
+            "points at a Chat Completions API",
+            code=MALFORMED_RESPONSE,
+            status=response.status_code,
+            request_id=request_id,
+        )
+
+
+def _request_id(headers: Mapping[str, str]) -> str | None:
+    """Return the request id header: `x-request-id`, else `x-deepseek-request-id` (2.1)."""
+    for name in _REQUEST_ID_HEADERS:
+        value = headers.get(name)
+        if value:
+            return value
+    return None
+
+
+def _describe(exc: BaseException) -> str:
+    """Render an exception and its causes: `APIConnectionError <- ReadError <- OSError: ...`."""
+    parts: list[str] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(parts) < 4:
+        seen.add(id(current))
+        text = str(current)
+        parts.append(f"{type(current).__name__}: {text}" if text else type(current).__name__)
+        current = current.__cause__ or current.__context__
+    return " <- ".join(parts)

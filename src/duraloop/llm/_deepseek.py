@@ -1,0 +1,104 @@
+"""The DeepSeek adapter: DeepSeek's Chat Completions dialect (llm-spec 2.1, 3.3, 6).
+
+Built on the shared Chat Completions transport (`_chat_completions`: the official `openai`
+SDK's client with retries off, a spec-strict SSE read that sees `[DONE]`, exact error
+mapping) and the shared request encoder (`_openai_request`). What is DeepSeek's own:
+
+- Thinking and effort (llm-spec 2.1 mapping table; DeepSeek's "Thinking Mode" guide):
+  effort `off` sends `thinking: {type: disabled}` and no `reasoning_effort`; `low`,
+  `high` and `max` send `thinking: {type: enabled}` and `reasoning_effort` with the same
+  string; None sends neither (the provider default: thinking on, effort `high`).
+- Reasoning echo (llm-spec 3.3, 6.4): every assistant message that had reasoning sends it
+  back as `reasoning_content`, byte-exact (one reasoning block per response, joined as
+  streamed). When thinking may be on (any effort but `off`), an assistant message without
+  reasoning (a history from another provider, or an interrupted turn) sends
+  `reasoning_content: ""`: DeepSeek answers a missing field on a tool-call turn in
+  thinking mode with HTTP 400 "The reasoning_content in the thinking mode must be passed
+  back to the API", and pi-ai's DeepSeek compat does the same (llm-spec 2.3,
+  `requiresReasoningContentOnAssistantMessages`). This is one deliberate addition to
+  llm-spec 2.1, which leaves the field absent.
+- Assistant `content` is always a string (`""` without text, never null: "content or
+  tool_calls must be set"); an empty tool result is sent as `(no output)`.
+- The output cap is `max_tokens`; errors add `x-deepseek-request-id` as a request id
+  fallback, and a 402 "Insufficient Balance" maps to `QUOTA` through its text (2.1).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Final
+
+from ..errors import ConfigError
+from ..log._json import JsonObject
+from ._chat_completions import ChatCompletionsModel, validate_common
+from ._openai_request import ReasoningEcho, body_options
+
+DEEPSEEK_BASE_URL: Final = "https://api.deepseek.com"
+DEEPSEEK_EFFORTS: Final = ("off", "low", "high", "max")
+"""The reasoning efforts of llm-spec 2.1; `off` disables thinking."""
+
+
+class DeepSeekChatModel(ChatCompletionsModel):
+    """A model behind DeepSeek's Chat Completions API.
+
+    Constructing one imports the `openai` SDK (importing duraloop does not).
+
+    Args:
+        model: the model id, sent verbatim (e.g. `deepseek-v4-pro`, `deepseek-chat`).
+        api_key: the API key (surrounding whitespace is trimmed).
+        base_url: the API root; None for `https://api.deepseek.com`.
+        timeout_seconds: the HTTP timeout for connecting and for each read, in seconds.
+        max_tokens: the output cap (`max_tokens`) when a request sets none; None sends no
+            cap (the provider default). A request's own `max_tokens` wins.
+        reasoning_effort: one of `off`, `low`, `high`, `max`, or None for the provider
+            default (thinking on, effort `high`).
+
+    Raises:
+        ConfigError: if the key is empty or not printable ASCII without spaces, the model
+            id is empty, the timeout or `max_tokens` is out of range, or the effort is not
+            one of `DEEPSEEK_EFFORTS`.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        timeout_seconds: float = 600,
+        max_tokens: int | None = None,
+        reasoning_effort: str | None = None,
+    ) -> None:
+        key = validate_common(
+            label="DeepSeek",
+            api_key=api_key,
+            model=model,
+            timeout_seconds=timeout_seconds,
+            max_tokens=max_tokens,
+        )
+        extra: JsonObject
+        echo: ReasoningEcho = "always"
+        if reasoning_effort is None:
+            extra = {}
+        elif reasoning_effort == "off":
+            extra, echo = {"thinking": {"type": "disabled"}}, "present"
+        elif reasoning_effort in DEEPSEEK_EFFORTS:
+            extra = {"thinking": {"type": "enabled"}, "reasoning_effort": reasoning_effort}
+        else:
+            raise ConfigError(
+                f"unknown DeepSeek reasoning effort {reasoning_effort!r}; use one of "
+                f"{', '.join(DEEPSEEK_EFFORTS)} (or none, for the provider default)"
+            )
+        self.reasoning_effort = reasoning_effort
+        super().__init__(
+            model,
+            provider="deepseek",
+            label="DeepSeek",
+            api_key=key,
+            base_url=base_url or DEEPSEEK_BASE_URL,
+            timeout_seconds=timeout_seconds,
+            echo=echo,
+            options=partial(
+                body_options, extra=extra, max_tokens_field="max_tokens", default_max_tokens=max_tokens
+            ),
+        )
