@@ -1,0 +1,310 @@
+"""The Anthropic Messages adapter (llm-spec 2.3 "Anthropic Messages", 3.2, 4, 5.2-5.3, 6).
+
+Built on the official `anthropic` SDK with its retries off (`max_retries=0`): one `stream()`
+call is one provider attempt; duraloop's retry policy owns retries (llm-spec 1.4 rule 7).
+Wire conversion lives in `_anthropic_request`, event translation in `_anthropic_stream`.
+
+Measured choice of transport: the body is built by `MessagesEncoder` as bytes (each
+history message converted and encoded once) and posted with the SDK's own client as raw
+`content` (`AsyncAnthropic.post`), reading the SSE events as plain dicts
+(`AsyncStream[object]`). At 4,000 history messages `messages.create(stream=True)` spent
+74-138 ms per request in the SDK before sending, against 3-5 ms for the raw post of the
+same body (msgspec encoding included); auth headers, `anthropic-version`, the base URL,
+timeouts, SSE framing, `ping` filtering and the exception classes stay the SDK's.
+
+`anthropic` is imported when an `AnthropicMessagesModel` is constructed, not when this
+module is imported: `import duraloop` must not pay the SDK's import time.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import TYPE_CHECKING, Final
+
+from ..errors import ConfigError, LlmError
+from ..log._json import JsonObject
+from ._anthropic_request import BodyOptions, MessageConverter, MessagesEncoder
+from ._anthropic_stream import EventTranslator, error_event, is_anthropic_context_overflow
+from ._chunks import StreamChunk
+from ._errors import (
+    CONTEXT_WINDOW_EXCEEDED,
+    MALFORMED_RESPONSE,
+    QUOTA,
+    TIMEOUT,
+    TRANSPORT,
+    UNKNOWN,
+    UNSUPPORTED_OPTION,
+    code_for_status,
+    parse_retry_after_ms,
+)
+from ._model import ModelRequest
+from ._tool_ids import ANTHROPIC_IDS, ToolIdMap
+
+if TYPE_CHECKING:
+    import anthropic
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL: Final = "https://api.anthropic.com"
+DEFAULT_MAX_TOKENS: Final = 8192
+"""`max_tokens` when neither the request nor the adapter sets one (the API requires it)."""
+
+THINKING_BUDGET_TOKENS: Final[dict[str, int]] = {"low": 2048, "medium": 8192, "high": 16384}
+"""Extended-thinking `budget_tokens` per reasoning effort; `off` sends no thinking."""
+
+MIN_THINKING_BUDGET_TOKENS: Final = 1024
+"""The API's smallest `budget_tokens`; thinking also leaves at least this much for the answer."""
+
+REASONING_EFFORTS: Final = ("off", *THINKING_BUDGET_TOKENS)
+_PATH: Final = "/v1/messages"
+
+
+class AnthropicMessagesModel:
+    """A Claude model behind the Anthropic Messages API, streamed.
+
+    Constructing one imports the `anthropic` SDK (importing duraloop does not).
+
+    Reasoning effort maps to extended thinking `{"type": "enabled", "budget_tokens"}`:
+    `low` 2,048, `medium` 8,192, `high` 16,384 tokens; `off` or None sends no thinking.
+    `max_tokens` counts thinking too: with thinking on and no explicit cap, the cap is
+    8,192 plus the budget (the answer keeps 8,192 tokens); with an explicit cap, the budget
+    is lowered to leave the answer at least 1,024 tokens. With thinking on, `temperature` is
+    not sent (the API rejects it; a warning is logged once), and a request that continues
+    a tool loop whose first assistant message has no thinking block (it came from another
+    model) is sent without thinking, as the API's own error suggests, with a warning.
+
+    Args:
+        model: the model id, e.g. `claude-sonnet-4-5`, sent verbatim.
+        api_key: the API key (surrounding whitespace is trimmed).
+        base_url: the API root; None for `https://api.anthropic.com`.
+        timeout_seconds: the SDK's timeout per connect and per read, in seconds; a stream
+            silent for longer fails with `TIMEOUT`.
+        max_tokens: the default output cap in tokens, thinking included; a request's own
+            `max_tokens` wins; None for 8,192 (plus the thinking budget).
+        reasoning_effort: `off`, `low`, `medium` or `high`; None means `off`.
+
+    Raises:
+        ConfigError: if the key is empty or not printable ASCII without spaces, the effort
+            is not one of the above, `max_tokens` is below 1, or thinking is on and
+            `max_tokens` is below 2,048 (no room for the smallest budget plus an answer).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        timeout_seconds: float = 600,
+        max_tokens: int | None = None,
+        reasoning_effort: str | None = None,
+    ) -> None:
+        key = api_key.strip()
+        if not key or not key.isascii() or not all("\x21" <= ch <= "\x7e" for ch in key):
+            raise ConfigError(
+                "the anthropic API key is empty or contains spaces or non-printable "
+                "characters; check the key you configured (e.g. ANTHROPIC_API_KEY)"
+            )
+        if reasoning_effort is not None and reasoning_effort not in REASONING_EFFORTS:
+            raise ConfigError(
+                f"unknown reasoning effort {reasoning_effort!r} for anthropic; use one of "
+                f"{', '.join(REASONING_EFFORTS)}"
+            )
+        budget = THINKING_BUDGET_TOKENS.get(reasoning_effort or "off")
+        if max_tokens is not None and max_tokens < 1:
+            raise ConfigError(f"anthropic max_tokens must be >= 1, got {max_tokens}")
+        if (
+            budget is not None
+            and max_tokens is not None
+            and max_tokens < 2 * MIN_THINKING_BUDGET_TOKENS
+        ):
+            raise ConfigError(
+                f"anthropic max_tokens {max_tokens} is too small for thinking (effort "
+                f"{reasoning_effort!r}); set max_tokens >= {2 * MIN_THINKING_BUDGET_TOKENS} "
+                "or reasoning effort 'off'"
+            )
+        # Deferred to here: the SDK takes about a second to import.
+        import anthropic
+
+        self.provider = "anthropic"
+        self.model = model
+        self._base_url = base_url or DEFAULT_BASE_URL
+        self._max_tokens = max_tokens
+        self._budget = budget
+        self._warned_temperature = False
+        self._client = anthropic.AsyncAnthropic(
+            api_key=key, base_url=self._base_url, max_retries=0, timeout=timeout_seconds
+        )
+        self._stream_cls: type[anthropic.AsyncStream[object]] = anthropic.AsyncStream[object]
+        self._encoder = self._new_encoder()
+
+    def _new_encoder(self) -> MessagesEncoder:
+        converter = MessageConverter(self.provider, self.model, ToolIdMap(ANTHROPIC_IDS))
+        return MessagesEncoder(self.model, converter, self._options)
+
+    async def aclose(self) -> None:
+        """Close the underlying HTTP client and its connections."""
+        await self._client.close()
+
+    def payload(self, request: ModelRequest) -> JsonObject:
+        """Build the Messages request body for `request` as a dict, for inspection.
+
+        Converts the whole history on every call (no cache); `stream()` sends
+        `encode_request(request)`, which encodes the same value.
+
+        Args:
+            request: the messages and options.
+
+        Returns:
+            `{model, max_tokens, system?, messages, tools?, thinking?, temperature?,
+            stream: true}`.
+
+        Raises:
+            LlmError: `UNSUPPORTED_CONTENT` if a message holds an image or has an unknown
+                role; `UNSUPPORTED_OPTION` if the request's `max_tokens` leaves no room for
+                thinking.
+            WirePairingError: if the wire messages would break the pairing rule.
+        """
+        return self._new_encoder().body(request)
+
+    def encode_request(self, request: ModelRequest) -> bytes:
+        """Build the Messages request body for `request` as JSON bytes, reusing the prefix.
+
+        Args:
+            request: the messages and options.
+
+        Returns:
+            The compact UTF-8 JSON of `payload(request)`.
+
+        Raises:
+            LlmError: as `payload`.
+            WirePairingError: as `payload`; nothing has been sent.
+        """
+        return self._encoder.encode(request)
+
+    def _options(self, request: ModelRequest, *, thinking_allowed: bool) -> BodyOptions:
+        explicit = request.max_tokens if request.max_tokens is not None else self._max_tokens
+        budget = self._budget
+        if budget is not None and not thinking_allowed:
+            logger.warning(
+                "anthropic request sent without thinking: the tool loop it continues began "
+                "with an assistant message that has no thinking block (from another model)"
+            )
+            budget = None
+        if budget is None:
+            max_tokens = DEFAULT_MAX_TOKENS if explicit is None else explicit
+            return BodyOptions(max_tokens, None, request.temperature)
+        if explicit is None:
+            max_tokens = DEFAULT_MAX_TOKENS + budget
+        else:
+            max_tokens = explicit
+            budget = min(budget, explicit - MIN_THINKING_BUDGET_TOKENS)
+            if budget < MIN_THINKING_BUDGET_TOKENS:
+                raise LlmError(
+                    f"max_tokens {explicit} is too small for anthropic thinking; set it to at "
+                    f"least {2 * MIN_THINKING_BUDGET_TOKENS} or turn reasoning effort off",
+                    code=UNSUPPORTED_OPTION,
+                )
+        if request.temperature is not None and not self._warned_temperature:
+            self._warned_temperature = True
+            logger.warning(
+                "anthropic ignores temperature while thinking is on (the API rejects it)"
+            )
+        return BodyOptions(max_tokens, {"type": "enabled", "budget_tokens": budget}, None)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        """Make one streaming Messages request and translate its events into chunks.
+
+        Args:
+            request: the messages and options to send.
+
+        Yields:
+            Chunks as the events arrive: block-start and deltas, block-end when the
+            provider closes a block, then at `message_stop` `usage` and `finish` (with the
+            replay envelope `{response, blocks}`).
+
+        Raises:
+            LlmError: on any HTTP, transport, timeout or protocol failure (raised `from` the
+                SDK error): HTTP status codes by `code_for_status` (529 overloaded is
+                `SERVER`), with `status`, `request_id` and Retry-After in ms; an
+                `event: error` frame by its error type; `STREAM_CLOSED` if the stream ended
+                before `message_stop`; `MALFORMED_RESPONSE` for a data line that is not
+                JSON; `UNSUPPORTED_CONTENT` / `UNSUPPORTED_OPTION` before any request.
+            WirePairingError: before any request, if the payload would break the pairing
+                rule (a duraloop bug).
+        """
+        import anthropic  # loaded by __init__ already: a sys.modules lookup
+        import httpx2
+
+        body = self.encode_request(request)
+        translator = EventTranslator(self.provider)
+        try:
+            response = await self._client.post(
+                _PATH, cast_to=object, content=body, stream=True, stream_cls=self._stream_cls
+            )
+            async with response:
+                async for event in response:
+                    if not isinstance(event, Mapping):
+                        raise LlmError(
+                            f"{self.provider} sent an event that is not a JSON object",
+                            code=MALFORMED_RESPONSE,
+                        )
+                    for out in translator.feed(event):
+                        yield out
+        except anthropic.AnthropicError as exc:
+            raise self._llm_error(exc) from exc
+        except json.JSONDecodeError as exc:
+            raise LlmError(
+                f"{self.provider} sent an SSE data line that is not JSON: {exc}",
+                code=MALFORMED_RESPONSE,
+            ) from exc
+        except httpx2.TimeoutException as exc:
+            raise LlmError(
+                f"{self.provider} stream from {self._base_url} timed out", code=TIMEOUT
+            ) from exc
+        except httpx2.RequestError as exc:
+            raise LlmError(
+                f"{self.provider} stream from {self._base_url} failed: {exc!r}", code=TRANSPORT
+            ) from exc
+        for out in translator.close():
+            yield out
+
+    def _llm_error(self, exc: anthropic.AnthropicError) -> LlmError:
+        import anthropic  # loaded by __init__ already: a sys.modules lookup
+
+        where = f"{self.provider} API request to {self._base_url}"
+        if isinstance(exc, anthropic.APITimeoutError):
+            return LlmError(f"{where} timed out", code=TIMEOUT)
+        if isinstance(exc, anthropic.APIConnectionError):
+            return LlmError(f"{where} failed: {exc}", code=TRANSPORT)
+        if isinstance(exc, anthropic.APIStatusError):
+            body = exc.body if isinstance(exc.body, Mapping) else {}
+            if exc.status_code < 400:  # an `event: error` frame after HTTP 200
+                if not body and isinstance(exc.body, str):  # its data was not JSON
+                    body = {"error": {"type": "unknown_error", "message": exc.body}}
+                error = error_event(body)
+                if error.request_id is None and exc.request_id:
+                    error.request_id = exc.request_id
+                return error
+            return self._status_error(exc, body)
+        return LlmError(f"{where} failed: {exc}", code=UNKNOWN)
+
+    def _status_error(self, exc: anthropic.APIStatusError, body: Mapping[str, object]) -> LlmError:
+        error = body.get("error")
+        error = error if isinstance(error, Mapping) else {}
+        message = str(error.get("message") or "")
+        detail = f"{error.get('type') or ''} {message}"
+        code = code_for_status(exc.status_code, detail)
+        if exc.status_code == 400 and is_anthropic_context_overflow(message):
+            code = CONTEXT_WINDOW_EXCEEDED
+        elif "credit balance is too low" in message.lower():
+            code = QUOTA  # Anthropic's wording for an exhausted balance (a 400)
+        return LlmError(
+            message or f"{self.provider} API error (HTTP {exc.status_code})",
+            code=code,
+            status=exc.status_code,
+            provider_retry_after_ms=parse_retry_after_ms(exc.response.headers.get("retry-after")),
+            request_id=exc.request_id or None,
+        )
