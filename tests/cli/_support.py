@@ -19,7 +19,11 @@ from typing import Any
 
 COMMAND = [sys.executable, "-m", "duraloop"]
 TIMEOUT = 90.0
-_SCRUBBED = ("DURALOOP_MODEL", "DURALOOP_HOME", "DURALOOP_STORE", "OPENAI_API_KEY", "OPENAI_BASE_URL", "DEEPSEEK_API_KEY")
+_SCRUBBED = (
+    "DURALOOP_MODEL", "DURALOOP_HOME", "DURALOOP_STORE",
+    "OPENAI_API_KEY", "OPENAI_BASE_URL", "DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL",
+    "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+)
 _STORE_COMMANDS = frozenset({"run", "chat", "resume", "fork", "show", "check", "ls"})
 _CWD_COMMANDS = frozenset({"run", "chat", "resume"})
 

@@ -21,12 +21,12 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from ..errors import CorruptLogError, DuraloopError, UsageError
-from ..llm import parse_model_spec
 from ..log import Event, SessionHeader, check_log
 from ..loop import LoopConfig, open_session, resume_session, start_session
 from ..store import read_log_file
 from ..tools import builtin_tools
 from ._chat import run_chat
+from ._config import build_model
 from ._render import events_jsonl, messages_json, render_transcript
 from ._runner import run_turn_live
 from ._stores import StoreSpec, open_store, store_option
@@ -59,7 +59,27 @@ CwdOption = Annotated[
 ]
 ModelOption = Annotated[
     str | None,
-    typer.Option("--model", envvar="DURALOOP_MODEL", help="Model spec: scripted:PATH, openai:MODEL or deepseek:MODEL."),
+    typer.Option(
+        "--model",
+        envvar="DURALOOP_MODEL",
+        help="Model spec: scripted:PATH, replay:PATH (a session log, ours or dsh's), openai:MODEL, deepseek:MODEL "
+        "or anthropic:MODEL \\[default: default_model in $DURALOOP_HOME/config.toml].",
+    ),
+]
+BaseUrlOption = Annotated[
+    str | None,
+    typer.Option("--base-url", help="The provider's API root, over *_BASE_URL and the config file (openai:, deepseek:, anthropic: only)."),
+]
+MaxTokensOption = Annotated[
+    int | None,
+    typer.Option("--max-tokens", min=1, help="Output token cap per model request, over the config file (openai:, deepseek:, anthropic: only)."),
+]
+ReasoningEffortOption = Annotated[
+    str | None,
+    typer.Option(
+        "--reasoning-effort",
+        help="The provider's reasoning effort, e.g. deepseek: off|low|high|max, over the config file (openai:, deepseek:, anthropic: only).",
+    ),
 ]
 
 
@@ -68,15 +88,6 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable
 
 def _print_json(value: object) -> None:
     sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
-
-
-def _require_model(spec: str | None) -> str:
-    if not spec:
-        raise UsageError(
-            "no model given: pass --model scripted:PATH | openai:MODEL | deepseek:MODEL "
-            "or set DURALOOP_MODEL; to try duraloop offline, run `duraloop demo`"
-        )
-    return spec
 
 
 def _system(text: str | None) -> str | None:
@@ -107,10 +118,12 @@ def run(
     max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Most tool calls running at once (at least 1).")] = 10,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Most steps (model requests) in the turn (at least 1).")] = 100,
     system: Annotated[str | None, typer.Option("--system", help="System prompt text, or @FILE to read it.")] = None,
+    base_url: BaseUrlOption = None,
+    max_tokens: MaxTokensOption = None,
+    reasoning_effort: ReasoningEffortOption = None,
 ) -> None:
     """Run one turn and print the session id; exit 0 when the turn completes."""
-    spec = _require_model(model)
-    llm = parse_model_spec(spec, env=os.environ)
+    llm = build_model(model, env=os.environ, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
     config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps, system_prompt=_system(system))
     sessions = open_store(store)
     if session is None:
@@ -137,9 +150,12 @@ def chat(
     session: Annotated[str | None, typer.Option("--session", help="Chat in this session: resumed (with repair) if it exists, created with this id if not.")] = None,
     max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Most tool calls running at once (at least 1).")] = 10,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Most steps (model requests) in each turn (at least 1).")] = 100,
+    base_url: BaseUrlOption = None,
+    max_tokens: MaxTokensOption = None,
+    reasoning_effort: ReasoningEffortOption = None,
 ) -> None:
     """Chat interactively: a line starts a turn, typing during a turn steers it, Ctrl-C cancels it."""
-    llm = parse_model_spec(_require_model(model), env=os.environ)
+    llm = build_model(model, env=os.environ, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
     config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps)
     sessions = open_store(store)
     repair = None
@@ -183,6 +199,9 @@ def resume(
     cwd: CwdOption = None,
     max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Most tool calls running at once (at least 1).")] = 10,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Most steps (model requests) in the turn (at least 1).")] = 100,
+    base_url: BaseUrlOption = None,
+    max_tokens: MaxTokensOption = None,
+    reasoning_effort: ReasoningEffortOption = None,
 ) -> None:
     """Load a session with crash repair, say what repair did, optionally run a turn."""
     sessions = open_store(store)
@@ -190,7 +209,7 @@ def resume(
         loaded = sessions.load(session_id)
         out.print(f"{session_id}: {_repair_text(loaded.repair)}")
         return
-    llm = parse_model_spec(_require_model(model), env=os.environ)
+    llm = build_model(model, env=os.environ, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
     config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps)
     loop, repair = resume_session(session_id, store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config)
     err.print(f"{session_id}: {_repair_text(repair)}")

@@ -43,6 +43,7 @@ from ..loop import AgentLoop
 from ..store import SessionStore
 from ..tools._bash_tool import kill_running_commands
 from ._render import LiveRenderer, render_transcript
+from ._runner import close_model
 
 EXIT_AT_ONCE = 130
 EXIT_TERMINATED = 143
@@ -334,4 +335,7 @@ async def run_chat(
     chat = Chat(loop, store, console=console, errors=errors)
     if resumed:
         chat.show_history()
-    return await chat.run()
+    try:
+        return await chat.run()
+    finally:
+        await close_model(loop.model)

@@ -39,6 +39,18 @@ async def _watch_signals(loop: AgentLoop, errors: Console) -> None:
                 os._exit(EXIT_AT_ONCE)
 
 
+async def close_model(model: object) -> None:
+    """Close a model adapter's HTTP client, if it has one, inside the event loop that used it.
+
+    Provider adapters (`OpenAIChatModel`, `DeepSeekChatModel`, `AnthropicMessagesModel`)
+    hold connections bound to the running event loop; each CLI command runs one event loop,
+    so the adapter is closed before it ends. Models without `aclose` hold nothing.
+    """
+    aclose = getattr(model, "aclose", None)
+    if aclose is not None:
+        await aclose()
+
+
 async def run_turn_live(
     loop: AgentLoop, prompt: str | Message, *, console: Console, errors: Console
 ) -> TurnResult:
@@ -65,6 +77,7 @@ async def run_turn_live(
                 task_group.cancel_scope.cancel()
     finally:
         unsubscribe()
+        await close_model(loop.model)
     if failure is not None:
         raise failure
     return result

@@ -1,5 +1,6 @@
 """duraloop.llm: the model seam (stream chunks, assembler, errors, adapters)."""
 
+from ._anthropic import AnthropicMessagesModel as AnthropicMessagesModel
 from ._assembler import BlockAssembler as BlockAssembler
 from ._chunks import BlockEndChunk as BlockEndChunk
 from ._chunks import BlockStartChunk as BlockStartChunk
@@ -18,6 +19,7 @@ from ._chunks import reasoning_delta as reasoning_delta
 from ._chunks import text_delta as text_delta
 from ._chunks import tool_call_delta as tool_call_delta
 from ._chunks import usage_chunk as usage_chunk
+from ._deepseek import DeepSeekChatModel as DeepSeekChatModel
 from ._errors import code_for_status as code_for_status
 from ._errors import failure_from_exception as failure_from_exception
 from ._errors import is_context_window_exceeded as is_context_window_exceeded
@@ -28,30 +30,51 @@ from ._model import ModelRequest as ModelRequest
 from ._model import ToolSchema as ToolSchema
 from ._model import stream_chunks as stream_chunks
 from ._openai import OpenAIChatModel as OpenAIChatModel
+from ._replay import RecordedResponse as RecordedResponse
+from ._replay import ReplayModel as ReplayModel
 from ._retry import RetryPolicy as RetryPolicy
 from ._scripted import ScriptedModel as ScriptedModel
+from ._spec import ProviderSettings as ProviderSettings
 from ._spec import parse_model_spec as parse_model_spec
+from ._tool_ids import ANTHROPIC_IDS as ANTHROPIC_IDS
+from ._tool_ids import CHAT_COMPLETIONS_IDS as CHAT_COMPLETIONS_IDS
+from ._tool_ids import ToolIdMap as ToolIdMap
+from ._tool_ids import ToolIdRule as ToolIdRule
+from ._tool_ids import wire_tool_id as wire_tool_id
+from ._wire_pairing import check_anthropic_messages as check_anthropic_messages
+from ._wire_pairing import check_chat_completions_messages as check_chat_completions_messages
 
 __all__ = [
+    "ANTHROPIC_IDS",
+    "AnthropicMessagesModel",
     "BlockAssembler",
     "BlockEndChunk",
     "BlockStartChunk",
+    "CHAT_COMPLETIONS_IDS",
+    "DeepSeekChatModel",
     "FinishChunk",
     "FinishReason",
     "Model",
     "ModelRequest",
     "OpenAIChatModel",
+    "ProviderSettings",
     "ReasoningDeltaChunk",
+    "RecordedResponse",
+    "ReplayModel",
     "RetryPolicy",
     "ScriptedModel",
     "StreamChunk",
     "TextDeltaChunk",
     "TokenUsage",
     "ToolCallDeltaChunk",
+    "ToolIdMap",
+    "ToolIdRule",
     "ToolSchema",
     "UsageChunk",
     "block_end",
     "block_start",
+    "check_anthropic_messages",
+    "check_chat_completions_messages",
     "code_for_status",
     "failure_from_exception",
     "finish_chunk",
@@ -64,4 +87,5 @@ __all__ = [
     "text_delta",
     "tool_call_delta",
     "usage_chunk",
+    "wire_tool_id",
 ]

@@ -1,0 +1,258 @@
+"""The user's config file, `$DURALOOP_HOME/config.toml`, and the CLI's choice of model.
+
+The file is optional (a missing file is an empty config) and validated strictly: an
+unknown key or provider, or a value of the wrong type, is a `ConfigError` naming the file,
+the line (when it can be found) and the dotted key. Example:
+
+```toml
+default_model = "deepseek:deepseek-chat"
+
+[providers.deepseek]
+base_url = "https://api.deepseek.com"
+api_key_env = "MY_DEEPSEEK_KEY"   # read the key from this variable instead
+max_tokens = 32000
+reasoning_effort = "high"
+timeout_seconds = 600
+
+[providers.anthropic]
+max_tokens = 8192
+```
+
+Precedence, highest first (issue 5): CLI flags (`--model`, `--base-url`, `--max-tokens`,
+`--reasoning-effort`), the environment (`DURALOOP_MODEL`, the providers' `*_API_KEY` and
+`*_BASE_URL`), this file, the built-in defaults. The model spec itself comes from
+`--model`, else `DURALOOP_MODEL` (typer reads it), else `default_model`.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from ..errors import ConfigError, UsageError
+from ..llm import Model
+from ..llm._spec import (
+    PROVIDERS,
+    SPEC_FORMS,
+    ProviderSettings,
+    parse_model_spec,
+    setting_problem,
+    spec_problem,
+)
+from ..log import Event
+from ..store import read_log_file
+from ..store._paths import LOG_FILE_NAME, ZSTD_LOG_FILE_NAME
+
+CONFIG_FILE_NAME: Final = "config.toml"
+_TOP_KEYS: Final = ("default_model", "providers")
+_PROVIDER_KEYS: Final = ("api_key_env", "base_url", "max_tokens", "reasoning_effort", "timeout_seconds")
+_HEADER: Final = re.compile(r"\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?")
+_KEY: Final = re.compile(r"\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*=")
+
+
+def config_path(env: Mapping[str, str]) -> Path:
+    """Return the config file's path: `$DURALOOP_HOME/config.toml` (`~/.duraloop/config.toml`).
+
+    Args:
+        env: the environment (usually `os.environ`).
+
+    Returns:
+        The path; it need not exist.
+    """
+    home = env.get("DURALOOP_HOME") or str(Path.home() / ".duraloop")
+    return Path(home).expanduser() / CONFIG_FILE_NAME
+
+
+@dataclass(frozen=True)
+class UserConfig:
+    """The parsed config file.
+
+    Args:
+        path: the file it was read from (it may not exist).
+        default_model: the model spec used when neither `--model` nor `DURALOOP_MODEL` is set.
+        providers: settings by provider name (`openai`, `deepseek`, `anthropic`); each
+            field's origin names the file and line.
+    """
+
+    path: Path
+    default_model: str | None = None
+    providers: Mapping[str, ProviderSettings] = field(default_factory=dict)
+
+
+def load_config(path: Path) -> UserConfig:
+    """Read and validate a config file; a missing file is an empty config.
+
+    Args:
+        path: the TOML file.
+
+    Returns:
+        The validated config.
+
+    Raises:
+        ConfigError: if the file cannot be read, is not UTF-8 TOML (the message carries
+            tomllib's line and column), has an unknown key or provider, or a value of the
+            wrong type or range; the message names the file, the line and the dotted key.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return UserConfig(path)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text: {exc.reason}") from exc
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    lines = _key_lines(text)
+
+    def where(*key: str) -> str:
+        line = lines.get(key)
+        return f"config file {path}, line {line}" if line else f"config file {path}"
+
+    def fail(key: tuple[str, ...], problem: str) -> ConfigError:
+        return ConfigError(f"{where(*key)}: `{'.'.join(key)}` {problem}")
+
+    _refuse_unknown(raw, _TOP_KEYS, (), fail)
+    default_model = raw.get("default_model")
+    if default_model is not None:
+        if not isinstance(default_model, str):
+            raise fail(("default_model",), f"must be a string, got {default_model!r}")
+        problem = spec_problem(default_model)
+        if problem is not None:
+            raise ConfigError(f"{where('default_model')}: `default_model`: {problem}")
+    tables = raw.get("providers", {})
+    if not isinstance(tables, dict):
+        raise fail(("providers",), f"must be a table of [providers.NAME] tables, got {tables!r}")
+    providers: dict[str, ProviderSettings] = {}
+    for name, table in tables.items():
+        if name not in PROVIDERS:
+            raise fail(("providers", name), f"is not a provider; known: {', '.join(PROVIDERS)}")
+        if not isinstance(table, dict):
+            raise fail(("providers", name), f"must be a table, got {table!r}")
+        _refuse_unknown(table, _PROVIDER_KEYS, ("providers", name), fail)
+        for key, value in table.items():
+            problem = setting_problem(key, value)
+            if problem is not None:
+                raise fail(("providers", name, key), problem)
+        origins = {key: where("providers", name, key) for key in table}
+        providers[name] = ProviderSettings(**table, origins=origins)
+    return UserConfig(path, default_model=default_model, providers=providers)
+
+
+def _refuse_unknown(
+    table: Mapping[str, Any],
+    allowed: Sequence[str],
+    prefix: tuple[str, ...],
+    fail: Callable[[tuple[str, ...], str], ConfigError],
+) -> None:
+    for key in table:
+        if key not in allowed:
+            raise fail((*prefix, key), f"is not a known key; allowed: {', '.join(allowed)}")
+
+
+def _key_lines(text: str) -> dict[tuple[str, ...], int]:
+    """Map each dotted key path to the line defining it (best effort; tomllib has no positions)."""
+    lines: dict[tuple[str, ...], int] = {}
+    table: tuple[str, ...] = ()
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _HEADER.fullmatch(line)
+        if header is not None:
+            table = _dotted(header.group(1))
+            lines.setdefault(table, number)
+            continue
+        key = _KEY.match(line)
+        if key is not None:
+            path = (*table, *_dotted(key.group(1)))
+            for end in range(len(table) + 1, len(path) + 1):
+                lines.setdefault(path[:end], number)
+    return lines
+
+
+def _dotted(text: str) -> tuple[str, ...]:
+    return tuple(part.strip().strip("\"'") for part in text.split("."))
+
+
+def build_model(
+    model: str | None,
+    *,
+    env: Mapping[str, str],
+    base_url: str | None = None,
+    max_tokens: int | None = None,
+    reasoning_effort: str | None = None,
+) -> Model:
+    """Choose and build the model of a `run`, `resume` or `chat` command.
+
+    Args:
+        model: the `--model` value (typer already fell back to `DURALOOP_MODEL`), or None.
+        env: the environment (usually `os.environ`): `DURALOOP_HOME`, API keys, base URLs.
+        base_url: `--base-url`, or None.
+        max_tokens: `--max-tokens`, or None.
+        reasoning_effort: `--reasoning-effort`, or None.
+
+    Returns:
+        The model, its settings resolved flags > environment > config file > defaults.
+
+    Raises:
+        UsageError: if no model is given anywhere (the message lists where one can be set).
+        ConfigError: if the config file, the spec, a flag or a provider setting is invalid,
+            or a `replay:` log cannot be read (see `load_config` and `parse_model_spec`).
+        CorruptLogError: if a `replay:` log is damaged inside its committed region.
+    """
+    config = load_config(config_path(env))
+    spec = model or config.default_model
+    if not spec:
+        raise UsageError(
+            f"no model given: pass --model SPEC ({SPEC_FORMS}), set DURALOOP_MODEL, or set "
+            f"default_model in {config.path}; to try duraloop offline, run `duraloop demo`"
+        )
+    flags = {"base_url": base_url, "max_tokens": max_tokens, "reasoning_effort": reasoning_effort}
+    overrides = ProviderSettings(
+        base_url=base_url,
+        max_tokens=max_tokens,
+        reasoning_effort=reasoning_effort,
+        origins={name: "--" + name.replace("_", "-") for name, value in flags.items() if value is not None},
+    )
+    return parse_model_spec(
+        spec, env=env, providers=config.providers, overrides=overrides, read_log=read_replay_log
+    )
+
+
+def read_replay_log(path: str) -> list[Event]:
+    """Read the session log a `replay:PATH` spec names: ours (raw or zstd) or dsh's.
+
+    Args:
+        path: a `session.jsonl` / `session.jsonl.zstd` file (a dsh projected fixture too),
+            or the session folder holding one (`~` expanded).
+
+    Returns:
+        The log's events in seq order, as `duraloop.store.read_log_file` reads them.
+
+    Raises:
+        ConfigError: if the path does not exist, is a folder without a session log, or
+            cannot be read.
+        CorruptLogError: if the log is damaged inside its committed region.
+        SessionFormatUnsupportedError: if the log uses a format this build cannot read.
+    """
+    file = Path(path).expanduser()
+    if file.is_dir():
+        found = [file / name for name in (LOG_FILE_NAME, ZSTD_LOG_FILE_NAME) if (file / name).is_file()]
+        if not found:
+            raise ConfigError(
+                f"replay:{path}: the folder holds no {LOG_FILE_NAME} or {ZSTD_LOG_FILE_NAME}; "
+                "pass a session log file or its session folder"
+            )
+        file = found[0]
+    try:
+        return read_log_file(file)[1]
+    except OSError as exc:
+        raise ConfigError(
+            f"replay:{path}: cannot read the session log {file}: {exc.strerror or exc}; pass a "
+            f"session log file ({LOG_FILE_NAME} or {ZSTD_LOG_FILE_NAME}, ours or dsh's) or its "
+            "session folder"
+        ) from exc
