@@ -436,10 +436,10 @@ def test_incremental_encoding_rechecks_pairing_of_a_grown_open_message() -> None
 @pytest.mark.parametrize(
     ("options", "match"),
     [
-        ({"api_key": "sk ant"}, "anthropic API key"),
-        ({"api_key": ""}, "anthropic API key"),
+        ({"api_key": "sk ant"}, "Anthropic API key"),
+        ({"api_key": ""}, "Anthropic API key"),
         ({"api_key": "k", "reasoning_effort": "ultra"}, "unknown reasoning effort 'ultra'"),
-        ({"api_key": "k", "max_tokens": 0}, "max_tokens must be >= 1"),
+        ({"api_key": "k", "max_tokens": 0}, "max_tokens must be an integer >= 1"),
         ({"api_key": "k", "max_tokens": 2000, "reasoning_effort": "low"}, "too small for thinking"),
     ],
 )

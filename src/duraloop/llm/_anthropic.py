@@ -40,6 +40,7 @@ from ._errors import (
     parse_retry_after_ms,
 )
 from ._model import ModelRequest
+from ._options import validate_adapter_options
 from ._tool_ids import ANTHROPIC_IDS, ToolIdMap
 
 if TYPE_CHECKING:
@@ -101,20 +102,19 @@ class AnthropicMessagesModel:
         max_tokens: int | None = None,
         reasoning_effort: str | None = None,
     ) -> None:
-        key = api_key.strip()
-        if not key or not key.isascii() or not all("\x21" <= ch <= "\x7e" for ch in key):
-            raise ConfigError(
-                "the anthropic API key is empty or contains spaces or non-printable "
-                "characters; check the key you configured (e.g. ANTHROPIC_API_KEY)"
-            )
+        key = validate_adapter_options(
+            label="Anthropic",
+            api_key=api_key,
+            model=model,
+            timeout_seconds=timeout_seconds,
+            max_tokens=max_tokens,
+        )
         if reasoning_effort is not None and reasoning_effort not in REASONING_EFFORTS:
             raise ConfigError(
                 f"unknown reasoning effort {reasoning_effort!r} for anthropic; use one of "
                 f"{', '.join(REASONING_EFFORTS)}"
             )
         budget = THINKING_BUDGET_TOKENS.get(reasoning_effort or "off")
-        if max_tokens is not None and max_tokens < 1:
-            raise ConfigError(f"anthropic max_tokens must be >= 1, got {max_tokens}")
         if (
             budget is not None
             and max_tokens is not None

@@ -30,8 +30,9 @@ from typing import Final
 
 from ..errors import ConfigError
 from ..log._json import JsonObject
-from ._chat_completions import ChatCompletionsModel, validate_common
+from ._chat_completions import ChatCompletionsModel
 from ._openai_request import ReasoningEcho, body_options
+from ._options import validate_adapter_options
 
 DEEPSEEK_BASE_URL: Final = "https://api.deepseek.com"
 DEEPSEEK_EFFORTS: Final = ("off", "low", "high", "max")
@@ -69,7 +70,7 @@ class DeepSeekChatModel(ChatCompletionsModel):
         max_tokens: int | None = None,
         reasoning_effort: str | None = None,
     ) -> None:
-        key = validate_common(
+        key = validate_adapter_options(
             label="DeepSeek",
             api_key=api_key,
             model=model,

@@ -20,8 +20,9 @@ from functools import partial
 from typing import Final
 
 from ..errors import ConfigError
-from ._chat_completions import ChatCompletionsModel, validate_common
+from ._chat_completions import ChatCompletionsModel
 from ._openai_request import body_options
+from ._options import validate_adapter_options
 
 OPENAI_BASE_URL: Final = "https://api.openai.com/v1"
 OPENAI_EFFORTS: Final = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
@@ -60,7 +61,7 @@ class OpenAIChatModel(ChatCompletionsModel):
         max_tokens: int | None = None,
         reasoning_effort: str | None = None,
     ) -> None:
-        key = validate_common(
+        key = validate_adapter_options(
             label="OpenAI",
             api_key=api_key,
             model=model,
