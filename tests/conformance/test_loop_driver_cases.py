@@ -244,3 +244,36 @@ async def test_b39c_turn_stopping_steer_after_max_tokens_runs_a_step_and_the_tur
     assert steered == [1]
     assert user_texts(model.requests[1].messages)[-1] == "please continue"
     assert_log_valid(session)
+
+
+@pytest.mark.anyio
+async def test_an_exception_in_the_body_of_async_with_loop_propagates_unwrapped(tmp_path: Path) -> None:
+    # Regression (user trial): it came out as an ExceptionGroup, so `except ValueError` missed it.
+    session = Session("s")
+    loop = AgentLoop(session, model=_HangFirstModel(), cwd=tmp_path)
+    with pytest.raises(ValueError, match="my bug"):
+        async with loop:
+            loop.followup("A")
+            await anyio.wait_all_tasks_blocked()
+            raise ValueError("my bug")
+    assert [e.data["reason"] for e in session.events if e.type == "turn/end"] == [
+        {"kind": "aborted", "reason": {"kind": "disposed"}}
+    ]
+    assert_log_valid(session)
+
+
+@pytest.mark.anyio
+async def test_cancelling_the_scope_around_async_with_loop_aborts_the_turn_durably(tmp_path: Path) -> None:
+    session = Session("s")
+    loop = AgentLoop(session, model=_HangFirstModel(), cwd=tmp_path)
+    with anyio.CancelScope() as scope:
+        async with loop:
+            loop.followup("A")
+            await anyio.wait_all_tasks_blocked()
+            scope.cancel()
+            await anyio.sleep_forever()
+    assert scope.cancelled_caught
+    (end,) = [e for e in session.events if e.type == "turn/end"]
+    assert end.data["reason"]["kind"] == "aborted"
+    assert session.events[-1].type == "turn/end"
+    assert_log_valid(session)

@@ -54,7 +54,7 @@ from ._events import session_events
 from ._hooks import LoopHooks
 from ._inbox import Inbox
 from ._step import RequestState
-from ._turn import Turn, TurnResult
+from ._turn import Turn, TurnResult, run_guarded
 
 SendTarget = Literal["next-turn", "next-step"]
 """Where `send` queues a message: the next turn's prompt queue, or the next step."""
@@ -410,7 +410,7 @@ class AgentLoop:
         self._signal = signal
         done = self._turn_done = anyio.Event()
         try:
-            result = await Turn.open(self, message, signal).run()
+            result = await run_guarded(Turn.open(self, message, signal))
         finally:
             self._signal = None
             self._turn_done = None
@@ -466,7 +466,12 @@ class AgentLoop:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        """Wait for queued work to finish (or, on an error, dispose), then close the loop."""
+        """Wait for queued work to finish (or, on an error, dispose), then close the loop.
+
+        An exception raised in the body propagates as it is (not wrapped in an exception
+        group); a cancellation of the body's scope cancels the running turn durably
+        (`aborted {parent}`) before it continues outward.
+        """
         stack, self._exit_stack = self._exit_stack, None
         try:
             if exc is None:
@@ -475,9 +480,13 @@ class AgentLoop:
                 await self.dispose()
         finally:
             self._driver = None
-            if stack is not None:
-                await stack.__aexit__(exc_type, exc, tb)
-            self.close()
+            try:
+                if stack is not None:
+                    # The body's exception is the caller's, not the driver's: don't hand it
+                    # to the task group, which would wrap it in an ExceptionGroup.
+                    await stack.__aexit__(None, None, None)
+            finally:
+                self.close()
 
     def _start_drain(self) -> None:
         """Open the next turn now and run the drain in the driver task (loop-spec 2.1 wake)."""
@@ -499,7 +508,7 @@ class AgentLoop:
         """Run turns while each ends completed/max-tokens and work is queued (loop-spec 2.2.8)."""
         try:
             while True:
-                result = await turn.run()
+                result = await run_guarded(turn)
                 self._results.append(result)
                 if result.error is not None:
                     logger.warning(

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from ..errors import LlmError
 from ..llm import ToolSchema
 from ..log import Message, Session
@@ -275,6 +277,55 @@ class Turn:
                 session.append(STEP_END, {"turn": turn, "step": step}, copy=False)
             self.text = _last_assistant_text(session) or self.text
             return result
+
+
+async def run_guarded(turn: Turn) -> TurnResult:
+    """Run `turn` so that cancelling the caller cancels the turn the durable way.
+
+    The turn runs shielded in a child task. A cancel of an enclosing scope
+    (`anyio.move_on_after`, a cancelled task group, leaving `async with loop:` by a cancel)
+    or a native cancel of the calling task (the first Ctrl-C under `anyio.run`/`asyncio.run`)
+    becomes `turn.signal.cancel({"kind": "parent"})`: tools see the signal, started ones
+    drain, their results are recorded (`ABORTED` for a cancelled body, not
+    `TOOL_OUTCOME_UNKNOWN`), and the turn ends `aborted {parent}` before the cancellation
+    continues outward. A tool that never honours cancellation therefore delays the caller;
+    a second Ctrl-C (which `asyncio.Runner` raises as `KeyboardInterrupt`) still stops at
+    once, and resume repairs the log.
+
+    Args:
+        turn: an opened turn.
+
+    Returns:
+        The turn's result; the caller's pending cancellation is raised when this returns.
+
+    Raises:
+        BaseException: what `turn.run()` raised (never wrapped in an exception group).
+    """
+    outcome: list[TurnResult] = []
+    raised: list[BaseException] = []
+
+    async def cancel_turn_when_the_caller_is_cancelled() -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            if not outcome and not raised:
+                turn.signal.cancel({"kind": "parent"})
+
+    async def run_shielded(watchers: anyio.CancelScope) -> None:
+        try:
+            with anyio.CancelScope(shield=True):
+                outcome.append(await turn.run())
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below, unwrapped
+            raised.append(exc)
+        finally:
+            watchers.cancel()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(cancel_turn_when_the_caller_is_cancelled)
+        group.start_soon(run_shielded, group.cancel_scope)
+    if raised:
+        raise raised[0]
+    return outcome[0]
 
 
 def _last_assistant_text(session: Session) -> str:
