@@ -435,3 +435,36 @@ def test_python_dash_m_duraloop_help(tmp_path: Path) -> None:
     assert result.returncode == 0
     for command in ("run", "resume", "fork", "show", "check", "ls", "demo"):
         assert command in result.stdout
+
+
+def test_run_shows_each_model_retry_as_it_happens(cli: Cli) -> None:
+    # User trial: retries were invisible (a silent wait, then the final error).
+    script = cli.script([{"error": {"code": "SERVER", "message": "overloaded"}}, {"text": "fine now"}])
+    result = ok(cli("run", "hello", "--model", script))
+    retry_lines = [line for line in result.stdout.splitlines() if "↻" in line]
+    assert len(retry_lines) == 1, result.stdout
+    assert "[SERVER]" in retry_lines[0] and "overloaded" in retry_lines[0] and "retry 1/5" in retry_lines[0]
+    assert result.stdout.index("↻") < result.stdout.index("fine now")
+
+
+def test_run_refuses_an_empty_prompt_before_writing_anything(cli: Cli) -> None:
+    result = cli("run", "   ", "--model", cli.script([{"text": "never"}]))
+    assert result.returncode == 1
+    assert result.stderr.startswith("UsageError: the prompt is empty"), result.stderr
+    assert "session:" not in result.stdout
+
+
+def test_resume_without_a_prompt_refuses_model_flags_it_would_ignore(cli: Cli) -> None:
+    session_id = session_id_of(ok(cli("run", "hi", "--model", cli.script([{"text": "hello"}]))))
+    result = cli("resume", session_id, "--max-tokens", "5")
+    assert result.returncode == 1
+    assert "UsageError: --max-tokens only apply when resume runs a turn" in result.stderr
+
+
+def test_demo_dir_that_is_a_file_is_a_one_line_usage_error(cli: Cli) -> None:
+    target = cli.cwd / "a-file"
+    target.write_text("x", encoding="utf-8")
+    result = cli("demo", "--dir", str(target))
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("UsageError: --dir"), result.stderr

@@ -28,7 +28,7 @@ from ..tools import builtin_tools
 from ._chat import run_chat
 from ._config import build_model
 from ._render import events_jsonl, messages_json, render_transcript
-from ._runner import run_turn_live
+from ._runner import refuse_model_flags_without_prompt, require_prompt, run_turn_live
 from ._stores import StoreSpec, open_store, store_option
 
 app = typer.Typer(
@@ -123,6 +123,7 @@ def run(
     reasoning_effort: ReasoningEffortOption = None,
 ) -> None:
     """Run one turn and print the session id; exit 0 when the turn completes."""
+    require_prompt(prompt)
     llm = build_model(model, env=os.environ, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
     config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps, system_prompt=_system(system))
     sessions = open_store(store)
@@ -206,9 +207,11 @@ def resume(
     """Load a session with crash repair, say what repair did, optionally run a turn."""
     sessions = open_store(store)
     if prompt is None:
+        refuse_model_flags_without_prompt(model=model, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
         loaded = sessions.load(session_id)
         out.print(f"{session_id}: {_repair_text(loaded.repair)}")
         return
+    require_prompt(prompt)
     llm = build_model(model, env=os.environ, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
     config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps)
     loop, repair = resume_session(session_id, store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config)

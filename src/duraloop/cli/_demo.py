@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 from rich.console import Console
 
-from ..errors import DuraloopError
+from ..errors import DuraloopError, UsageError
 from ..llm import ScriptedModel
 from ..log import Event, check_log, check_pairing
 from ..loop import resume_session, start_session
@@ -102,7 +102,12 @@ def run_demo(out: Console, err: Console, *, base: Path | None) -> None:
         out: the results console (stdout).
         err: the diagnostics console (stderr).
         base: a directory for the workspace and store; a new temp dir when None.
+
+    Raises:
+        UsageError: if `base` exists and is not a directory.
     """
+    if base is not None and base.exists() and not base.is_dir():
+        raise UsageError(f"--dir {str(base)!r} is a file; pass a directory (it is created if missing)")
     root = Path(base) if base is not None else Path(tempfile.mkdtemp(prefix="duraloop-demo-"))
     workspace = root / "workspace"
     for name, text in FILES.items():

@@ -14,6 +14,7 @@ from ..log._vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
     END_SEED,
+    LLM_RETRY,
     STEP_START,
     SURFACE_APPEND,
     TOOL_CALL,
@@ -105,6 +106,15 @@ class LiveRenderer:
             if data.get("interrupted"):
                 self._newline()
                 self.console.print("  [yellow](stream interrupted; the visible prefix is kept)[/yellow]")
+        elif kind == LLM_RETRY:
+            self._newline()
+            failure = data.get("failure") or {}
+            budget = f"/{data['maxRetries']}" if "maxRetries" in data else ""
+            self.console.print(
+                f"  [yellow]↻ model request failed [{escape(str(failure.get('code')))}]: "
+                f"{escape(_short(str(failure.get('message', '')), 120))}; retry "
+                f"{data.get('retry')}{budget} in {int(data.get('delayMs', 0)) / 1000:g} s[/yellow]"
+            )
         elif kind == TURN_END:
             self._newline()
             reason = data.get("reason", {})

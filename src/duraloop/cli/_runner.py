@@ -14,6 +14,7 @@ import signal
 import anyio
 from rich.console import Console
 
+from ..errors import UsageError
 from ..log import Message
 from ..loop import AgentLoop, TurnResult
 from ..tools._bash_tool import kill_running_commands
@@ -37,6 +38,33 @@ async def _watch_signals(loop: AgentLoop, errors: Console) -> None:
             else:
                 kill_running_commands()  # nothing outlives the process, even mid-drain
                 os._exit(EXIT_AT_ONCE)
+
+
+def require_prompt(prompt: str) -> None:
+    """Refuse an empty or whitespace-only prompt before anything is written.
+
+    Raises:
+        UsageError: always for such a prompt (providers reject an empty user turn).
+    """
+    if not prompt.strip():
+        raise UsageError("the prompt is empty; pass the text of the user's message")
+
+
+def refuse_model_flags_without_prompt(**flags: object) -> None:
+    """Refuse model options given to `duraloop resume` without a prompt (nothing would use them).
+
+    Args:
+        flags: the option values by parameter name (`model`, `base_url`, ...); None if unset.
+
+    Raises:
+        UsageError: naming the options that were given.
+    """
+    given = ["--" + name.replace("_", "-") for name, value in flags.items() if value is not None]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} only apply when resume runs a turn; add a PROMPT to run "
+            "one, or drop them to just repair the session"
+        )
 
 
 async def close_model(model: object) -> None:
