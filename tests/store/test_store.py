@@ -20,6 +20,8 @@ SqliteStore alike. Cases are `test_case_NN_...`; those of 7.6 with no test here:
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from duraloop.errors import (
@@ -35,7 +37,7 @@ from duraloop.errors import (
 )
 from duraloop.log import Event, Session, SessionHeader, check_pairing
 from duraloop.log import vocabulary as v
-from duraloop.store import SessionStore
+from duraloop.store import JsonlStore, SessionStore
 
 from ._builders import assistant, call_block, ev, meta, one_turn_log, se, ss, te, tool_call, ts
 from ._torn import append_torn_fragment
@@ -372,3 +374,12 @@ def test_case_88_torn_fragment_after_an_open_turn_is_cut_and_the_turn_closed(sto
     assert (after.torn, after.events) == (None, loaded.events)
     store.append("s", [ts(10, 3), te(11, 3)])
     assert [e.seq for e in store.read("s")[1]] == list(range(12))
+
+
+def test_loading_a_missing_session_leaves_nothing_behind(tmp_path: Path) -> None:
+    # Regression (user trial): `run --session NEW` tried a resume first, and the lock of the
+    # unknown id created `_no-cwd/NEW/session.lock` in the store.
+    store = JsonlStore(tmp_path / "root")
+    with pytest.raises(SessionNotFoundError):
+        store.load("absent")
+    assert not (tmp_path / "root").exists() or list((tmp_path / "root").rglob("*")) == []

@@ -172,6 +172,9 @@ class SessionStore:
                     "live Session or wait for the turn to close"
                 )
             return LoadedSession(stored.header, events, RepairReport())
+        if not self.backend.exists(session_id):
+            # Checked before locking: the lock of an unknown id would create its directory.
+            raise SessionNotFoundError(session_id)
         release = self.backend.lock(session_id, cwd=None)
         try:
             stored = self.backend.read(session_id)
