@@ -9,7 +9,6 @@ log afterwards.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +16,10 @@ import anyio
 import pytest
 
 from duraloop.errors import UsageError
-from duraloop.llm import ModelRequest, StreamChunk, block_start, finish_chunk, text_delta
 from duraloop.log import Session
 from duraloop.loop import AgentLoop, LoopHooks, StepContext
 from duraloop.testing import assert_log_valid
-from loop._support import inbox_log, make_loop, user_texts
+from loop._support import HangFirstModel, inbox_log, make_loop, user_texts
 
 USER = {"kind": "user"}
 
@@ -30,24 +28,6 @@ USER = {"kind": "user"}
 def anyio_backend() -> str:
     """Run async tests on asyncio (the backend duraloop ships with)."""
     return "asyncio"
-
-
-class _HangFirstModel:
-    """Streams "partial" and waits until cancelled on its first request; answers later ones."""
-
-    provider = "test"
-    model = "hang"
-
-    def __init__(self) -> None:
-        self.requests: list[ModelRequest] = []
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        self.requests.append(request)
-        yield block_start(0, "text")
-        yield text_delta(0, "partial" if len(self.requests) == 1 else f"answer {len(self.requests)}")
-        if len(self.requests) == 1:
-            await anyio.Event().wait()
-        yield finish_chunk("stop")
 
 
 def _kinds(results: list[Any]) -> list[tuple[int, str]]:
@@ -127,7 +107,7 @@ async def test_b28_cancel_right_after_a_waking_send(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_b30_wake_latch_runs_a_send_made_during_the_abort(tmp_path: Path) -> None:
     session = Session("s")
-    model = _HangFirstModel()
+    model = HangFirstModel()
     loop = AgentLoop(session, model=model, cwd=tmp_path)
     async with loop:
         loop.followup("A")
@@ -144,7 +124,7 @@ async def test_b30_wake_latch_runs_a_send_made_during_the_abort(tmp_path: Path) 
 @pytest.mark.anyio
 async def test_b30_cancel_without_keep_inbox_clears_the_latch(tmp_path: Path) -> None:
     session = Session("s")
-    model = _HangFirstModel()
+    model = HangFirstModel()
     loop = AgentLoop(session, model=model, cwd=tmp_path)
     async with loop:
         loop.followup("A")
@@ -165,7 +145,7 @@ async def test_b30_cancel_without_keep_inbox_clears_the_latch(tmp_path: Path) ->
 @pytest.mark.anyio
 async def test_b30_disposal_is_never_latched(tmp_path: Path) -> None:
     session = Session("s")
-    model = _HangFirstModel()
+    model = HangFirstModel()
     loop = AgentLoop(session, model=model, cwd=tmp_path)
     async with loop:
         loop.followup("A")
@@ -207,7 +187,7 @@ async def test_a_failed_background_turn_reports_its_error_and_stops_draining(tmp
 @pytest.mark.anyio
 async def test_run_turn_is_refused_while_a_background_turn_runs(tmp_path: Path) -> None:
     session = Session("s")
-    loop = AgentLoop(session, model=_HangFirstModel(), cwd=tmp_path)
+    loop = AgentLoop(session, model=HangFirstModel(), cwd=tmp_path)
     async with loop:
         loop.followup("A")
         with pytest.raises(UsageError, match="already running"):
@@ -250,7 +230,7 @@ async def test_b39c_turn_stopping_steer_after_max_tokens_runs_a_step_and_the_tur
 async def test_an_exception_in_the_body_of_async_with_loop_propagates_unwrapped(tmp_path: Path) -> None:
     # Regression (user trial): it came out as an ExceptionGroup, so `except ValueError` missed it.
     session = Session("s")
-    loop = AgentLoop(session, model=_HangFirstModel(), cwd=tmp_path)
+    loop = AgentLoop(session, model=HangFirstModel(), cwd=tmp_path)
     with pytest.raises(ValueError, match="my bug"):
         async with loop:
             loop.followup("A")
@@ -265,7 +245,7 @@ async def test_an_exception_in_the_body_of_async_with_loop_propagates_unwrapped(
 @pytest.mark.anyio
 async def test_cancelling_the_scope_around_async_with_loop_aborts_the_turn_durably(tmp_path: Path) -> None:
     session = Session("s")
-    loop = AgentLoop(session, model=_HangFirstModel(), cwd=tmp_path)
+    loop = AgentLoop(session, model=HangFirstModel(), cwd=tmp_path)
     with anyio.CancelScope() as scope:
         async with loop:
             loop.followup("A")

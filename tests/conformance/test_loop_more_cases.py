@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +32,8 @@ from duraloop.errors import (
     UsageError,
 )
 from duraloop.llm import (
-    ModelRequest,
     RetryPolicy,
     ScriptedModel,
-    StreamChunk,
-    block_start,
-    finish_chunk,
-    text_delta,
 )
 from duraloop.log import Event, Session
 from duraloop.loop import (
@@ -55,6 +49,7 @@ from duraloop.store import JsonlStore, MemoryStore
 from duraloop.testing import Gates, assert_log_valid, describe_log, gated_tool
 from duraloop.tools import ToolCallRequest, ToolContext, ToolHooks, ToolOutcome, ToolRegistry
 from loop._support import (
+    HangFirstModel,
     call,
     inbox_log,
     make_loop,
@@ -247,28 +242,10 @@ async def test_b28_idle_cancel_after_queued_sends_discards_them_without_a_turn(
     assert_log_valid(session)
 
 
-class _HangFirstModel:
-    """Streams "partial" and waits until cancelled on its first request; answers later ones."""
-
-    provider = "test"
-    model = "hang"
-
-    def __init__(self) -> None:
-        self.requests: list[ModelRequest] = []
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        self.requests.append(request)
-        yield block_start(0, "text")
-        yield text_delta(0, "partial" if len(self.requests) == 1 else f"answer {len(self.requests)}")
-        if len(self.requests) == 1:
-            await anyio.Event().wait()
-        yield finish_chunk("stop")
-
-
 @pytest.mark.anyio
 async def test_b29_keep_inbox_parks_queued_followup_for_the_next_run_turn(tmp_path: Path) -> None:
     session = Session("s")
-    model = _HangFirstModel()
+    model = HangFirstModel()
     loop = AgentLoop(session, model=model, cwd=tmp_path)
     out = _Turn()
     async with anyio.create_task_group() as tg:
@@ -304,7 +281,7 @@ async def test_b31_idle_cancel_is_a_no_op_and_the_next_turn_runs_normally(tmp_pa
 @pytest.mark.anyio
 async def test_dispose_aborts_the_running_turn_as_disposed_then_closes(tmp_path: Path) -> None:
     store = MemoryStore()
-    model = _HangFirstModel()
+    model = HangFirstModel()
     loop = start_session(store=store, model=model, cwd=tmp_path)
     out = _Turn()
     async with anyio.create_task_group() as tg:

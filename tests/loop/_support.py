@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 
-from duraloop.llm import ScriptedModel
+from duraloop.llm import (
+    ModelRequest,
+    ScriptedModel,
+    StreamChunk,
+    block_start,
+    finish_chunk,
+    text_delta,
+)
 from duraloop.log import Event, Message, Session
 from duraloop.loop import AgentLoop, LoopConfig
 from duraloop.loop._agent import Durability
@@ -190,3 +197,22 @@ def user_texts(messages: Sequence[Message]) -> list[str]:
         for message in messages
         if message["role"] == "user" and (message.get("source") or {}).get("kind") != "tool"
     ]
+
+
+class HangFirstModel:
+    """Streams "partial" and waits until cancelled on its first request; answers later ones
+    with `answer N` (N the request number)."""
+
+    provider = "test"
+    model = "hang"
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+        self.requests.append(request)
+        yield block_start(0, "text")
+        yield text_delta(0, "partial" if len(self.requests) == 1 else f"answer {len(self.requests)}")
+        if len(self.requests) == 1:
+            await anyio.Event().wait()
+        yield finish_chunk("stop")
