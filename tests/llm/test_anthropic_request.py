@@ -446,3 +446,37 @@ def test_incremental_encoding_rechecks_pairing_of_a_grown_open_message() -> None
 def test_bad_constructor_options_are_config_errors(options: dict[str, Any], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
         AnthropicMessagesModel(MODEL, **options)
+
+
+def test_history_tool_blocks_without_request_tools_still_declare_tools() -> None:
+    # The API answers tool_use/tool_result blocks without `tools` with HTTP 400 "Requests
+    # which include `tool_use` or `tool_result` blocks must define tools" (e.g. a
+    # tool-less summary request over a tool-calling history).
+    model = _model()
+    history = [
+        user_message("go"),
+        assistant_message([_call("c1", "read"), _call("c2", "ls")], provider="x", model="y"),
+        _text_result("c1", "a"),
+        _text_result("c2", "b"),
+        user_message("summarize"),
+    ]
+    request = ModelRequest(messages=history, system="s")
+    body = model.payload(request)
+    assert [tool["name"] for tool in body["tools"]] == ["read", "ls"]
+    assert all(tool["input_schema"] == {"type": "object"} for tool in body["tools"])
+    assert body["tool_choice"] == {"type": "none"}  # declared for the history, not callable
+    assert json.loads(model.encode_request(request)) == body
+    plain = model.payload(ModelRequest(messages=[user_message("hi")]))
+    assert "tools" not in plain and "tool_choice" not in plain
+
+
+def test_whitespace_only_tool_output_is_sent_as_no_output(model: AnthropicMessagesModel) -> None:
+    # A string tool_result content is a text block to the API, which rejects a blank one
+    # ("text content blocks must contain non-whitespace text").
+    history = [
+        user_message("go"),
+        assistant_message([_call("c1")], provider="x", model="y"),
+        _text_result("c1", "\n  "),
+    ]
+    body = model.payload(ModelRequest(messages=history))
+    assert body["messages"][2]["content"][0]["content"] == "(no output)"

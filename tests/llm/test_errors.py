@@ -29,6 +29,11 @@ from duraloop.llm import (
         (413, "context_length_exceeded", "INVALID_REQUEST"),
         (400, "This model's maximum context length is 8192 tokens", "CONTEXT_WINDOW_EXCEEDED"),
         (400, "context_length_exceeded invalid_request_error", "CONTEXT_WINDOW_EXCEEDED"),
+        (
+            400,
+            "invalid_request_error input length and `max_tokens` exceed context limit: 198000 + 8192 > 200000",
+            "CONTEXT_WINDOW_EXCEEDED",
+        ),
         (402, "Insufficient Balance", "QUOTA"),
         (429, "You exceeded your current quota", "QUOTA"),
         (402, "", "HTTP_402"),
@@ -50,6 +55,7 @@ def test_parse_retry_after_accepts_seconds_and_http_dates_only_when_positive() -
     assert parse_retry_after_ms("7") == 7000
     assert parse_retry_after_ms("0") is None
     assert parse_retry_after_ms("soon") is None
+    assert parse_retry_after_ms("\u00b2") is None  # a latin-1 header byte str.isdigit accepts
     assert parse_retry_after_ms(None) is None
     now = 1_700_000_000.0
     assert parse_retry_after_ms("Tue, 14 Nov 2023 22:13:30 GMT", now_seconds=now) == 10_000

@@ -158,7 +158,7 @@ class AnthropicMessagesModel:
             request: the messages and options.
 
         Returns:
-            `{model, max_tokens, system?, messages, tools?, thinking?, temperature?,
+            `{model, max_tokens, system?, messages, tools?, tool_choice?, thinking?, temperature?,
             stream: true}`.
 
         Raises:

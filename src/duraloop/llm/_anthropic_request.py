@@ -23,6 +23,8 @@ Wire rules (llm-spec 2.3 "Anthropic Messages", 3.2, 4, 6):
   empty content becomes `(no output)`, llm-spec 4), then the other blocks (pairing rule:
   Anthropic Messages, llm-spec 3.2). Consecutive assistant messages merge too (the
   API would merge them anyway). A user message of one text block is sent as a string.
+- Without `tools` in the request, a history holding tool calls still declares them (by
+  name, with `tool_choice: none`): the API rejects tool blocks without `tools`.
 - Tool-call ids go through one `ToolIdMap(ANTHROPIC_IDS)` per encoder (ids map
   deterministically, so this equals one map per request, and a collision among the ids
   sent is still caught), so a call and its result always carry the same wire id; durable
@@ -60,6 +62,7 @@ from ._wire_pairing import check_anthropic_messages
 logger = logging.getLogger(__name__)
 
 NO_OUTPUT: Final = "(no output)"
+HISTORY_TOOL_DESCRIPTION: Final = "A tool called earlier in this conversation; not available now."
 THINKING_TYPES: Final = frozenset({"thinking", "redacted_thinking"})
 
 _encode = msgspec.json.encode
@@ -221,7 +224,8 @@ class MessageConverter:
                 result: JsonObject = {
                     "type": "tool_result",
                     "tool_use_id": self.ids.to_wire(block["toolCallId"]),
-                    "content": text or NO_OUTPUT,
+                    # Whitespace-only is a blank text block to the API, which rejects it.
+                    "content": text if text.strip() else NO_OUTPUT,
                 }
                 if block.get("isError"):
                     result["is_error"] = True  # absent means false (Messages API)
@@ -380,6 +384,7 @@ class MessagesEncoder:
         self._open: _Group | None = None  # the last wire message, still growing
         self._loop_head: bool | None = None  # see `_thinking_allowed`
         self._checked = 0  # closed wire messages already pairing-checked
+        self._tool_names: dict[str, None] = {}  # tool_use names in the history, first seen first
 
     def body(self, request: ModelRequest) -> JsonObject:
         """Return the body of `request` as a dict (the value `encode` returns as bytes).
@@ -388,7 +393,7 @@ class MessagesEncoder:
             request: the messages and options.
 
         Returns:
-            `{model, max_tokens, system?, messages, tools?, thinking?, temperature?,
+            `{model, max_tokens, system?, messages, tools?, tool_choice?, thinking?, temperature?,
             stream: true}`.
 
         Raises:
@@ -397,7 +402,7 @@ class MessagesEncoder:
         """
         messages = self._sync(request.messages)
         options = self.options_for(request, thinking_allowed=self._thinking_allowed())
-        head, tail = _head_tail(self.model, request, options)
+        head, tail = _head_tail(self.model, request, options, self._tool_names)
         return {**head, "messages": messages, **tail}
 
     def encode(self, request: ModelRequest) -> bytes:
@@ -416,7 +421,7 @@ class MessagesEncoder:
         """
         messages = self._sync(request.messages)
         options = self.options_for(request, thinking_allowed=self._thinking_allowed())
-        head, tail = _head_tail(self.model, request, options)
+        head, tail = _head_tail(self.model, request, options, self._tool_names)
         head_bytes = _encode({**head, "messages": []})[:-2]  # drop the closing `]}`
         open_bytes = b""
         if len(messages) > len(self._closed):
@@ -456,6 +461,10 @@ class MessagesEncoder:
         part = entry[1]
         if not part.results and not part.blocks:
             return  # nothing to send; the neighbours may merge
+        if part.role == "assistant":
+            for block in part.blocks:
+                if block["type"] == "tool_use":
+                    self._tool_names.setdefault(block["name"], None)
         if self._open is None or self._open.role != part.role:
             self._close()
             self._open = _Group(part.role)
@@ -508,7 +517,7 @@ class MessagesEncoder:
 
 
 def _head_tail(
-    model: str, request: ModelRequest, options: BodyOptions
+    model: str, request: ModelRequest, options: BodyOptions, history_tools: Mapping[str, None]
 ) -> tuple[JsonObject, JsonObject]:
     head: JsonObject = {"model": model, "max_tokens": options.max_tokens}
     if request.system is not None and request.system.strip():
@@ -516,6 +525,19 @@ def _head_tail(
     tail: JsonObject = {}
     if request.tools:
         tail["tools"] = tools_json(request.tools)
+    elif history_tools:
+        # The API rejects a body whose messages hold `tool_use`/`tool_result` blocks without
+        # `tools` ("Requests which include `tool_use` or `tool_result` blocks must define
+        # tools"): declare the history's tools by name, and forbid new calls.
+        tail["tools"] = [
+            {
+                "name": name,
+                "description": HISTORY_TOOL_DESCRIPTION,
+                "input_schema": {"type": "object"},
+            }
+            for name in history_tools
+        ]
+        tail["tool_choice"] = {"type": "none"}
     if options.thinking is not None:
         tail["thinking"] = options.thinking
     elif options.temperature is not None:

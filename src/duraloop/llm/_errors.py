@@ -45,6 +45,7 @@ _CONTEXT_PATTERNS: Final = re.compile(
             r"(?:request|prompt|input|messages?) (?:is )?too (?:large|long) for (?:this|the) "
             r"(?:model'?s? )?context(?: window)?",
             r"(?:input|prompt|request) (?:is )?too long for the model",
+            r"input length and `?max_tokens`? exceed context limit",  # Anthropic 400
             r"(?:input|prompt|request).{0,80}(?:exceeds|overflows|is larger than).{0,40}"
             r"(?:the )?model'?s? context(?: length| window)?",
         )
@@ -132,7 +133,7 @@ def parse_retry_after_ms(value: str | None, *, now_seconds: float | None = None)
     if value is None:
         return None
     text = value.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # str.isdigit alone accepts '²', which int() refuses
         delay_ms = int(text) * 1000
         return delay_ms if delay_ms > 0 else None
     try:
