@@ -66,11 +66,18 @@ class Raw:
 
 
 @dataclass(frozen=True)
+class Pause:
+    """Wait this many seconds before the next frame (a slow provider)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
 class Stall:
     """Stop writing until the server stops (the client's idle timeout must fire)."""
 
 
-Frame = dict[str, Any] | Comment | Raw | Stall
+Frame = dict[str, Any] | Comment | Raw | Pause | Stall
 
 
 @dataclass
@@ -453,6 +460,10 @@ class WireChatServer:
                 handler.wfile.flush()
                 self._release.wait(timeout=60)
                 return
+            if isinstance(frame, Pause):
+                handler.wfile.flush()
+                self._release.wait(timeout=frame.seconds)
+                continue
             if isinstance(frame, Comment):
                 data = f": {frame.text}\n\n".encode()
             elif isinstance(frame, Raw):

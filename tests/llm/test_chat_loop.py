@@ -31,7 +31,16 @@ from duraloop.store import JsonlStore, MemoryStore
 from duraloop.testing import Gates, assert_log_valid, gated_tool
 from duraloop.tools import Tool, ToolContext
 
-from ._wire_chat import Frame, Stall, WireChatServer, chunk_event, tool_delta, usage_event
+from ._wire_chat import (
+    Comment,
+    Frame,
+    Pause,
+    Stall,
+    WireChatServer,
+    chunk_event,
+    tool_delta,
+    usage_event,
+)
 
 FAST = RetryPolicy(initial_delay_ms=1, max_delay_ms=8, jitter_ratio=0.0)
 """Backoffs of 1, 2, 4, 8 ms, no jitter."""
@@ -125,6 +134,39 @@ async def test_failed_tool_and_transient_faults_then_the_next_request_is_accepte
     assert _retry_codes(session) == ["SERVER", "RATE_LIMIT", "TRANSPORT"]
     assert len(server.requests) == 5
     assert _tool_messages(server, 4) == [("call_1", "fine ok"), ("call_2", "Error: disk full")]
+    assert_log_valid(session)
+
+
+@pytest.mark.anyio
+async def test_keep_alive_comments_rearm_the_loop_idle_timeout(
+    tmp_path: Path, server: WireChatServer, model: ChatCompletionsModel
+) -> None:
+    # llm-spec 1.11: transport activity re-arms the idle timer. 1.5 s of keep-alives before
+    # the first chunk, under a 0.5 s idle timeout: no TIMEOUT, no retry.
+    session = Session("s")
+    config = LoopConfig(retry=FAST, stream_idle_timeout_seconds=0.5)
+    loop = AgentLoop(session, model=model, cwd=tmp_path, config=config)
+    keep_alives: list[Frame] = [frame for _ in range(15) for frame in (Pause(0.1), Comment())]
+    server.queue_sse([*keep_alives, *_text("Queued, then answered.")])
+    result = await loop.run_turn("hi")
+    assert (result.kind, result.text) == ("completed", "Queued, then answered.")
+    assert [e for e in session.events if e.type == "llm/retry"] == []
+    assert len(server.requests) == 1
+    assert_log_valid(session)
+
+
+@pytest.mark.anyio
+async def test_the_same_wait_without_keep_alives_times_out(
+    tmp_path: Path, server: WireChatServer, model: ChatCompletionsModel
+) -> None:
+    session = Session("s")
+    config = LoopConfig(retry=FAST, stream_idle_timeout_seconds=0.5)
+    loop = AgentLoop(session, model=model, cwd=tmp_path, config=config)
+    server.queue_sse([Pause(1.5), *_text("too late")])
+    server.queue_sse(_text("Hello."))
+    result = await loop.run_turn("hi")
+    assert (result.kind, result.text) == ("completed", "Hello.")
+    assert [e.data["failure"]["code"] for e in session.events if e.type == "llm/retry"] == ["TIMEOUT"]
     assert_log_valid(session)
 
 

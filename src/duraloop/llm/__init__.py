@@ -1,5 +1,7 @@
 """duraloop.llm: the model seam (stream chunks, assembler, errors, adapters)."""
 
+from ._activity import note_stream_activity as note_stream_activity
+from ._activity import watching_stream_activity as watching_stream_activity
 from ._anthropic import AnthropicMessagesModel as AnthropicMessagesModel
 from ._assembler import BlockAssembler as BlockAssembler
 from ._chunks import BlockEndChunk as BlockEndChunk
@@ -80,6 +82,7 @@ __all__ = [
     "finish_chunk",
     "is_context_window_exceeded",
     "is_quota_exceeded",
+    "note_stream_activity",
     "parse_model_spec",
     "parse_retry_after_ms",
     "reasoning_delta",
@@ -87,5 +90,6 @@ __all__ = [
     "text_delta",
     "tool_call_delta",
     "usage_chunk",
+    "watching_stream_activity",
     "wire_tool_id",
 ]

@@ -24,8 +24,9 @@ payload that is not JSON is `MALFORMED_RESPONSE`; an error payload mid-stream is
 Comment lines (`: keep-alive`) are activity, not silence: they yield no chunk (the chunk
 union has no such kind), but they re-arm the HTTP read timeout (`timeout_seconds`, which
 counts from the last byte received) and update `last_activity_seconds`, the clock reading
-an idle watchdog outside the adapter can consult (llm-spec 1.11: "transport activity
-(DeepSeek SSE comments) re-arms it").
+an idle watchdog outside the adapter can consult, and call `note_stream_activity()`, which
+re-arms the loop's stream idle timer (llm-spec 1.11: "transport activity (DeepSeek SSE
+comments) re-arms it").
 
 `openai` (and `httpx2`, which it uses) is imported when an adapter is constructed, not when
 this module is imported: `import duraloop` must not pay the SDK's import time (about 1 s).
@@ -42,6 +43,7 @@ import msgspec
 
 from ..errors import LlmError
 from ..log._json import JsonObject
+from ._activity import note_stream_activity
 from ._chunks import StreamChunk
 from ._errors import (
     EMPTY_RESPONSE,
@@ -196,6 +198,7 @@ class ChatCompletionsModel:
             received = False
             async for data in response.aiter_bytes():
                 self.last_activity_seconds = anyio.current_time()
+                note_stream_activity()  # re-arms the loop's idle timer, keep-alives included
                 received = received or bool(data)
                 for item in parser.feed(data):
                     chunks, done = self._handle(item, translator, request_id)

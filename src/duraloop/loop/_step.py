@@ -14,7 +14,7 @@ chunks stay in the log; the step's `assistant/message` cites only its own attemp
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
@@ -27,13 +27,11 @@ from ..llm import (
     Model,
     ModelRequest,
     RetryPolicy,
-    StreamChunk,
     ToolSchema,
-    finish_chunk,
     stream_chunks,
 )
 from ..llm._chunks import FINISH, FINISH_ABORTED, FINISH_ERROR
-from ..llm._errors import TIMEOUT, UNKNOWN
+from ..llm._errors import UNKNOWN
 from ..llm._retry import RETRY_NORMAL
 from ..log import Message, PairingCheck, Session, assistant_message, tool_calls_of
 from ..log._messages import new_message_id
@@ -53,6 +51,7 @@ from ..log._vocabulary import (
 )
 from ..tools import CancelSignal, ToolPipeline, execute_tool_calls
 from ._hooks import HOOK_RETRY, RequestConfig
+from ._idle import next_chunk
 
 
 @dataclass
@@ -229,7 +228,7 @@ async def _attempt(
         try:
             async with aclosing(stream_chunks(model, request)) as stream:
                 while True:
-                    chunk = await _next_chunk(stream, settings.stream_idle_timeout_seconds)
+                    chunk = await next_chunk(stream, settings.stream_idle_timeout_seconds)
                     # A cancel between chunks (e.g. from a chunk observer) must keep the
                     # visible prefix like one during an await does: stop, don't raise here.
                     if chunk is None or signal.aborted:
@@ -263,27 +262,6 @@ def _check_route(model: Model) -> None:
                 f"{getattr(model, 'provider', None)!r}, model={getattr(model, 'model', None)!r}; "
                 f"set `{field_name}` to a non-empty string"
             )
-
-
-async def _next_chunk(
-    stream: AsyncGenerator[StreamChunk, None], idle_timeout_seconds: float | None
-) -> StreamChunk | None:
-    """Return the stream's next chunk, None at its end, or a `TIMEOUT` finish when idle.
-
-    Only the wait for this chunk is timed (llm-spec 1.11): the loop's own work between
-    chunks does not count. On expiry the adapter's pending read is cancelled (closing the
-    adapter), and the attempt ends with an in-band `TIMEOUT` failure like any other.
-    """
-    if idle_timeout_seconds is None:
-        return await anext(stream, None)
-    with anyio.move_on_after(idle_timeout_seconds):
-        return await anext(stream, None)
-    failure = {
-        "message": f"the model stream sent no chunk for {idle_timeout_seconds:g} seconds "
-        "(LoopConfig.stream_idle_timeout_seconds)",
-        "code": TIMEOUT,
-    }
-    return finish_chunk(FINISH_ERROR, failure=failure)
 
 
 async def _retry_or_raise(

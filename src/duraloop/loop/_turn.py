@@ -303,26 +303,28 @@ async def run_guarded(turn: Turn) -> TurnResult:
     """
     outcome: list[TurnResult] = []
     raised: list[BaseException] = []
+    finished = anyio.Event()
 
-    async def cancel_turn_when_the_caller_is_cancelled() -> None:
-        try:
-            await anyio.sleep_forever()
-        finally:
-            if not outcome and not raised:
-                turn.signal.cancel({"kind": "parent"})
-
-    async def run_shielded(watchers: anyio.CancelScope) -> None:
+    async def run_shielded() -> None:
         try:
             with anyio.CancelScope(shield=True):
                 outcome.append(await turn.run())
         except BaseException as exc:  # noqa: BLE001 - handed to the caller below, unwrapped
             raised.append(exc)
         finally:
-            watchers.cancel()
+            finished.set()
 
     async with anyio.create_task_group() as group:
-        group.start_soon(cancel_turn_when_the_caller_is_cancelled)
-        group.start_soon(run_shielded, group.cancel_scope)
+        group.start_soon(run_shielded)
+        try:
+            await finished.wait()
+        except anyio.get_cancelled_exc_class():
+            # The caller is cancelled (a scope, or a native cancel such as asyncio.Runner's
+            # first Ctrl-C): cancel the turn the durable way, wait for it to close, go on.
+            turn.signal.cancel({"kind": "parent"})
+            with anyio.CancelScope(shield=True):
+                await finished.wait()
+            raise
     if raised:
         raise raised[0]
     return outcome[0]
