@@ -49,6 +49,9 @@ def test_classifiers_do_not_match_generic_text() -> None:
     assert not is_context_window_exceeded("invalid request: messages[0].role")
     assert not is_quota_exceeded("rate limit reached")
     assert is_context_window_exceeded("prompt is too long for the model")
+    # Anthropic's wordings live in the shared classifiers, not in the adapter.
+    assert is_context_window_exceeded("prompt is too long: 208000 tokens > 200000 maximum")
+    assert is_quota_exceeded("Your credit balance is too low to access the Anthropic API.")
 
 
 def test_parse_retry_after_accepts_seconds_and_http_dates_only_when_positive() -> None:

@@ -26,12 +26,10 @@ from typing import TYPE_CHECKING, Final
 from ..errors import ConfigError, LlmError
 from ..log._json import JsonObject
 from ._anthropic_request import BodyOptions, MessageConverter, MessagesEncoder
-from ._anthropic_stream import EventTranslator, error_event, is_anthropic_context_overflow
+from ._anthropic_stream import EventTranslator, error_event
 from ._chunks import StreamChunk
 from ._errors import (
-    CONTEXT_WINDOW_EXCEEDED,
     MALFORMED_RESPONSE,
-    QUOTA,
     TIMEOUT,
     TRANSPORT,
     UNKNOWN,
@@ -296,11 +294,9 @@ class AnthropicMessagesModel:
         error = error if isinstance(error, Mapping) else {}
         message = str(error.get("message") or "")
         detail = f"{error.get('type') or ''} {message}"
+        # Anthropic's own wordings ("prompt is too long", "credit balance is too low") are
+        # in the shared classifiers, so the status table maps them (llm-spec 1.8).
         code = code_for_status(exc.status_code, detail)
-        if exc.status_code == 400 and is_anthropic_context_overflow(message):
-            code = CONTEXT_WINDOW_EXCEEDED
-        elif "credit balance is too low" in message.lower():
-            code = QUOTA  # Anthropic's wording for an exhausted balance (a 400)
         return LlmError(
             message or f"{self.provider} API error (HTTP {exc.status_code})",
             code=code,

@@ -110,24 +110,9 @@ def stream_error_code(error_type: str, message: str) -> str:
         The stable error code.
     """
     code = _ERROR_TYPE_CODES.get(error_type, SERVER)
-    if code == INVALID_REQUEST and is_anthropic_context_overflow(message):
+    if code == INVALID_REQUEST and is_context_window_exceeded(message):
         return CONTEXT_WINDOW_EXCEEDED
     return code
-
-
-def is_anthropic_context_overflow(message: str) -> bool:
-    """Return whether an Anthropic error message says the prompt overflowed the context.
-
-    Covers Anthropic's own wording (`prompt is too long: 208000 tokens > 200000 maximum`)
-    besides the shared classifier of llm-spec 1.8.
-
-    Args:
-        message: the provider's error message.
-
-    Returns:
-        True for a context-window overflow.
-    """
-    return "prompt is too long" in message.lower() or is_context_window_exceeded(message)
 
 
 def error_event(event: Mapping[str, Any]) -> LlmError:

@@ -46,6 +46,7 @@ _CONTEXT_PATTERNS: Final = re.compile(
             r"(?:model'?s? )?context(?: window)?",
             r"(?:input|prompt|request) (?:is )?too long for the model",
             r"input length and `?max_tokens`? exceed context limit",  # Anthropic 400
+            r"prompt is too long",  # Anthropic 400: "prompt is too long: N tokens > M maximum"
             r"(?:input|prompt|request).{0,80}(?:exceeds|overflows|is larger than).{0,40}"
             r"(?:the )?model'?s? context(?: length| window)?",
         )
@@ -61,6 +62,7 @@ _QUOTA_PATTERNS: Final = re.compile(
             r"exceed(?:ed)? (?:your |the )?(?:current )?quota",
             r"(?:balance|credits?) (?:exhausted|depleted)",
             r"out of (?:credits?|budget)",
+            r"credit balance is too low",  # Anthropic 400
         )
     ),
     re.IGNORECASE,

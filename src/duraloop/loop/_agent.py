@@ -493,16 +493,19 @@ class AgentLoop:
         driver = self._driver
         if driver is None:
             raise UsageError("no background driver: use `async with loop:` to run turns in the background")
-        signal = CancelSignal()
-        self._signal = signal
         self._turn_done = anyio.Event()
-        self._wake_requested = False
         try:
-            turn = Turn.open(self, None, signal)
+            turn = self._open_next_turn()
         except BaseException:
             self._idle()
             raise
         driver.start_soon(self._drain, turn)
+
+    def _open_next_turn(self) -> Turn:
+        """Open a drain's next turn with a fresh cancel signal (loop-spec 2.2 step 8)."""
+        self._signal = CancelSignal()
+        self._wake_requested = False
+        return Turn.open(self, None, self._signal)
 
     async def _drain(self, turn: Turn) -> None:
         """Run turns while each ends completed/max-tokens and work is queued (loop-spec 2.2.8)."""
@@ -516,10 +519,7 @@ class AgentLoop:
                     )
                 if result.kind not in (REASON_COMPLETED, REASON_MAX_TOKENS) or not self.inbox.pending:
                     break
-                signal = CancelSignal()
-                self._signal = signal
-                self._wake_requested = False
-                turn = Turn.open(self, None, signal)
+                turn = self._open_next_turn()
         except Exception:
             logger.exception("session %s: the background driver stopped", self.session.id)
         finally:
