@@ -276,3 +276,13 @@ async def test_a_trailing_slash_names_a_directory(workspace: Path) -> None:
     text = await _run(read_file, workspace, path="notes.txt/")
     assert _code(text) == "FS_NOT_A_DIRECTORY"
     assert await _run(list_dir, workspace, path="src/") == "a.py"
+
+
+@pytest.mark.anyio
+async def test_write_file_creates_no_directory_for_a_path_that_names_none(
+    workspace: Path,
+) -> None:
+    for path in ("newdir/", "newdir/../x.txt"):
+        text = await _run(write_file, workspace, path=path, content="x")
+        assert _code(text) == "FS_NOT_FOUND", path
+    assert sorted(os.listdir(workspace)) == ["notes.txt", "src"]

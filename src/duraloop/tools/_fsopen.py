@@ -192,11 +192,22 @@ class _Walk:
             if part == "..":
                 self._up()
             elif self.parts:
-                self._enter(part, create=want == "write")
+                self._enter(part, create=want == "write" and self._name_follows())
             else:
                 opened = self._open_last(part, want)
                 if opened is not None:
                     return opened
+
+    def _name_follows(self) -> bool:
+        """Tell whether a file name (not `.`, `..` or a trailing slash) comes next.
+
+        Only then may a missing directory before it be created (`write_file` makes parent
+        directories).
+        """
+        for part in self.parts:
+            if part not in ("", "."):
+                return part != ".."
+        return False
 
     def _up(self) -> None:
         if len(self.fds) > 1:
