@@ -2,12 +2,19 @@
 
 Confinement is the property that matters: `..`, absolute paths outside and symlinks that
 point outside must all be refused with `PATH_OUTSIDE_WORKSPACE`, and nothing outside the
-workspace may be read or written.
+workspace may be read or written (the race and hard-link cases are in `test_fsopen.py`).
+No tool may block on a FIFO (issue 9 item 8): a watchdog thread opens the FIFO after a few
+seconds, which releases a tool stuck in `open`, so a regression fails instead of hanging.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -202,3 +209,100 @@ async def test_write_file_with_an_empty_path_names_the_path(workspace: Path) -> 
     outcome = await _call(workspace, "write_file", path="", content="x")
     assert _code(outcome) == "FS_NOT_A_FILE"
     assert outcome.text == "Error: path '' names the directory ., not a file; give the path of a file"
+
+
+@contextmanager
+def _fifo_watchdog(fifo: Path, after_seconds: float = 5.0) -> Iterator[threading.Event]:
+    """Open `fifo` read-write after `after_seconds` unless the block ended first; that
+    releases any `open` blocked on it. The yielded event is set if the watchdog fired."""
+    done = threading.Event()
+    fired = threading.Event()
+
+    def watch() -> None:
+        if not done.wait(after_seconds):
+            fired.set()
+            os.close(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    try:
+        yield fired
+    finally:
+        done.set()
+        thread.join()
+
+
+_FIFO_CALLS: list[tuple[str, dict[str, object], str, str]] = [
+    ("read_file", {"path": "f"}, "FS_NOT_A_FILE", "a FIFO (named pipe), not a regular file"),
+    ("write_file", {"path": "f", "content": "x"}, "FS_NOT_A_FILE", "a FIFO"),
+    ("edit_file", {"path": "f", "old": "a", "new": "b"}, "FS_NOT_A_FILE", "a FIFO"),
+    ("list_dir", {"path": "f"}, "FS_NOT_A_DIRECTORY", "a FIFO (named pipe), not a directory"),
+    ("grep", {"pattern": "x", "path": "f"}, "FS_NOT_A_FILE", "a FIFO"),
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("name", "arguments", "code", "says"), _FIFO_CALLS)
+async def test_fs_tools_refuse_a_fifo_without_blocking(
+    workspace: Path, name: str, arguments: dict[str, object], code: str, says: str
+) -> None:
+    os.mkfifo(workspace / "f")
+    with _fifo_watchdog(workspace / "f") as fired:
+        outcome = await _call(workspace, name, **arguments)
+    assert not fired.is_set()
+    assert _code(outcome) == code
+    assert says in outcome.text
+
+
+@pytest.mark.anyio
+async def test_fs_tools_refuse_a_fifo_behind_a_symlink_without_blocking(workspace: Path) -> None:
+    os.mkfifo(workspace / "f")
+    (workspace / "link").symlink_to("f")
+    with _fifo_watchdog(workspace / "f") as fired:
+        read = await _call(workspace, "read_file", path="link")
+        write = await _call(workspace, "write_file", path="link", content="x")
+    assert not fired.is_set()
+    assert (_code(read), _code(write)) == ("FS_NOT_A_FILE", "FS_NOT_A_FILE")
+
+
+@pytest.mark.anyio
+async def test_grep_and_list_dir_walk_past_a_fifo_and_a_socket_and_grep_counts_them(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    os.mkfifo(workspace / "src" / "f")
+    monkeypatch.chdir(workspace)  # a socket path is limited to ~107 bytes: bind it relatively
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind("s.sock")
+        with _fifo_watchdog(workspace / "src" / "f") as fired:
+            found = await _call(workspace, "grep", pattern="o")
+            listing = await _call(workspace, "list_dir", path="src")
+            sock = await _call(workspace, "read_file", path="s.sock")
+    assert not fired.is_set()
+    assert found.text.splitlines() == [
+        "notes.txt:1:one",
+        "notes.txt:2:two",
+        "src/a.py:1:import os",
+        "src/a.py:2:print('hello')",
+        "[skipped 2 FIFOs, sockets or devices]",
+    ]
+    assert listing.text == "a.py\nf"
+    assert _code(sock) == "FS_NOT_A_FILE"
+    assert "a socket, not a regular file" in sock.text
+
+
+@pytest.mark.anyio
+async def test_grep_with_a_glob_does_not_count_special_files_it_would_not_search(
+    workspace: Path,
+) -> None:
+    os.mkfifo(workspace / "f")
+    found = await _call(workspace, "grep", pattern="import", glob="*.py")
+    assert found.text == "src/a.py:1:import os"
+
+
+@pytest.mark.anyio
+async def test_read_file_and_write_file_refuse_a_directory_with_a_code(workspace: Path) -> None:
+    read = await _call(workspace, "read_file", path="src")
+    assert _code(read) == "FS_NOT_A_FILE"
+    assert read.text == "Error: src is a directory; use list_dir"
+    edit = await _call(workspace, "edit_file", path="src", old="a", new="b")
+    assert _code(edit) == "FS_NOT_A_FILE"

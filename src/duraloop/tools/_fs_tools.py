@@ -1,8 +1,10 @@
 """Built-in file tools, confined to the session workspace (`ToolContext.cwd`).
 
 `read_file`, `list_dir` and `grep` only read, so they are parallel-safe; `write_file` and
-`edit_file` change files, so they are exclusive. Every path goes through
-`resolve_in_workspace`. Outputs are capped in bytes and say so when they are cut.
+`edit_file` change files, so they are exclusive. Every path is opened through
+`open_in_workspace` (component by component from a descriptor of the workspace, no symlink
+followed out of it); only regular files with one link are read or written, and nothing
+blocks on a FIFO or device. Outputs are capped in bytes and say so when they are cut.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from pathlib import Path
+import stat
+from collections.abc import Callable, Iterator
 from typing import Annotated, Final
 
 from pydantic import Field
@@ -18,17 +21,14 @@ from pydantic import Field
 from ..errors import ToolError
 from ._context import ToolContext
 from ._definition import Tool, tool
+from ._fsopen import Opened, open_in_workspace
+from ._fstree import TreeSkips, walk_regular_files
 from ._workspace import (
     FS_AMBIGUOUS_EDIT,
     FS_EDIT_NOT_FOUND,
-    FS_NOT_A_DIRECTORY,
-    FS_NOT_A_FILE,
-    FS_NOT_FOUND,
     FS_NOT_TEXT,
     GREP_INVALID_PATTERN,
-    display_path,
     raise_os_error,
-    resolve_in_workspace,
     truncate_utf8,
 )
 
@@ -60,31 +60,31 @@ def read_file(
         `start_line` to read on from when the output cap is reached.
 
     Raises:
-        ToolError: `PATH_OUTSIDE_WORKSPACE` for a path outside the workspace; `FS_NOT_FOUND`, `FS_NOT_A_FILE`, `FS_NOT_TEXT`,
+        ToolError: `PATH_OUTSIDE_WORKSPACE` or `PATH_INVALID` for a path that cannot be
+            used; `FS_NOT_A_FILE` for a directory, FIFO, socket or device; `FS_HARD_LINK`
+            for a file with more than one link; `FS_NOT_FOUND`, `FS_NOT_TEXT`,
             `FS_PERMISSION_DENIED` or `FS_IO_ERROR` when the file cannot be read as text.
     """
-    resolved = resolve_in_workspace(ctx.cwd, path)
-    if resolved.is_dir():
-        raise ToolError(f"{path} is a directory; use list_dir", code=FS_NOT_A_FILE)
     kept: list[str] = []
     kept_bytes = 0
     truncated = False
-    try:
-        with resolved.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if number < start_line:
-                    continue
-                if max_lines is not None and len(kept) >= max_lines:
-                    break
-                kept_bytes += len(line.encode("utf-8"))
-                if kept_bytes > MAX_OUTPUT_BYTES:
-                    truncated = True
-                    break
-                kept.append(line)
-    except UnicodeDecodeError as exc:
-        raise ToolError(f"{path} is not UTF-8 text", code=FS_NOT_TEXT) from exc
-    except OSError as exc:
-        raise_os_error(exc, path)
+    with open_in_workspace(ctx.cwd, path, "read") as opened:
+        try:
+            with os.fdopen(os.dup(opened.fd), encoding="utf-8") as handle:
+                for number, line in enumerate(handle, start=1):
+                    if number < start_line:
+                        continue
+                    if max_lines is not None and len(kept) >= max_lines:
+                        break
+                    kept_bytes += len(line.encode("utf-8"))
+                    if kept_bytes > MAX_OUTPUT_BYTES:
+                        truncated = True
+                        break
+                    kept.append(line)
+        except UnicodeDecodeError as exc:
+            raise ToolError(f"{path} is not UTF-8 text", code=FS_NOT_TEXT) from exc
+        except OSError as exc:
+            raise_os_error(exc, path)
     text = "".join(kept)
     if truncated:
         next_line = start_line + len(kept)
@@ -107,22 +107,22 @@ def list_dir(ctx: ToolContext, path: str = ".") -> str:
         One entry name a line, sorted, directories ending with `/`.
 
     Raises:
-        ToolError: `PATH_OUTSIDE_WORKSPACE` for a path outside the workspace; `FS_NOT_FOUND`, `FS_NOT_A_DIRECTORY`,
-            `FS_PERMISSION_DENIED` or `FS_IO_ERROR` when the directory cannot be listed.
+        ToolError: `PATH_OUTSIDE_WORKSPACE` or `PATH_INVALID` for a path that cannot be
+            used; `FS_NOT_FOUND`, `FS_NOT_A_DIRECTORY`, `FS_PERMISSION_DENIED` or
+            `FS_IO_ERROR` when the directory cannot be listed.
     """
-    resolved = resolve_in_workspace(ctx.cwd, path)
-    try:
-        entries = sorted(os.scandir(resolved), key=lambda entry: entry.name)
-    except NotADirectoryError as exc:
-        raise ToolError(f"{path} is not a directory", code=FS_NOT_A_DIRECTORY) from exc
-    except OSError as exc:
-        raise_os_error(exc, path)
-    if not entries:
-        return f"{path}: empty directory"
-    names = [
-        f"{entry.name}/" if entry.is_dir(follow_symlinks=False) else entry.name
-        for entry in entries[:MAX_LIST_ENTRIES]
-    ]
+    with open_in_workspace(ctx.cwd, path, "directory") as opened:
+        try:
+            with os.scandir(opened.fd) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError as exc:
+            raise_os_error(exc, path)
+        if not entries:
+            return f"{path}: empty directory"
+        names = [
+            f"{entry.name}/" if entry.is_dir(follow_symlinks=False) else entry.name
+            for entry in entries[:MAX_LIST_ENTRIES]
+        ]
     if len(entries) > MAX_LIST_ENTRIES:
         names.append(f"[truncated: {len(entries) - MAX_LIST_ENTRIES} more entries]")
     text, cut = truncate_utf8("\n".join(names), MAX_OUTPUT_BYTES)
@@ -133,7 +133,8 @@ def list_dir(ctx: ToolContext, path: str = ".") -> str:
 def grep(ctx: ToolContext, pattern: str, path: str = ".", glob: str | None = None) -> str:
     """Search files in the workspace for a regular expression; prints `file:line:text`.
 
-    `.git` directories, symlinks and files that are not UTF-8 text are skipped.
+    `.git` directories and symlinks are skipped; so are FIFOs, sockets, devices, files
+    with more than one hard link and files that are not UTF-8 text (counted in a note).
 
     Args:
         pattern: a Python regular expression.
@@ -145,54 +146,56 @@ def grep(ctx: ToolContext, pattern: str, path: str = ".", glob: str | None = Non
         `file:line:text` lines, `no matches`, and notes on skipped files or the match cap.
 
     Raises:
-        ToolError: `PATH_OUTSIDE_WORKSPACE` for a path outside the workspace; `GREP_INVALID_PATTERN` for a bad regular
-            expression; `FS_NOT_FOUND` when `path` does not exist.
+        ToolError: `PATH_OUTSIDE_WORKSPACE` or `PATH_INVALID` for a path that cannot be
+            used; `GREP_INVALID_PATTERN` for a bad regular expression; `FS_NOT_FOUND`
+            when `path` does not exist; `FS_NOT_A_FILE` or `FS_HARD_LINK` when `path`
+            names a file that cannot be searched.
     """
     try:
         regex = re.compile(pattern)
     except re.error as exc:
         raise ToolError(f"invalid pattern {pattern!r}: {exc}", code=GREP_INVALID_PATTERN) from exc
-    root = resolve_in_workspace(ctx.cwd, path)
-    if not root.exists():
-        raise ToolError(f"{path}: no such file or directory", code=FS_NOT_FOUND)
+
+    def wanted(name: str, shown: str) -> bool:
+        return glob is None or fnmatch.fnmatch(name, glob) or fnmatch.fnmatch(shown, glob)
+
     matches: list[str] = []
-    skipped = 0
-    for file in _walk_files(root):
-        shown = display_path(ctx.cwd, file)
-        if glob is not None and not (
-            fnmatch.fnmatch(file.name, glob) or fnmatch.fnmatch(shown, glob)
-        ):
-            continue
-        found: list[str] = []
-        try:
-            with file.open(encoding="utf-8") as handle:
-                for number, line in enumerate(handle, start=1):
-                    if regex.search(line):
-                        found.append(f"{shown}:{number}:{line.rstrip()}")
-        except (UnicodeDecodeError, OSError):
-            skipped += 1  # not text or unreadable: counted in the summary line below
-            continue
-        matches.extend(found)
-        if len(matches) >= MAX_GREP_MATCHES:
-            break
+    skips = TreeSkips()
+    with open_in_workspace(ctx.cwd, path, "entry") as top:
+        for shown, fd in _files_of(top, wanted, skips):
+            try:
+                with os.fdopen(os.dup(fd), encoding="utf-8") as handle:
+                    found = [
+                        f"{shown}:{number}:{line.rstrip()}"
+                        for number, line in enumerate(handle, start=1)
+                        if regex.search(line)
+                    ]
+            except (UnicodeDecodeError, OSError):
+                skips.unreadable += 1  # not text or unreadable: counted in a note below
+                continue
+            matches.extend(found)
+            if len(matches) >= MAX_GREP_MATCHES:
+                break
     lines = matches[:MAX_GREP_MATCHES] or ["no matches"]
     if len(matches) >= MAX_GREP_MATCHES:
         lines.append(f"[stopped after {MAX_GREP_MATCHES} matches]")
-    if skipped:
-        lines.append(f"[skipped {skipped} unreadable or non-text files]")
+    if skips.unreadable:
+        lines.append(f"[skipped {skips.unreadable} unreadable or non-text files]")
+    if skips.not_regular:
+        lines.append(f"[skipped {skips.not_regular} FIFOs, sockets or devices]")
+    if skips.hard_linked:
+        lines.append(f"[skipped {skips.hard_linked} files with more than one hard link]")
     text, cut = truncate_utf8("\n".join(lines), MAX_OUTPUT_BYTES)
     return text + ("\n[truncated]" if cut else "")
 
 
-def _walk_files(root: Path) -> list[Path]:
-    if root.is_file():
-        return [root]
-    found: list[Path] = []
-    for directory, subdirs, files in os.walk(root, followlinks=False):
-        subdirs[:] = sorted(d for d in subdirs if d not in _SKIPPED_DIRS)
-        base = Path(directory)
-        found.extend(base / name for name in sorted(files) if not (base / name).is_symlink())
-    return found
+def _files_of(
+    top: Opened, wanted: Callable[[str, str], bool], skips: TreeSkips
+) -> Iterator[tuple[str, int]]:
+    if not stat.S_ISDIR(top.status.st_mode):  # a regular file with one link (checked on open)
+        yield top.shown, top.fd
+        return
+    yield from walk_regular_files(top, skipped_dirs=_SKIPPED_DIRS, wanted=wanted, skips=skips)
 
 
 @tool
@@ -208,23 +211,20 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
         `wrote <n> bytes to <path>`.
 
     Raises:
-        ToolError: `PATH_OUTSIDE_WORKSPACE` for a path outside the workspace; `FS_NOT_A_FILE` for a directory;
+        ToolError: `PATH_OUTSIDE_WORKSPACE` or `PATH_INVALID` for a path that cannot be
+            used; `FS_NOT_A_FILE` for a directory, FIFO, socket or device; `FS_HARD_LINK`
+            for a file with more than one link (nothing is written); `FS_NOT_A_DIRECTORY`,
             `FS_PERMISSION_DENIED` or `FS_IO_ERROR` when the write fails.
     """
-    resolved = resolve_in_workspace(ctx.cwd, path)
-    if resolved.is_dir():
-        shown = display_path(ctx.cwd, resolved)
-        raise ToolError(
-            f"path {path!r} names the directory {shown}, not a file; give the path of a file",
-            code=FS_NOT_A_FILE,
-        )
     data = content.encode("utf-8")
-    try:
-        resolved.parent.mkdir(parents=True, exist_ok=True)
-        resolved.write_bytes(data)
-    except OSError as exc:
-        raise_os_error(exc, path)
-    return f"wrote {len(data)} bytes to {display_path(ctx.cwd, resolved)}"
+    with open_in_workspace(ctx.cwd, path, "write") as opened:
+        try:
+            os.ftruncate(opened.fd, 0)
+            with os.fdopen(os.dup(opened.fd), "wb") as handle:
+                handle.write(data)
+        except OSError as exc:
+            raise_os_error(exc, path)
+    return f"wrote {len(data)} bytes to {opened.shown}"
 
 
 @tool
@@ -246,35 +246,38 @@ def edit_file(
         `edited <path>`.
 
     Raises:
-        ToolError: `PATH_OUTSIDE_WORKSPACE` for a path outside the workspace; `FS_EDIT_NOT_FOUND` when `old` does not
-            occur; `FS_AMBIGUOUS_EDIT` when it occurs more than once; `FS_NOT_FOUND`,
-            `FS_NOT_TEXT`, `FS_PERMISSION_DENIED` or `FS_IO_ERROR` when the file cannot be
-            read or written.
+        ToolError: `PATH_OUTSIDE_WORKSPACE` or `PATH_INVALID` for a path that cannot be
+            used; `FS_EDIT_NOT_FOUND` when `old` does not occur; `FS_AMBIGUOUS_EDIT` when
+            it occurs more than once; `FS_NOT_A_FILE` for a directory, FIFO, socket or
+            device; `FS_HARD_LINK` for a file with more than one link; `FS_NOT_FOUND`,
+            `FS_NOT_TEXT`, `FS_PERMISSION_DENIED` or `FS_IO_ERROR` when the file cannot
+            be read or written.
     """
-    resolved = resolve_in_workspace(ctx.cwd, path)
-    try:
-        text = resolved.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ToolError(f"{path} is not UTF-8 text", code=FS_NOT_TEXT) from exc
-    except OSError as exc:
-        raise_os_error(exc, path)
-    count = text.count(old)
-    if count == 0:
-        raise ToolError(
-            f"the text to replace was not found in {path}; read the file and copy it exactly",
-            code=FS_EDIT_NOT_FOUND,
-        )
-    if count > 1:
-        raise ToolError(
-            f"the text to replace occurs {count} times in {path}; include more context so "
-            "it occurs exactly once",
-            code=FS_AMBIGUOUS_EDIT,
-        )
-    try:
-        resolved.write_text(text.replace(old, new, 1), encoding="utf-8")
-    except OSError as exc:
-        raise_os_error(exc, path)
-    return f"edited {display_path(ctx.cwd, resolved)}"
+    with open_in_workspace(ctx.cwd, path, "edit") as opened:
+        try:
+            with os.fdopen(os.dup(opened.fd), "r+", encoding="utf-8") as handle:
+                text = handle.read()
+                count = text.count(old)
+                if count == 0:
+                    raise ToolError(
+                        f"the text to replace was not found in {path}; read the file and "
+                        "copy it exactly",
+                        code=FS_EDIT_NOT_FOUND,
+                    )
+                if count > 1:
+                    raise ToolError(
+                        f"the text to replace occurs {count} times in {path}; include more "
+                        "context so it occurs exactly once",
+                        code=FS_AMBIGUOUS_EDIT,
+                    )
+                handle.seek(0)
+                handle.truncate()
+                handle.write(text.replace(old, new, 1))
+        except UnicodeDecodeError as exc:
+            raise ToolError(f"{path} is not UTF-8 text", code=FS_NOT_TEXT) from exc
+        except OSError as exc:
+            raise_os_error(exc, path)
+    return f"edited {opened.shown}"
 
 
 def file_tools() -> list[Tool]:

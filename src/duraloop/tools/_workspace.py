@@ -1,14 +1,12 @@
-"""Confine file paths to the session workspace.
+"""The error codes of the file tools, and the helpers their messages share.
 
-The check resolves the path (following every symlink that exists) and then requires the
-result to lie inside the resolved workspace, so `..`, absolute paths and symlinks that
-point outside are all refused the same way. It guards against model mistakes; it is not a
-sandbox (a path can change between the check and its use).
+This module is the one home of the file tools' codes. How a path is confined to the
+workspace is in `_fsopen` (component by component through directory descriptors).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+import errno
 from typing import Final, NoReturn
 
 from ..errors import ToolError
@@ -23,53 +21,9 @@ FS_PERMISSION_DENIED: Final = "FS_PERMISSION_DENIED"
 FS_IO_ERROR: Final = "FS_IO_ERROR"
 FS_EDIT_NOT_FOUND: Final = "FS_EDIT_NOT_FOUND"
 FS_AMBIGUOUS_EDIT: Final = "FS_AMBIGUOUS_EDIT"
+FS_HARD_LINK: Final = "FS_HARD_LINK"
+FS_UNSUPPORTED: Final = "FS_UNSUPPORTED"
 GREP_INVALID_PATTERN: Final = "GREP_INVALID_PATTERN"
-
-
-def resolve_in_workspace(cwd: Path, path: str) -> Path:
-    """Resolve `path` against the workspace `cwd` and require it to stay inside.
-
-    Args:
-        cwd: the workspace, absolute and resolved (`ToolContext.cwd`).
-        path: a relative or absolute path from the model; `~` is not expanded.
-
-    Returns:
-        The resolved absolute path (it need not exist).
-
-    Raises:
-        ToolError: `PATH_INVALID` if the path holds a NUL byte (no file can be named so);
-            `PATH_OUTSIDE_WORKSPACE` if the resolved path is outside `cwd`.
-    """
-    if "\x00" in path:
-        raise ToolError(
-            f"path {path!r} contains a NUL byte, which no file name can hold; "
-            "use a path without it",
-            code=PATH_INVALID,
-        )
-    candidate = Path(path)
-    joined = candidate if candidate.is_absolute() else cwd / candidate
-    resolved = joined.resolve()
-    if not resolved.is_relative_to(cwd):
-        raise ToolError(
-            f"path {path!r} resolves to {resolved}, outside the workspace {cwd}; "
-            "use a path inside the workspace",
-            code=PATH_OUTSIDE_WORKSPACE,
-        )
-    return resolved
-
-
-def display_path(cwd: Path, resolved: Path) -> str:
-    """Return `resolved` relative to the workspace, as the model should see it.
-
-    Args:
-        cwd: the workspace, absolute and resolved.
-        resolved: a path inside it.
-
-    Returns:
-        The relative POSIX path, or `.` for the workspace itself.
-    """
-    relative = resolved.relative_to(cwd)
-    return relative.as_posix() if relative.parts else "."
 
 
 def raise_os_error(exc: OSError, shown: str) -> NoReturn:
@@ -80,9 +34,17 @@ def raise_os_error(exc: OSError, shown: str) -> NoReturn:
         shown: the path as the model named it.
 
     Raises:
-        ToolError: `FS_NOT_FOUND`, `FS_PERMISSION_DENIED`, `FS_NOT_A_FILE`,
-            `FS_NOT_A_DIRECTORY`, or `FS_IO_ERROR` for anything else.
+        ToolError: `PATH_INVALID` for a name too long or a symlink loop; `FS_NOT_FOUND`,
+            `FS_PERMISSION_DENIED`, `FS_NOT_A_FILE`, `FS_NOT_A_DIRECTORY`, or
+            `FS_IO_ERROR` for anything else.
     """
+    if exc.errno == errno.ENAMETOOLONG:
+        raise ToolError(
+            f"{shown}: a file name on it is longer than the file system allows; use shorter names",
+            code=PATH_INVALID,
+        ) from exc
+    if exc.errno == errno.ELOOP:
+        raise ToolError(f"{shown}: too many levels of symlinks", code=PATH_INVALID) from exc
     if isinstance(exc, FileNotFoundError):
         raise ToolError(f"{shown}: no such file or directory", code=FS_NOT_FOUND) from exc
     if isinstance(exc, PermissionError):
