@@ -298,7 +298,7 @@ def check(
         if as_json:
             _print_json({"session": target, "valid": False, "problems": [str(exc)]})
         else:
-            out.print(styled(ident(target), ": INVALID (the log cannot be read)"))
+            out.print(styled(target, ": INVALID (the log cannot be read)"))
             out.print(styled("  - ", str(exc)))
         raise typer.Exit(1) from None
     report = check_log(header.id, log)
