@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import logging
 import os
 import sys
-from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
 import anyio
 import typer
 from rich.console import Console
-from rich.markup import escape
-from rich.measure import Measurement
-from rich.table import Table
 
 from ..errors import CorruptLogError, DuraloopError, UsageError
 from ..log import Event, SessionHeader, check_log
@@ -27,7 +21,21 @@ from ..store import read_log_file
 from ..tools import builtin_tools
 from ._chat import run_chat
 from ._config import build_model
-from ._render import events_jsonl, messages_json, render_transcript
+from ._render import (
+    ShowFlagsError,
+    VisibleFormatter,
+    events_jsonl,
+    ident,
+    messages_json,
+    print_events,
+    print_header,
+    print_messages,
+    print_sessions,
+    render_transcript,
+    safe,
+    show_view,
+    styled,
+)
 from ._runner import refuse_model_flags_without_prompt, require_prompt, run_turn_live
 from ._stores import StoreSpec, open_store, store_option
 
@@ -134,12 +142,12 @@ def run(
         # An existing session keeps its recorded workspace unless --cwd says otherwise.
         loop, repair = open_session(session, store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config)
         if repair is not None and repair.closers:
-            err.print(f"[yellow]repaired {loop.session.id}: {_repair_text(repair)}[/yellow]")
+            err.print(safe(f"repaired {ident(loop.session.id)}: {_repair_text(repair)}", "yellow"))
     with loop:
         try:
             result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
         finally:
-            out.print(f"session: {loop.session.id}")
+            out.print(styled("session: ", ident(loop.session.id)))
     raise typer.Exit(_exit_for(result.kind))
 
 
@@ -165,9 +173,9 @@ def chat(
     else:
         loop, repair = open_session(session, store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config)
     with loop:
-        out.print(f"session: {loop.session.id}")
+        out.print(styled("session: ", ident(loop.session.id)))
         if repair is not None:
-            err.print(f"resumed {loop.session.id}: {_repair_text(repair)}")
+            err.print(safe(f"resumed {ident(loop.session.id)}: {_repair_text(repair)}"))
         code = anyio.run(functools.partial(run_chat, loop, sessions, console=out, errors=err, resumed=repair is not None))
     raise typer.Exit(code)
 
@@ -209,16 +217,16 @@ def resume(
     if prompt is None:
         refuse_model_flags_without_prompt(model=model, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
         loaded = sessions.load(session_id)
-        out.print(f"{session_id}: {_repair_text(loaded.repair)}")
+        out.print(safe(f"{ident(session_id)}: {_repair_text(loaded.repair)}"))
         return
     require_prompt(prompt)
     llm = build_model(model, env=os.environ, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
     config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps)
     loop, repair = resume_session(session_id, store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config)
-    err.print(f"{session_id}: {_repair_text(repair)}")
+    err.print(safe(f"{ident(session_id)}: {_repair_text(repair)}"))
     with loop:
         result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
-        out.print(f"session: {session_id}")
+        out.print(styled("session: ", ident(session_id)))
     raise typer.Exit(_exit_for(result.kind))
 
 
@@ -231,7 +239,7 @@ def fork(
 ) -> None:
     """Fork a session at a closed-turn boundary and print the new session id."""
     child = open_store(store).fork(session_id, boundary=at, child_id=new_id)
-    out.print(child)
+    out.print(styled(ident(child)))
 
 
 def _read(target: str, store: StoreSpec | None) -> tuple[SessionHeader, list[Event]]:
@@ -246,34 +254,28 @@ def show(
     target: Annotated[str, typer.Argument(help="A session id, or the path of a session log file (ours or a dsh JSONL).")],
     events: Annotated[bool, typer.Option("--events", help="Show the raw events.")] = False,
     messages: Annotated[bool, typer.Option("--messages", help="Show the derived messages (the next request's history).")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine output: JSONL events or a JSON array of messages.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine output: JSONL events (alone or with --events), or a JSON array of messages (with --messages).")] = False,
     store: StoreOption = None,
 ) -> None:
     """Show a session (never writes); an open final turn is shown as open."""
+    view = show_view(events=events, messages=messages, as_json=as_json)
     header, log = _read(target, store)
-    if messages:
+    if view == "messages":
         from ..log import Session
 
         derived = Session(header.id, seed=log, header=header, check_invariants=False).derive_messages()
         if as_json:
             sys.stdout.write(messages_json(derived) + "\n")
         else:
-            for message in derived:
-                out.print(f"[bold]{message['role']}[/bold] {messages_json([message])[:300]}")
-        return
-    if events:
+            print_messages(out, derived)
+    elif view == "events":
         if as_json:
             sys.stdout.write(events_jsonl(log))
         else:
-            for event in log:
-                out.print(f"[dim]{event.seq:>5}[/dim] {event.type} {messages_json([event.data])[:160]}")
-        return
-    out.print(f"[bold]session {header.id}[/bold] created {_when(header.created_at)} cwd {header.cwd or '-'}")
-    render_transcript(out, log)
-
-
-def _when(epoch_ms: int) -> str:
-    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+            print_events(out, log)
+    else:
+        print_header(out, header)
+        render_transcript(out, log)
 
 
 @app.command()
@@ -296,8 +298,8 @@ def check(
         if as_json:
             _print_json({"session": target, "valid": False, "problems": [str(exc)]})
         else:
-            out.print(f"{target}: INVALID (the log cannot be read)")
-            out.print(f"  - {escape(str(exc))}")
+            out.print(styled(target, ": INVALID (the log cannot be read)"))
+            out.print(styled("  - ", str(exc)))
         raise typer.Exit(1) from None
     report = check_log(header.id, log)
     if as_json:
@@ -315,7 +317,7 @@ def check(
         )
         raise typer.Exit(0 if report.valid else 1)
     status = "valid" if report.valid else "INVALID"
-    out.print(f"{header.id}: {status} ({report.event_count} events, {report.turn_count} turns)")
+    out.print(styled(ident(header.id), f": {status} ({report.event_count} events, {report.turn_count} turns)"))
     if report.open_turn is not None:
         out.print(
             f"  turn {report.open_turn} is open (the log ends inside it): resume appends "
@@ -324,7 +326,7 @@ def check(
     if torn_bytes:
         out.print(f"  the log ends in a torn tail of {torn_bytes} bytes (resume truncates it)")
     for problem in report.problems:
-        out.print(f"  - {problem}")
+        out.print(styled("  - ", problem))
     raise typer.Exit(0 if report.valid else 1)
 
 
@@ -349,31 +351,7 @@ def list_sessions(as_json: JsonOption = False, store: StoreOption = None) -> Non
             ]
         )
         return
-    table = Table()
-    table.add_column("id", overflow="fold")
-    for column in ("created", "turns", "last turn"):
-        table.add_column(column)
-    for summary in summaries:
-        if summary.damaged is not None:
-            created = _when(summary.created_at) if summary.created_at else "-"
-            table.add_row(summary.id, created, "-", f"[red]{escape(summary.status)}[/red]")
-        else:
-            table.add_row(summary.id, _when(summary.created_at), str(summary.turn_count), summary.last_turn_end)
-    # Ids are never cut: a piped listing gets the table's full width, not 80 columns.
-    needed = Measurement.get(out, out.options.update(max_width=10_000), table).maximum
-    with _width_at_least(needed):
-        out.print(table)
-
-
-@contextlib.contextmanager
-def _width_at_least(width: int) -> Iterator[None]:
-    saved = out.width
-    if not out.is_terminal and width > saved:
-        out.width = width
-    try:
-        yield
-    finally:
-        out.width = saved
+    print_sessions(out, summaries)
 
 
 @app.command()
@@ -391,10 +369,10 @@ def main() -> None:
     # A plain handler: one unpadded line per warning (rich's log handler pads each line to
     # the console width).
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    handler.setFormatter(VisibleFormatter("%(levelname)s %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
         app()
     except DuraloopError as exc:
-        err.print(f"[red]{type(exc).__name__}[/red]: {escape(str(exc))}")
-        sys.exit(1)
+        err.print(styled((type(exc).__name__, "red"), ": ", str(exc)))
+        sys.exit(2 if isinstance(exc, ShowFlagsError) else 1)

@@ -28,7 +28,6 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from rich.console import Console
-from rich.markup import escape
 
 from ..log import Event
 from ..log._vocabulary import (
@@ -42,7 +41,7 @@ from ..log._vocabulary import (
 from ..loop import AgentLoop
 from ..store import SessionStore
 from ..tools._bash_tool import kill_running_commands
-from ._render import LiveRenderer, render_transcript
+from ._render import LiveRenderer, ident, render_transcript, safe, styled
 from ._runner import close_model
 
 EXIT_AT_ONCE = 130
@@ -88,7 +87,7 @@ class StatusLine:
 
     def show(self) -> None:
         """Print the status line now."""
-        self.errors.print(escape(self.text()), style="dim")
+        self.errors.print(safe(self.text(), "dim"))
 
     def __call__(self, event: Event) -> None:
         """Update from one committed event; print when the step, tools or turn changed."""
@@ -170,8 +169,11 @@ class Chat:
         total = sum(1 for event in events if event.type == TURN_START)
         shown = sum(1 for event in recent if event.type == TURN_START)
         self.console.print(
-            f"[dim]── recent history: the last {shown} of {total} turn(s); "
-            f"`duraloop show {escape(self.loop.session.id)}` prints all[/dim]"
+            safe(
+                f"── recent history: the last {shown} of {total} turn(s); "
+                f"`duraloop show {ident(self.loop.session.id)}` prints all",
+                "dim",
+            )
         )
         render_transcript(self.console, recent)
 
@@ -217,10 +219,10 @@ class Chat:
                 self._turn_done = anyio.Event()
                 task_group.start_soon(self._turn, line)
             elif self._cancelling:
-                self.errors.print("[yellow]cancelling the turn; wait for the prompt to type again[/yellow]")
+                self.errors.print(styled(("cancelling the turn; wait for the prompt to type again", "yellow")))
             else:
                 self.loop.steer(line)
-                self.console.print(f"[yellow]steering:[/yellow] {escape(line)}")
+                self.console.print(styled(("steering:", "yellow"), " ", line))
 
     def _command(self, line: str) -> bool:
         """Run a `/` command; return False to end the chat."""
@@ -228,12 +230,12 @@ class Chat:
         if name == "/quit":
             return False
         if name == "/show":
-            self.console.print(f"[bold]session {escape(self.loop.session.id)}[/bold]")
+            self.console.print(styled((f"session {ident(self.loop.session.id)}", "bold")))
             render_transcript(self.console, self.loop.session.events)
         elif name == "/fork":
             self._fork()
         else:
-            self.console.print(escape(_HELP))
+            self.console.print(styled(_HELP))
         if not self.running:
             self._prompt()
         return True
@@ -241,22 +243,22 @@ class Chat:
     def _fork(self) -> None:
         boundary = last_closed_turn_seq(self.loop.session.events)
         if boundary is None:
-            self.errors.print("[yellow]nothing to fork yet: no turn has closed in this session[/yellow]")
+            self.errors.print(styled(("nothing to fork yet: no turn has closed in this session", "yellow")))
             return
         child = self.store.fork(self.loop.session.id, boundary=boundary)
-        self.console.print(f"forked: {child}")
-        self.console.print(f"continue it with: duraloop chat --session {child}")
+        self.console.print(styled("forked: ", ident(child)))
+        self.console.print(styled("continue it with: duraloop chat --session ", ident(child)))
 
     async def _turn(self, prompt: str) -> None:
         try:
             await self.loop.run_turn(prompt)
         except Exception as exc:  # noqa: BLE001 - the log is closed (`error`); the chat goes on
-            self.errors.print(f"[red]{type(exc).__name__}[/red]: {escape(str(exc))}")
+            self.errors.print(styled((type(exc).__name__, "red"), ": ", str(exc)))
         finally:
             done, self._turn_done = self._turn_done, None
             self._cancelling = False
             if self.loop.inbox.next_step:
-                self.console.print("[dim](steering arrived as the turn ended; it enters the next turn)[/dim]")
+                self.console.print(styled(("(steering arrived as the turn ended; it enters the next turn)", "dim")))
             if done is not None:
                 done.set()
             self._prompt()
@@ -267,7 +269,7 @@ class Chat:
             done = self._turn_done
             self._cancel()
             await done.wait()
-        self.console.print(f"session: {self.loop.session.id}")
+        self.console.print(styled("session: ", ident(self.loop.session.id)))
 
     def _cancel(self) -> None:
         self._cancelling = True
@@ -287,8 +289,8 @@ class Chat:
                     self._send.send_nowait(None)
                 elif not self._cancelling:
                     self.errors.print(
-                        "[yellow]SIGINT: cancelling the turn (running tools drain, the log is "
-                        "closed); press Ctrl-C again to exit at once[/yellow]"
+                        styled(("SIGINT: cancelling the turn (running tools drain, the log is "
+                              "closed); press Ctrl-C again to exit at once", "yellow"))
                     )
                     self._cancel()
                 else:

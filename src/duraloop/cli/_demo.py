@@ -26,7 +26,7 @@ from ..log import Event, check_log, check_pairing
 from ..loop import resume_session, start_session
 from ..store import JsonlStore
 from ..tools import Tool, ToolContext, builtin_tools
-from ._render import LiveRenderer
+from ._render import LiveRenderer, styled
 
 READ_LATENCY_SECONDS = 0.4
 
@@ -128,7 +128,7 @@ def run_demo(out: Console, err: Console, *, base: Path | None) -> None:
     try:
         anyio.run(loop.run_turn, "Stamp the release and update the changelog.")
     except AuditHookError as exc:
-        out.print(f"[dim]run_turn raised the original error: {type(exc).__name__}: {exc}[/dim]")
+        out.print(styled((f"run_turn raised the original error: {type(exc).__name__}: {exc}", "dim")))
     check_pairing(loop.session.derive_messages())
     out.print("[dim]every tool call is answered; the next request would be accepted by any provider[/dim]\n")
     loop.close()
@@ -141,5 +141,5 @@ def run_demo(out: Console, err: Console, *, base: Path | None) -> None:
         result = anyio.run(loop.run_turn, "What happened to the release? Finish it safely.")
     header, events = store.read(session_id)
     report = check_log(session_id, events)
-    out.print(f"\n[bold]Log:[/bold] {store.locate(session_id)}  ({len(events)} events, check: {'valid' if report.valid else 'INVALID'})")
-    out.print(f"Read it with:  duraloop show {session_id} --store {root / 'sessions'}")
+    out.print(styled("\n", ("Log:", "bold"), f" {store.locate(session_id)}  ({len(events)} events, check: {'valid' if report.valid else 'INVALID'})"))
+    out.print(styled(f"Read it with:  duraloop show {session_id} --store {root / 'sessions'}"))

@@ -1,15 +1,27 @@
-"""Render a session for people: the live stream of a running turn, and a transcript."""
+r"""Render a session for people: the live stream of a running turn, a transcript, listings.
+
+This module is the CLI's one rendering boundary for untrusted text. Session ids, paths,
+prompts, model text, tool names, arguments and output, and log payloads are never read as
+Rich markup and never reach the terminal as control sequences: every piece goes through
+`visible` (control characters shown as `\xNN`) and is printed as a Rich `Text`, built by
+`safe` or `styled`. Nothing here passes an untrusted string to a markup-parsing call.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
 
-from ..log import Event
+from ..errors import UsageError
+from ..log import Event, SessionHeader
 from ..log._vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
@@ -23,13 +35,104 @@ from ..log._vocabulary import (
     TURN_START,
     USER_MESSAGE,
 )
+from ..store import SessionSummary
 
 _MAX_ARGS_CHARS = 80
+MAX_NAME_CHARS = 64
+"""Most characters of a tool name, call id or code shown on one line."""
+MAX_ID_CHARS = 200
+"""Most characters of a session id shown on one line (every valid id fits)."""
+_MAX_MESSAGE_CHARS = 300
+
+
+def _control_escapes() -> dict[int, str]:
+    # C0 controls but newline and tab, DEL, C1 controls (0x9b is a one-byte CSI), lone
+    # surrogates (the encoder would fail on them) and the bidirectional overrides and
+    # isolates (they reorder what the terminal shows).
+    table = {code: f"\\x{code:02x}" for code in [*range(0x20), 0x7F, *range(0x80, 0xA0)]}
+    del table[ord("\n")], table[ord("\t")]
+    for code in [*range(0x202A, 0x202F), *range(0x2066, 0x206A), *range(0xD800, 0xE000)]:
+        table[code] = f"\\u{code:04x}"
+    return table
+
+
+_ESCAPES = _control_escapes()
+
+
+def visible(text: str) -> str:
+    r"""Return `text` with every terminal control character shown as an escape.
+
+    `ESC` becomes the four characters `\x1b`, so `\x1b[2J` cannot clear the screen and an
+    OSC title sequence cannot retitle the window; C1 controls, `\r`, backspace, BEL, lone
+    surrogates and bidirectional overrides are shown the same way. Newline and tab are kept.
+
+    Args:
+        text: untrusted text (from a model, a tool, a log or the command line).
+
+    Returns:
+        The text, safe to write to a terminal.
+    """
+    return text.translate(_ESCAPES)
 
 
 def _short(text: str, limit: int = _MAX_ARGS_CHARS) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def safe(value: object, style: str = "", *, limit: int | None = None) -> Text:
+    """Return `value` as a Rich `Text` that prints exactly as written (no markup, no controls).
+
+    Args:
+        value: untrusted text, or any value (shown with `str`).
+        style: a Rich style for the whole text.
+        limit: most characters on one line; whitespace runs are folded and an over-long
+            value is cut with `…`. None keeps the text whole (line breaks included).
+
+    Returns:
+        The text, ready for `Console.print` or a table cell.
+    """
+    text = str(value)
+    return Text(visible(text if limit is None else _short(text, limit)), style=style)
+
+
+def styled(*parts: object | tuple[object, str]) -> Text:
+    """Return one `Text` made of parts: each a value, or a `(value, style)` pair.
+
+    Every part, literal or not, goes through `visible`; none is read as markup.
+
+    Returns:
+        The assembled text.
+    """
+    text = Text()
+    for part in parts:
+        value, style = part if isinstance(part, tuple) else (part, "")
+        text.append(visible(str(value)), style=style)
+    return text
+
+
+def ident(value: object, limit: int = MAX_ID_CHARS) -> str:
+    """Return an id or name for one line: `visible`, line breaks and tabs escaped too, bounded.
+
+    Unlike `safe(..., limit=...)` whitespace is not folded, so a shown id is the id.
+
+    Args:
+        value: an untrusted id (a session id, a call id) or name.
+        limit: most characters; a longer value is cut with `…`.
+
+    Returns:
+        The text to print.
+    """
+    text = visible(str(value)).replace("\n", "\\x0a").replace("\t", "\\x09")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class VisibleFormatter(logging.Formatter):
+    """Format a log record for a terminal: control characters shown as escapes (`visible`)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Return the formatted record, safe to write to a terminal."""
+        return visible(super().format(record))
 
 
 def _result_text(data: dict[str, Any]) -> str:
@@ -38,23 +141,29 @@ def _result_text(data: dict[str, Any]) -> str:
 
 
 def reason_text(reason: dict[str, Any]) -> str:
-    """Return a one-line description of a `turn/end` reason."""
-    kind = str(reason.get("kind"))
+    """Return a one-line description of a `turn/end` reason (untrusted: print it with `safe`)."""
+    kind = ident(reason.get("kind"), MAX_NAME_CHARS)
     if kind == "error":
         error = reason.get("error", {})
-        return f"error [{error.get('code')}]: {error.get('message')}"
+        code = ident(error.get("code"), MAX_NAME_CHARS)
+        return f"error [{code}]: {_short(str(error.get('message')), _MAX_MESSAGE_CHARS)}"
     if kind == "aborted":
-        return f"aborted ({reason.get('reason', {}).get('kind', 'user')})"
+        return f"aborted ({ident(reason.get('reason', {}).get('kind', 'user'), MAX_NAME_CHARS)})"
     if kind == "blocked" and reason.get("message"):
-        return f"blocked: {reason['message']}"
+        return f"blocked: {_short(str(reason['message']), _MAX_MESSAGE_CHARS)}"
     return kind
+
+
+def _code_label(error: dict[str, Any]) -> str:
+    code = error.get("code")
+    return f"[{ident(code, MAX_NAME_CHARS)}] " if code else ""
 
 
 class LiveRenderer:
     """Print a running turn as a session observer.
 
     Shows text as it streams, each tool call with its state and duration (milliseconds),
-    and the turn's end.
+    and the turn's end. Untrusted text is shown through `visible`.
 
     Args:
         console: where the stream goes (stdout).
@@ -79,47 +188,46 @@ class LiveRenderer:
         if kind == ASSISTANT_CHUNK:
             chunk = data.get("chunk", {})
             if chunk.get("type") == "text-delta":
-                self.console.file.write(chunk.get("text", ""))
+                self.console.file.write(visible(str(chunk.get("text", ""))))
                 self.console.file.flush()
                 self._mid_line = True
         elif kind == TURN_START:
             self._turn_started_ms = event.time
             self._newline()
-            self.console.print(f"[bold]── turn {data.get('turn')}[/bold]")
+            self.console.print(styled((f"── turn {data.get('turn')}", "bold")))
         elif kind == STEP_START and data.get("step", 1) > 1:
             self._newline()
         elif kind == TOOL_CALL:
             self._newline()
-            name = str(data.get("name"))
+            name = ident(data.get("name"), MAX_NAME_CHARS)
             self._call_started[str(data.get("callId"))] = (event.time, name)
             at = (event.time - self._turn_started_ms) / 1000
-            self.console.print(
-                f"  [cyan]⏵ {escape(name)}[/cyan] {escape(_short(str(data.get('arguments', ''))))}"
-                f"  [dim]started +{at:.2f}s[/dim]"
-            )
+            arguments = _short(str(data.get("arguments", "")))
+            self.console.print(styled(("  ⏵ " + name, "cyan"), " ", arguments, (f"  started +{at:.2f}s", "dim")))
         elif kind == TOOL_RESULT:
             self._render_result(event, data)
         elif kind == ASSISTANT_MESSAGE:
             for block in data.get("message", {}).get("content", []):
                 if block.get("type") == "tool-call":
-                    self._call_names[str(block.get("id"))] = str(block.get("name"))
+                    self._call_names[str(block.get("id"))] = ident(block.get("name"), MAX_NAME_CHARS)
             if data.get("interrupted"):
                 self._newline()
-                self.console.print("  [yellow](stream interrupted; the visible prefix is kept)[/yellow]")
+                self.console.print(styled(("  (stream interrupted; the visible prefix is kept)", "yellow")))
         elif kind == LLM_RETRY:
             self._newline()
             failure = data.get("failure") or {}
             budget = f"/{data['maxRetries']}" if "maxRetries" in data else ""
-            self.console.print(
-                f"  [yellow]↻ model request failed [{escape(str(failure.get('code')))}]: "
-                f"{escape(_short(str(failure.get('message', '')), 120))}; retry "
-                f"{data.get('retry')}{budget} in {int(data.get('delayMs', 0)) / 1000:g} s[/yellow]"
+            text = (
+                f"  ↻ model request failed [{ident(failure.get('code'), MAX_NAME_CHARS)}]: "
+                f"{_short(str(failure.get('message', '')), 120)}; retry "
+                f"{data.get('retry')}{budget} in {int(data.get('delayMs', 0)) / 1000:g} s"
             )
+            self.console.print(safe(text, "yellow"))
         elif kind == TURN_END:
             self._newline()
             reason = data.get("reason", {})
             style = "green" if reason.get("kind") == "completed" else "red"
-            self.console.print(f"[{style}]── turn {data.get('turn')} {escape(reason_text(reason))}[/{style}]")
+            self.console.print(safe(f"── turn {data.get('turn')} {reason_text(reason)}", style))
 
     def _render_result(self, event: Event, data: dict[str, Any]) -> None:
         self._newline()
@@ -128,20 +236,19 @@ class LiveRenderer:
         duration = event.time - started
         error = data.get("error") or {}
         is_error = bool(data.get("message", {}).get("content", [{}])[0].get("isError"))
-        text = escape(_short(_result_text(data)))
+        text = _short(_result_text(data))
         if not is_error:
-            self.console.print(f"  [green]✓ {escape(name)}[/green] [dim]{duration} ms[/dim]  {text}")
+            self.console.print(styled((f"  ✓ {name}", "green"), " ", (f"{duration} ms", "dim"), "  ", text))
             return
-        code = error.get("code")
-        label = f"[{code}] " if code else ""
-        self.console.print(f"  [red]✗ {escape(name)} {escape(label)}[/red][dim]{duration} ms[/dim]  {text}")
+        label = _code_label(error)
+        self.console.print(styled((f"  ✗ {name} {label}", "red"), (f"{duration} ms", "dim"), "  ", text))
 
 
 def render_transcript(console: Console, events: Sequence[Event]) -> None:
     """Print a readable transcript: turns, messages, tool calls and results as written.
 
     Reads append-origin events, so text later shadowed by a surface replace still shows.
-    An open final turn is shown as open.
+    An open final turn is shown as open. Untrusted text is shown through `visible`.
     """
     open_turn: int | None = None
     for event in events:
@@ -149,38 +256,127 @@ def render_transcript(console: Console, events: Sequence[Event]) -> None:
         kind = event.type
         if kind == TURN_START:
             open_turn = data.get("turn")
-            console.print(f"\n[bold]── turn {open_turn}[/bold]")
+            console.print(styled("\n", (f"── turn {open_turn}", "bold")))
         elif kind == TURN_END:
             open_turn = None
-            console.print(f"[bold]── turn {data.get('turn')} {escape(reason_text(data.get('reason', {})))}[/bold]")
+            console.print(safe(f"── turn {data.get('turn')} {reason_text(data.get('reason', {}))}", "bold"))
         elif kind == END_SEED:
-            console.print("[dim]── session resumed here (session/end-seed)[/dim]")
+            console.print(styled(("── session resumed here (session/end-seed)", "dim")))
         elif kind == USER_MESSAGE and event.surface_op == SURFACE_APPEND:
             text = "".join(b.get("text", "") for b in data.get("content", []) if isinstance(b, dict))
-            who = "user" if data.get("source", {}).get("kind") == "user" else data.get("source", {}).get("kind")
-            console.print(f"[bold blue]{escape(str(who))}:[/bold blue] {escape(text)}")
+            source = str(data.get("source", {}).get("kind"))
+            who = "user" if source == "user" else ident(source, MAX_NAME_CHARS)
+            console.print(styled((f"{who}:", "bold blue"), " ", text))
         elif kind == ASSISTANT_MESSAGE and event.surface_op == SURFACE_APPEND:
-            for block in data.get("message", {}).get("content", []):
-                if block.get("type") == "text":
-                    console.print(f"[bold magenta]assistant:[/bold magenta] {escape(block.get('text', ''))}")
-                elif block.get("type") == "reasoning":
-                    console.print(f"[dim]thinking: {escape(_short(block.get('text', ''), 200))}[/dim]")
-                elif block.get("type") == "tool-call":
-                    console.print(
-                        f"  [cyan]→ {escape(block.get('name', ''))}[/cyan] "
-                        f"{escape(_short(block.get('arguments', '')))} [dim]({escape(block.get('id', ''))})[/dim]"
-                    )
-            if data.get("interrupted"):
-                console.print("  [yellow](interrupted)[/yellow]")
+            _print_assistant(console, data)
         elif kind == TOOL_RESULT and event.surface_op == SURFACE_APPEND:
             error = data.get("error") or {}
-            code = f" [{error.get('code')}]" if error.get("code") else ""
-            call_id = data.get("message", {}).get("source", {}).get("callId")
+            code = f" {_code_label(error).strip()}" if error.get("code") else ""
+            call_id = ident(data.get("message", {}).get("source", {}).get("callId"), MAX_NAME_CHARS)
             is_error = bool(data.get("message", {}).get("content", [{}])[0].get("isError"))
-            mark = "[red]✗[/red]" if is_error else "[green]✓[/green]"
-            console.print(f"  {mark} {escape(str(call_id))}{escape(code)} {escape(_short(_result_text(data), 160))}")
+            mark = ("✗", "red") if is_error else ("✓", "green")
+            console.print(styled("  ", mark, f" {call_id}{code} {_short(_result_text(data), 160)}"))
     if open_turn is not None:
-        console.print(f"[yellow]── turn {open_turn} is open (the log ends inside it; `duraloop resume` closes it)[/yellow]")
+        console.print(styled((f"── turn {open_turn} is open (the log ends inside it; `duraloop resume` closes it)", "yellow")))
+
+
+def _print_assistant(console: Console, data: dict[str, Any]) -> None:
+    for block in data.get("message", {}).get("content", []):
+        if block.get("type") == "text":
+            console.print(styled(("assistant:", "bold magenta"), " ", str(block.get("text", ""))))
+        elif block.get("type") == "reasoning":
+            console.print(styled(("thinking: " + _short(str(block.get("text", "")), 200), "dim")))
+        elif block.get("type") == "tool-call":
+            name = ident(block.get("name", ""), MAX_NAME_CHARS)
+            call_id = ident(block.get("id", ""), MAX_NAME_CHARS)
+            console.print(styled((f"  → {name}", "cyan"), " ", _short(str(block.get("arguments", ""))), (f" ({call_id})", "dim")))
+    if data.get("interrupted"):
+        console.print(styled(("  (interrupted)", "yellow")))
+
+
+class ShowFlagsError(UsageError):
+    """Raised when `duraloop show` is given two views at once (`--events` and `--messages`)."""
+
+
+def show_view(*, events: bool, messages: bool, as_json: bool) -> str:
+    """Choose what `duraloop show` prints: `transcript`, `events` or `messages`.
+
+    `--json` alone means the events (JSONL); `--messages --json` is the messages' JSON array.
+
+    Args:
+        events: `--events` was given.
+        messages: `--messages` was given.
+        as_json: `--json` was given.
+
+    Returns:
+        The view's name.
+
+    Raises:
+        ShowFlagsError: for `--events` with `--messages`.
+    """
+    if events and messages:
+        raise ShowFlagsError(
+            "--events and --messages are two different views; pass one of them (with --json for "
+            "machine output)"
+        )
+    if messages:
+        return "messages"
+    return "events" if events or as_json else "transcript"
+
+
+def _payload(value: object, limit: int) -> str:
+    return _short(json.dumps(value, ensure_ascii=False), limit)
+
+
+def print_events(console: Console, events: Iterable[Event]) -> None:
+    """Print one line per event: seq, type and the payload as compact JSON (bounded)."""
+    for event in events:
+        console.print(styled((f"{event.seq:>5}", "dim"), f" {ident(event.type, MAX_NAME_CHARS)} ", _payload(event.data, 160)))
+
+
+def print_messages(console: Console, messages: Iterable[Any]) -> None:
+    """Print one line per derived message: its role, then the message as compact JSON (bounded)."""
+    for message in messages:
+        role = ident(message.get("role"), MAX_NAME_CHARS) if isinstance(message, dict) else "?"
+        console.print(styled((role, "bold"), " ", _payload(message, 300)))
+
+
+def when_text(epoch_ms: int) -> str:
+    """Return an epoch-milliseconds time as `YYYY-MM-DD HH:MM:SSZ` (UTC)."""
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def print_header(console: Console, header: SessionHeader) -> None:
+    """Print the transcript's first line: the session id, when it was created, its cwd."""
+    console.print(styled((f"session {ident(header.id)}", "bold"), f" created {when_text(header.created_at)} cwd {header.cwd or '-'}"))
+
+
+def print_sessions(console: Console, summaries: Iterable[SessionSummary]) -> None:
+    """Print the `duraloop ls` table: id, created, turns, the last turn's end.
+
+    Cells print as written; ids up to 200 characters are never cut, even when piped (the
+    table gets its full width, not 80 columns).
+    """
+    table = Table()
+    table.add_column("id", overflow="fold")
+    for column in ("created", "turns", "last turn"):
+        table.add_column(column)
+    for summary in summaries:
+        session_id = Text(ident(summary.id))
+        if summary.damaged is not None:
+            created = when_text(summary.created_at) if summary.created_at else "-"
+            table.add_row(session_id, created, "-", safe(summary.status, "red", limit=_MAX_MESSAGE_CHARS))
+        else:
+            last = safe(summary.last_turn_end, limit=MAX_NAME_CHARS)
+            table.add_row(session_id, when_text(summary.created_at), str(summary.turn_count), last)
+    needed = Measurement.get(console, console.options.update(max_width=10_000), table).maximum
+    saved = console.width
+    if not console.is_terminal and needed > saved:
+        console.width = needed
+    try:
+        console.print(table)
+    finally:
+        console.width = saved
 
 
 def events_jsonl(events: Sequence[Event]) -> str:
