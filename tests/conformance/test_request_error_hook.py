@@ -2,7 +2,7 @@
 
 The hook is duraloop's `agent/request-error` listener (loop-spec 2.4 step 5): it sees each
 in-band model failure inside the open step, before the `RetryPolicy`. `"retry"` retries at
-once in the same step, logged as `llm/retry` (`mode` `"hook"`, `delayMs` 0) then
+once in the same step, logged as `llm/retry` (`origin` `"hook"`, `delayMs` 0) then
 `llm/retry-started`; None leaves the failure to the policy. Most tests run with no policy
 (`retry=None`), so any retry seen is the hook's.
 """
@@ -68,9 +68,13 @@ async def test_b33_hook_retry_stays_in_the_same_turn_and_step(tmp_path: Path) ->
         "A", "S-1", "T-1(completed)",
     ]
     retries = [e.data for e in of_type(events, "llm/retry")]
-    assert [(r["turn"], r["step"], r["retry"], r["delayMs"], r["mode"], r["policyKey"]) for r in retries] == [
-        (1, 1, 1, 0, "hook", "hook"), (1, 1, 2, 0, "hook", "hook"),
-    ]
+    # dsh's checker accepts only `normal`/`always` modes: a hook retry is an unbudgeted
+    # `always` chain of its own, its origin in a field dsh ignores.
+    assert [
+        (r["turn"], r["step"], r["retry"], r["delayMs"], r["mode"], r["policyKey"], r["origin"])
+        for r in retries
+    ] == [(1, 1, 1, 0, "always", "hook", "hook"), (1, 1, 2, 0, "always", "hook", "hook")]
+    assert len({r["retryId"] for r in retries}) == 1
     assert [r["failure"]["code"] for r in retries] == ["RATE_LIMIT", "SERVICE_UNAVAILABLE"]
     assert all("maxRetries" not in r for r in retries)
     started = [e.data for e in of_type(events, "llm/retry-started")]
