@@ -55,11 +55,11 @@ async def test_b33_hook_retry_stays_in_the_same_turn_and_step(tmp_path: Path) ->
         seen.append((ctx.turn, ctx.step, failure["code"]))
         return "retry"
 
-    script = [_failing("RATE_LIMIT"), _failing("SERVICE_UNAVAILABLE"), {"text": "ok"}]
+    script = [_failing("RATE_LIMIT"), _failing("SERVER"), {"text": "ok"}]
     session, model, loop = _loop(tmp_path, script, LoopHooks(request_error=request_error))
     result = await loop.run_turn("go")
     assert (result.kind, result.text, result.steps) == ("completed", "ok", 1)
-    assert seen == [(1, 1, "RATE_LIMIT"), (1, 1, "SERVICE_UNAVAILABLE")]
+    assert seen == [(1, 1, "RATE_LIMIT"), (1, 1, "SERVER")]
     assert len(model.requests) == 3
     events = list(session.events)
     assert describe_log(events) == [
@@ -75,7 +75,7 @@ async def test_b33_hook_retry_stays_in_the_same_turn_and_step(tmp_path: Path) ->
         for r in retries
     ] == [(1, 1, 1, 0, "always", "hook", "hook"), (1, 1, 2, 0, "always", "hook", "hook")]
     assert len({r["retryId"] for r in retries}) == 1
-    assert [r["failure"]["code"] for r in retries] == ["RATE_LIMIT", "SERVICE_UNAVAILABLE"]
+    assert [r["failure"]["code"] for r in retries] == ["RATE_LIMIT", "SERVER"]
     assert all("maxRetries" not in r for r in retries)
     started = [e.data for e in of_type(events, "llm/retry-started")]
     assert [(s["retryId"], s["retry"]) for s in started] == [(r["retryId"], r["retry"]) for r in retries]
