@@ -58,6 +58,9 @@ class Reply:
     body: dict[str, Any] | None = None
     headers: dict[str, str] = field(default_factory=dict)
     reset_early: bool = False
+    echo_credentials: bool = False
+    """A fault: answer `status` with an error whose message echoes the request's
+    `x-api-key` and `authorization` headers (as a misbehaving proxy does), unvalidated."""
 
 
 # --- event builders (shapes from the streaming docs' examples) ---------------------------
@@ -384,20 +387,17 @@ class AnthropicWireServer:
                             self.path, {k.lower(): v for k, v in self.headers.items()}, body, raw
                         )
                     )
-                    problems = (
-                        request_violations(body)
-                        if self.path == "/v1/messages"
-                        else [f"unknown path {self.path}"]
-                    )
-                    server.violations.extend(problems)
-                    if problems:
-                        reply = Reply(400, body=_envelope("invalid_request_error", problems[0]))
-                    elif server._replies:
-                        reply = server._replies.popleft()
-                    else:
-                        reply = Reply(
-                            500, body=_envelope("api_error", "wire server: no reply queued")
+                    if server._replies and server._replies[0].echo_credentials:
+                        status = server._replies.popleft().status
+                        heard = "; ".join(
+                            f"{name}: {self.headers[name]}"
+                            for name in ("x-api-key", "authorization")
+                            if name in self.headers
                         )
+                        message = f"invalid credentials ({heard})"
+                        reply = Reply(status, body=_envelope("authentication_error", message))
+                    else:
+                        reply = server._next_reply(self.path, body)
                 server._answer(self, reply, request_id)
 
             def finish(self) -> None:
@@ -414,6 +414,16 @@ class AnthropicWireServer:
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
+
+    def _next_reply(self, path: str, body: Any) -> Reply:
+        """Validate a request (recording violations) and pick its reply; call under the lock."""
+        problems = request_violations(body) if path == "/v1/messages" else [f"unknown path {path}"]
+        self.violations.extend(problems)
+        if problems:
+            return Reply(400, body=_envelope("invalid_request_error", problems[0]))
+        if self._replies:
+            return self._replies.popleft()
+        return Reply(500, body=_envelope("api_error", "wire server: no reply queued"))
 
     def _answer(self, handler: BaseHTTPRequestHandler, reply: Reply, request_id: str) -> None:
         try:

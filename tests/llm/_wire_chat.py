@@ -101,7 +101,12 @@ class _Reset:
     pass
 
 
-_Reply = _Sse | _Http | _Reset
+@dataclass
+class _EchoCredentials:
+    status: int
+
+
+_Reply = _Sse | _Http | _Reset | _EchoCredentials
 
 
 def chunk_event(
@@ -368,6 +373,14 @@ class WireChatServer:
         """Queue a reply with exactly this status, body and content type."""
         self._replies.append(_Http(status, body, content_type, dict(headers or {})))
 
+    def queue_echo_credentials(self, status: int) -> None:
+        """Queue a fault: an HTTP error whose message echoes the request's `authorization`.
+
+        A misbehaving provider or proxy does this; the request is answered without being
+        validated (a Basic header from a base URL's credentials is echoed as it came).
+        """
+        self._replies.append(_EchoCredentials(status))
+
     def queue_reset(self) -> None:
         """Queue a connection reset before any response byte."""
         self._replies.append(_Reset())
@@ -412,17 +425,18 @@ class WireChatServer:
                     handler.path, {k.lower(): v for k, v in handler.headers.items()}, body, raw
                 )
             )
-            found = validate_chat_request(
-                body, dialect=self.dialect, streamed_reasoning=self.streamed_reasoning
-            )
-            if not handler.headers.get("authorization", "").startswith("Bearer "):
-                found.append((-1, "auth", "no bearer authorization header"))
-            if handler.path not in ("/v1/chat/completions", "/chat/completions"):
-                found.append((-1, "path", f"unexpected path {handler.path}"))
-            self.violations += [Violation(number, i, rule, detail) for i, rule, detail in found]
             reply: _Reply | None = None
-            if not found:
-                reply = self._replies.popleft() if self._replies else None
+            found: list[tuple[int, str, str]] = []
+            if self._replies and isinstance(self._replies[0], _EchoCredentials):
+                status = self._replies.popleft().status  # type: ignore[union-attr]
+                heard = handler.headers.get("authorization", "")
+                echo = self._error_body(f"Incorrect API key provided: Authorization: {heard}")
+                reply = _Http(status, echo, "application/json", {})
+            else:
+                found = self._violations_of(handler, body)
+                self.violations += [Violation(number, i, rule, detail) for i, rule, detail in found]
+                if not found:
+                    reply = self._replies.popleft() if self._replies else None
         if found:
             self._write_http(handler, _Http(400, self._error_body(found[0][2]), "application/json", {}))
         elif reply is None:
@@ -432,8 +446,18 @@ class WireChatServer:
             self._write_http(handler, reply)
         elif isinstance(reply, _Reset):
             _reset(handler)
-        else:
+        elif isinstance(reply, _Sse):
             self._write_sse(handler, reply)
+
+    def _violations_of(self, handler: BaseHTTPRequestHandler, body: Any) -> list[tuple[int, str, str]]:
+        found = validate_chat_request(
+            body, dialect=self.dialect, streamed_reasoning=self.streamed_reasoning
+        )
+        if not handler.headers.get("authorization", "").startswith("Bearer "):
+            found.append((-1, "auth", "no bearer authorization header"))
+        if handler.path not in ("/v1/chat/completions", "/chat/completions"):
+            found.append((-1, "path", f"unexpected path {handler.path}"))
+        return found
 
     def _error_body(self, message: str) -> bytes:
         error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}

@@ -5,6 +5,9 @@ Table-driven: each row is a catalog entry whose code decides retryability downst
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from duraloop.errors import LlmError
@@ -15,6 +18,7 @@ from duraloop.llm import (
     is_quota_exceeded,
     parse_retry_after_ms,
 )
+from duraloop.llm._errors import LLM_ERROR_CODES
 
 
 @pytest.mark.parametrize(
@@ -78,3 +82,11 @@ def test_failure_from_exception_keeps_llm_error_facts_and_marks_others_unknown()
         "message": "LLM adapter failed (KeyError)",
         "code": "UNKNOWN",
     }
+
+
+def test_readme_error_codes_table_lists_every_llm_error_code_and_no_other() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("**Error codes**", 1)[1].split("\n\n", 2)[1]
+    first_cells = [row.split("|")[1] for row in table.splitlines()[2:]]
+    listed = {code for cell in first_cells for code in re.findall(r"`([^`]+)`", cell)}
+    assert listed == set(LLM_ERROR_CODES) | {"HTTP_<status>"}

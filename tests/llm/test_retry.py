@@ -8,7 +8,6 @@ the key are pinned by examples.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -95,18 +94,33 @@ def test_defaults_follow_llm_spec() -> None:
     assert LoopConfig().retry == policy
 
 
-def test_policy_key_is_canonical_json_with_sorted_codes() -> None:
+def test_policy_key_is_dsh_canonical_json_array_with_sorted_codes() -> None:
     one = RetryPolicy(retryable_codes=["SERVER", "AUTH"])  # type: ignore[arg-type]
     two = RetryPolicy(retryable_codes=frozenset({"AUTH", "SERVER"}))
     assert one == two and one.policy_key == two.policy_key
-    assert json.loads(one.policy_key) == {
-        "backoff": {"initialDelayMs": 500, "jitterRatio": 0.1, "maxDelayMs": 10_000},
-        "maxRetries": 5,
-        "mode": "normal",
-        "retryableCodes": ["AUTH", "SERVER"],
-    }
+    assert one.policy_key == '["normal",5,["AUTH","SERVER"],500,10000,0.1]'
     assert RetryPolicy(max_retries=4).policy_key != RetryPolicy().policy_key
-    assert RetryPolicy().to_json() == json.loads(RetryPolicy().policy_key)
+    assert RetryPolicy().to_json() == {
+        "mode": "normal",
+        "maxRetries": 5,
+        "retryableCodes": ["EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"],
+        "backoff": {"initialDelayMs": 500, "maxDelayMs": 10_000, "jitterRatio": 0.1},
+    }
+
+
+def test_policy_key_is_byte_identical_to_the_key_dsh_wrote_for_the_same_policy() -> None:
+    # From fixtures/dsh-sessions/empty-response-retry: dsh writes integral numbers as `0`.
+    policy = RetryPolicy(max_retries=2, initial_delay_ms=1, max_delay_ms=1, jitter_ratio=0.0)
+    assert policy.policy_key == (
+        '["normal",2,["EMPTY_RESPONSE","RATE_LIMIT","SERVER","TIMEOUT","TRANSPORT"],1,1,0]'
+    )
+
+
+def test_always_policy_key_holds_only_the_fields_always_mode_uses() -> None:
+    always = RetryPolicy(mode="always", jitter_ratio=1e-7)
+    assert always.policy_key == '["always",500,10000,1e-7]'
+    assert RetryPolicy(mode="always", max_retries=1).policy_key == RetryPolicy(mode="always").policy_key
+    assert RetryPolicy(mode="always", jitter_ratio=0.00001).policy_key.endswith(",0.00001]")
 
 
 @pytest.mark.parametrize(

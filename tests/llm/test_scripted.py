@@ -16,11 +16,13 @@ from duraloop.errors import ConfigError, LlmError
 from duraloop.llm import (
     BlockAssembler,
     ModelRequest,
+    RetryPolicy,
     ScriptedModel,
     StreamChunk,
     _scripted,
     stream_chunks,
 )
+from duraloop.llm._errors import LLM_ERROR_CODES
 from duraloop.log._json import JsonValue
 from duraloop.log._messages import assistant_message, tool_result_message, user_message
 
@@ -201,6 +203,36 @@ def test_scripted_malformed_response_raises_config_error(
 ) -> None:
     with pytest.raises(ConfigError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
         ScriptedModel([response])
+
+
+def test_scripted_error_code_that_is_no_llm_error_code_is_refused_with_the_valid_codes(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps([{"error": {"code": "RATE_LIMITED", "message": "slow down"}}]))
+    with pytest.raises(ConfigError) as caught:
+        ScriptedModel.from_file(path)
+    text = str(caught.value)
+    assert f"{path}: response 1: error code 'RATE_LIMITED' is not an LlmError code" in text
+    for code in ("RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT", "EMPTY_RESPONSE", "AUTH"):
+        assert code in text
+    assert "HTTP_<status>" in text
+
+
+@pytest.mark.parametrize("code", ["RATE_LIMIT", "CONTEXT_WINDOW_EXCEEDED", "HTTP_404", "UNKNOWN"])
+def test_scripted_error_accepts_every_llm_error_code(code: str) -> None:
+    assert ScriptedModel([{"error": {"code": code, "message": "failed"}}]).remaining_count == 1
+
+
+@pytest.mark.parametrize("code", ["HTTP_4", "HTTP_600", "rate_limit", "TOOL_NOT_STARTED"])
+def test_scripted_error_refuses_codes_that_only_look_like_llm_error_codes(code: str) -> None:
+    with pytest.raises(ConfigError, match="is not an LlmError code"):
+        ScriptedModel([{"error": {"code": code, "message": "failed"}}])
+
+
+def test_every_default_retryable_code_is_an_llm_error_code() -> None:
+    assert set(RetryPolicy().retryable_codes) <= set(LLM_ERROR_CODES)
+    assert LlmError.RETRYABLE_CODES <= set(LLM_ERROR_CODES)
 
 
 @pytest.mark.anyio

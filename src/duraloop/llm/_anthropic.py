@@ -39,6 +39,7 @@ from ._errors import (
 )
 from ._model import ModelRequest
 from ._options import validate_adapter_options
+from ._redact import SecretRedactor, redacted_stream
 from ._tool_ids import ANTHROPIC_IDS, ToolIdMap
 
 if TYPE_CHECKING:
@@ -137,6 +138,7 @@ class AnthropicMessagesModel:
         )
         self._stream_cls: type[anthropic.AsyncStream[object]] = anthropic.AsyncStream[object]
         self._encoder = self._new_encoder()
+        self._redactor = SecretRedactor([key], base_url=self._base_url)
 
     def _new_encoder(self) -> MessagesEncoder:
         converter = MessageConverter(self.provider, self.model, ToolIdMap(ANTHROPIC_IDS))
@@ -212,8 +214,11 @@ class AnthropicMessagesModel:
             )
         return BodyOptions(max_tokens, {"type": "enabled", "budget_tokens": budget}, None)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         """Make one streaming Messages request and translate its events into chunks.
+
+        Every failure passes the adapter's `SecretRedactor` on its way out: the API key and
+        the base URL's credentials never appear in an error's text.
 
         Args:
             request: the messages and options to send.
@@ -233,6 +238,9 @@ class AnthropicMessagesModel:
             WirePairingError: before any request, if the payload would break the pairing
                 rule (a duraloop bug).
         """
+        return redacted_stream(self._stream(request), self._redactor)
+
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         import anthropic  # loaded by __init__ already: a sys.modules lookup
         import httpx2
 

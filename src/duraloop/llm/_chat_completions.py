@@ -58,6 +58,7 @@ from ._errors import (
 from ._model import ModelRequest
 from ._openai_request import ReasoningEcho, RequestEncoder
 from ._openai_stream import ChunkTranslator, stream_error
+from ._redact import SecretRedactor, redacted_stream
 from ._sse import SseComment, SseEvent, SseParser
 
 if TYPE_CHECKING:
@@ -123,6 +124,7 @@ class ChatCompletionsModel:
             api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_seconds
         )
         self._encoder = RequestEncoder(model, provider=provider, echo=echo, options=options)
+        self._redactor = SecretRedactor([api_key], base_url=base_url)
 
     async def aclose(self) -> None:
         """Close the underlying HTTP client and its connections."""
@@ -165,8 +167,11 @@ class ChatCompletionsModel:
         messages = self._encoder.wire_messages(request)
         return {"model": self.model, "messages": messages, **self._encoder.options(request)}
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         """Make one streaming request and translate the response into chunks.
+
+        Every failure passes the adapter's `SecretRedactor` on its way out: the API key and
+        the base URL's credentials never appear in an error's text.
 
         Args:
             request: the messages and options to send.
@@ -182,6 +187,9 @@ class ChatCompletionsModel:
                 `UNSUPPORTED_CONTENT` (before any request) if a message cannot be sent.
             WirePairingError: before any request, if the payload breaks the pairing rule.
         """
+        return redacted_stream(self._stream(request), self._redactor)
+
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         body = self.encode_request(request)
         response = await self._post(body)
         request_id = _request_id(response.headers)

@@ -33,7 +33,48 @@ PAIRING_VIOLATION: Final = "PAIRING_VIOLATION"
 REPLAY_EXHAUSTED: Final = "REPLAY_EXHAUSTED"
 REFUSAL: Final = "REFUSAL"
 UNSUPPORTED_OPTION: Final = "UNSUPPORTED_OPTION"
-"""A request that would break a provider's pairing rule (a duraloop bug); never retryable."""
+CONTENT_FILTER: Final = "CONTENT_FILTER"
+INSUFFICIENT_SYSTEM_RESOURCE: Final = "INSUFFICIENT_SYSTEM_RESOURCE"
+
+LLM_ERROR_CODES: Final = {
+    RATE_LIMIT: "HTTP 429 not about quota; retried by default",
+    SERVER: "HTTP 5xx; retried by default",
+    TIMEOUT: "the stream went idle past its timeout; retried by default",
+    TRANSPORT: "the connection failed or broke mid-stream; retried by default",
+    EMPTY_RESPONSE: "a finished response with no content; retried by default",
+    AUTH: "HTTP 401/403: the key is missing, wrong or not allowed",
+    QUOTA: "the quota, balance or credits ran out",
+    INVALID_REQUEST: "HTTP 400 (not about context) or 413",
+    CONTEXT_WINDOW_EXCEEDED: "the request is longer than the model's context window",
+    STREAM_CLOSED: "the stream ended without its end marker",
+    MALFORMED_RESPONSE: "the provider sent something that is not its protocol",
+    ABORTED: "the request was cancelled",
+    REFUSAL: "the model refused to answer",
+    CONTENT_FILTER: "the provider's content filter stopped the answer",
+    INSUFFICIENT_SYSTEM_RESOURCE: "the provider stopped for lack of resources",
+    UNSUPPORTED_CONTENT: "the history holds content the provider cannot take",
+    UNSUPPORTED_OPTION: "a request option the provider does not support",
+    PAIRING_VIOLATION: "the request would break a provider's tool-call pairing rule",
+    SCRIPT_EXHAUSTED: "the scripted model has no response left",
+    REPLAY_EXHAUSTED: "the replay model has no recorded answer left",
+    UNKNOWN: "any other failure",
+}
+"""Every `LlmError` code duraloop raises, with what it means (llm-spec 1.9); besides these,
+`HTTP_<status>` for any other HTTP error status (`HTTP_404`)."""
+
+_HTTP_CODE: Final = re.compile(r"HTTP_[1-5][0-9][0-9]")
+
+
+def is_llm_error_code(code: str) -> bool:
+    """Return whether `code` is one of the `LlmError` codes (`LLM_ERROR_CODES` or `HTTP_<status>`).
+
+    Args:
+        code: the code to check.
+
+    Returns:
+        True for a code duraloop's adapters can raise, so the retry policy treats it as they do.
+    """
+    return code in LLM_ERROR_CODES or _HTTP_CODE.fullmatch(code) is not None
 
 _CONTEXT_PATTERNS: Final = re.compile(
     "|".join(

@@ -11,6 +11,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Final, Literal, TypeAlias
 
 from ..errors import ConfigError
@@ -91,24 +92,20 @@ class RetryPolicy:
 
     @property
     def policy_key(self) -> str:
-        """The canonical JSON of every field, codes sorted: the retry counter's key.
+        """The retry counter's key: dsh's canonical JSON array of every behaviour field.
 
-        Two policies share a counter (within one step) only when their keys are equal.
+        Normal mode: `["normal",maxRetries,[codes sorted],initialDelayMs,maxDelayMs,
+        jitterRatio]`; always mode: `["always",initialDelayMs,maxDelayMs,jitterRatio]` (the
+        fields it ignores are not part of its key), numbers written as JavaScript writes
+        them, so a policy has the same key in duraloop and in dsh. Two policies share a
+        counter (within one step) only when their keys are equal.
         """
-        return json.dumps(
-            {
-                "backoff": {
-                    "initialDelayMs": self.initial_delay_ms,
-                    "jitterRatio": self.jitter_ratio,
-                    "maxDelayMs": self.max_delay_ms,
-                },
-                "maxRetries": self.max_retries,
-                "mode": self.mode,
-                "retryableCodes": sorted(self.retryable_codes),
-            },
-            sort_keys=True,
-            separators=(",", ":"),
-        )
+        backoff = f"{self.initial_delay_ms},{self.max_delay_ms},{_js_number(self.jitter_ratio)}"
+        mode = json.dumps(self.mode)
+        if self.mode == RETRY_ALWAYS:
+            return f"[{mode},{backoff}]"
+        codes = json.dumps(sorted(self.retryable_codes), separators=(",", ":"))
+        return f"[{mode},{self.max_retries},{codes},{backoff}]"
 
     def retry_delay_ms(
         self,
@@ -173,8 +170,30 @@ class RetryPolicy:
             `{mode, maxRetries, retryableCodes, backoff: {initialDelayMs, maxDelayMs,
             jitterRatio}}`.
         """
-        data: dict[str, object] = json.loads(self.policy_key)
-        return data
+        return {
+            "mode": self.mode,
+            "maxRetries": self.max_retries,
+            "retryableCodes": sorted(self.retryable_codes),
+            "backoff": {
+                "initialDelayMs": self.initial_delay_ms,
+                "maxDelayMs": self.max_delay_ms,
+                "jitterRatio": self.jitter_ratio,
+            },
+        }
+
+
+def _js_number(value: float) -> str:
+    """Write a finite number as JavaScript's `JSON.stringify` does (`0` for 0.0, `1e-7`)."""
+    if float(value).is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    text = repr(float(value))
+    if "e" not in text:
+        return text
+    mantissa, exponent = text.split("e")
+    power = int(exponent)
+    if -7 < power < 21:  # JavaScript writes these in fixed notation
+        return format(Decimal(text), "f")
+    return f"{mantissa}e{'+' if power > 0 else '-'}{abs(power)}"
 
 
 def _codes(codes: Iterable[str]) -> frozenset[str]:

@@ -7,7 +7,8 @@ so `duraloop demo`, the tests and the benchmarks all run on it.
 
 A response is a JSON object:
 `{"text"?, "reasoning"?, "tool_calls"?: [{"id"?, "name", "arguments"}], "finish"?,
-"error"?: {"code", "message"}, "delay_ms"?}`.
+"error"?: {"code", "message"}, "delay_ms"?}`; `error.code` is an `LlmError` code
+(`LLM_ERROR_CODES` or `HTTP_<status>`), so the retry policy treats it as a provider's.
 A string `arguments` is sent raw (a script may send malformed JSON on purpose); an object
 is JSON-encoded compactly. A missing call id becomes `call_<n>`, unique within the script.
 
@@ -44,7 +45,7 @@ from ._chunks import (
     tool_call_delta,
     usage_chunk,
 )
-from ._errors import SCRIPT_EXHAUSTED
+from ._errors import LLM_ERROR_CODES, SCRIPT_EXHAUSTED, is_llm_error_code
 from ._model import ModelRequest
 
 _KEYS: Final = frozenset({"text", "reasoning", "tool_calls", "finish", "error", "delay_ms"})
@@ -84,7 +85,8 @@ class ScriptedModel:
         requests: every `ModelRequest` received, in order (including one past the end).
 
     Raises:
-        ConfigError: if a response is malformed; the message names the response and field.
+        ConfigError: if a response is malformed, or its `error.code` is not an `LlmError`
+            code; the message names the response and field (and lists the valid codes).
     """
 
     __test__ = False
@@ -325,6 +327,12 @@ def _parse_response(raw: object, fresh_id: Callable[[], str], *, where: str) -> 
             raise ConfigError(
                 f'{where}: error must be {{"code": str, "message": str}} with non-empty '
                 f"values, got {error!r}"
+            )
+        if not is_llm_error_code(error["code"]):
+            raise ConfigError(
+                f"{where}: error code {error['code']!r} is not an LlmError code (no "
+                f"retry policy would ever retry it); use one of {', '.join(LLM_ERROR_CODES)}, "
+                "or HTTP_<status> (e.g. HTTP_404)"
             )
         parsed_error = (error["code"], error["message"])
     delay_ms = raw.get("delay_ms", 0)

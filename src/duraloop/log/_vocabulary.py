@@ -23,8 +23,9 @@ END_SEED: Final = "session/end-seed"
 TODO_WRITE: Final = "todo/write"
 LLM_RETRY: Final = "llm/retry"
 LLM_RETRY_STARTED: Final = "llm/retry-started"
-RETRY_MODE_HOOK: Final = "hook"
-"""The `mode` (and `policyKey`) of an `llm/retry` that a `request_error` hook asked for."""
+RETRY_ORIGIN_HOOK: Final = "hook"
+"""The `origin` (and `policyKey`) of an `llm/retry` that a `request_error` hook asked for;
+its `mode` is `always` (dsh's checker knows only `normal` and `always`, and ignores `origin`)."""
 INBOX_SPLICED: Final = "agent/inbox/spliced"
 
 # Inbox targets and the splice outcome of a discard (loop-spec 1, "Inbox"). The outcome is

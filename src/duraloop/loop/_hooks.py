@@ -91,8 +91,8 @@ class LoopHooks:
         request_error: runs on an in-band model failure (an `error` or `aborted` finish)
             with a copy of the failure (`message`, `code`, ...), before the `RetryPolicy`
             (loop-spec 2.4 step 5). Return `"retry"` to retry at once in the same step
-            (logged as `llm/retry` with `mode` `"hook"` and `delayMs` 0, then
-            `llm/retry-started`), or None to let the policy decide. A cancel while it runs
+            (logged as `llm/retry` with `origin` and `policyKey` `"hook"`, `mode`
+            `"always"` and `delayMs` 0, then `llm/retry-started`), or None to let the policy decide. A cancel while it runs
             beats its retry (the turn ends `aborted`, B35); if it raises, the turn ends
             `error` with no retry (B36).
         turn_stopping: runs when the turn would end naturally and no `next-step` message is

@@ -32,7 +32,7 @@ from ..llm import (
 )
 from ..llm._chunks import FINISH, FINISH_ABORTED, FINISH_ERROR
 from ..llm._errors import UNKNOWN
-from ..llm._retry import RETRY_NORMAL
+from ..llm._retry import RETRY_ALWAYS, RETRY_NORMAL
 from ..log import Message, PairingCheck, Session, assistant_message, tool_calls_of
 from ..log._messages import new_message_id
 from ..log._vocabulary import (
@@ -44,7 +44,7 @@ from ..log._vocabulary import (
     REASON_MAX_TOKENS,
     REQUEST_CONTEXT,
     REQUEST_HEADER,
-    RETRY_MODE_HOOK,
+    RETRY_ORIGIN_HOOK,
     STEP_START,
     SURFACE_APPEND,
     USER_MESSAGE,
@@ -278,8 +278,9 @@ async def _retry_or_raise(
     Follows the `dsh-llm-retry` listener (loop-spec 5.1): the retry number comes from the
     durable `llm/retry` events of this step with the same provider and policy key; the
     wait is cancellable, and a cancel raises without `llm/retry-started` (signal wins). A
-    hook retry waits 0 ms and counts apart (`mode` and `policyKey` `"hook"`); a hook
-    answering None leaves the decision to the policy.
+    hook retry waits 0 ms and counts apart: its own chain (`policyKey` and `origin`
+    `"hook"`, `mode` `"always"` as it has no budget); a hook answering None leaves the
+    decision to the policy.
 
     Raises:
         TurnCancelled: if the turn is cancelled before or during the wait, or while the
@@ -292,22 +293,22 @@ async def _retry_or_raise(
     policy = settings.retry
     action = None if settings.recover is None else await settings.recover(failure)
     signal.throw_if_aborted()
-    if action == HOOK_RETRY:
-        mode, policy_key = RETRY_MODE_HOOK, RETRY_MODE_HOOK
+    if action == HOOK_RETRY:  # dsh's checker knows only these modes: the origin is apart
+        mode, policy_key = RETRY_ALWAYS, RETRY_ORIGIN_HOOK
     elif policy is None:
         raise _llm_error(failure)
     else:
         mode, policy_key = policy.mode, policy.policy_key
-    retry = 1 + _retries_so_far(
+    previous, retry_id = _last_retry_of_chain(
         session, turn=turn, step=step, provider=provider, policy_key=policy_key
     )
+    retry = previous + 1
     if policy is None or action == HOOK_RETRY:
         delay_ms: int | None = 0
     else:
         delay_ms = policy.retry_delay_ms(failure, retry=retry, random=settings.jitter)
     if delay_ms is None:
         raise _llm_error(failure)
-    retry_id = new_message_id()
     data: dict[str, Any] = {
         "retryId": retry_id, "turn": turn, "step": step, "provider": provider,
         "mode": mode, "policyKey": policy_key, "retry": retry,
@@ -316,6 +317,8 @@ async def _retry_or_raise(
         data["maxRetries"] = policy.max_retries
     data["delayMs"] = delay_ms
     data["failure"] = failure
+    if action == HOOK_RETRY:
+        data["origin"] = RETRY_ORIGIN_HOOK
     session.append(LLM_RETRY, data)
     with anyio.move_on_after(delay_ms / 1000):
         await signal.wait()
@@ -324,16 +327,21 @@ async def _retry_or_raise(
         LLM_RETRY_STARTED, {"retryId": retry_id, "turn": turn, "step": step, "retry": retry}
     )
 
-def _retries_so_far(
+def _last_retry_of_chain(
     session: Session, *, turn: int, step: int, provider: str, policy_key: str
-) -> int:
-    """Return the `retry` of this step's last matching `llm/retry` event (0 if none)."""
+) -> tuple[int, str]:
+    """Return the `retry` and `retryId` of this step's provider-policy chain so far.
+
+    A chain is the `llm/retry` events of one turn, step, provider and policy key (dsh's
+    llm-retry invariant): it keeps one `retryId` and numbers its retries 1, 2, ...; the
+    step's end closes it. With no retry yet, `(0, <a fresh id>)`.
+    """
     events = session.events
     for index in range(len(events) - 1, -1, -1):
         event = events[index]
         data = event.data
         if event.type == STEP_START and data.get("turn") == turn and data.get("step") == step:
-            return 0
+            break
         if (
             event.type == LLM_RETRY
             and data.get("turn") == turn
@@ -341,8 +349,8 @@ def _retries_so_far(
             and data.get("provider") == provider
             and data.get("policyKey") == policy_key
         ):
-            return int(data.get("retry", 0))
-    return 0
+            return int(data.get("retry", 0)), str(data["retryId"])
+    return 0, new_message_id()
 
 
 def _llm_error(failure: dict[str, Any]) -> LlmError:

@@ -27,6 +27,7 @@ from ..log._vocabulary import (
     TURN_START,
     USER_MESSAGE,
 )
+from ._retry_check import check_retry_events
 
 
 def _result_call_id(event: Event) -> str:
@@ -101,8 +102,8 @@ def assert_log_valid(session: Session) -> None:
     """Assert a session log is valid after whatever happened to it.
 
     Checks: the relational invariants (`InvariantChecker`) over the whole log; Law 4 for every
-    closed step; exactly one `turn/end` per `turn/start`; and that the derived messages pass
-    the provider pairing check.
+    closed step; dsh's llm-retry invariants (`check_retry_events`); exactly one `turn/end` per
+    `turn/start`; and that the derived messages pass the provider pairing check.
 
     Args:
         session: the session to check.
@@ -117,6 +118,7 @@ def assert_log_valid(session: Session) -> None:
     except Exception as exc:
         raise AssertionError(f"log check failed: {exc}") from exc
     _check_law4(events)
+    check_retry_events(events)
     starts = [e.data["turn"] for e in events if e.type == TURN_START]
     ends = [e.data["turn"] for e in events if e.type == TURN_END]
     if starts != ends:

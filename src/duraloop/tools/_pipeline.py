@@ -34,7 +34,7 @@ from ._outcome import (
     ToolOutcome,
 )
 from ._registry import ToolRegistry
-from ._request import ToolCallRequest
+from ._request import ToolCallRequest, describe_malformed_arguments
 from ._signal import CancelSignal
 
 logger = logging.getLogger(__name__)
@@ -162,8 +162,13 @@ class ToolPipeline:
         try:
             args = found.validator(call.arguments)
         except ValueError as exc:
+            malformed = (
+                describe_malformed_arguments(call.raw_arguments)
+                if isinstance(call.arguments, str)  # raw text passed through (loop-spec 3.2)
+                else None
+            )
             return ToolOutcome.failure(
-                _invalid_args_message(found.name, exc), error=INVALID_ARGS_ERROR
+                _invalid_args_message(found.name, malformed or exc), error=INVALID_ARGS_ERROR
             )
         except Exception as exc:  # noqa: BLE001 - a validator bug is an error result
             return ToolOutcome.failure(f"{type(exc).__name__}: {exc}")
@@ -353,7 +358,7 @@ def _checked(outcome: ToolOutcome) -> ToolOutcome:
     )
 
 
-def _invalid_args_message(tool_name: str, exc: ValueError) -> str:
+def _invalid_args_message(tool_name: str, exc: ValueError | str) -> str:
     if isinstance(exc, ValidationError):
         problems = "; ".join(
             f"{'.'.join(str(part) for part in error['loc']) or '(arguments)'}: {error['msg']}"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import msgspec
 
@@ -26,11 +28,51 @@ def parse_tool_arguments(raw: str) -> JsonValue:
         return {}
     try:
         return _decode(raw)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # nested past the decoder's depth: not ours
         return raw
 
 
 _decode = msgspec.json.Decoder().decode  # strict JSON: NaN and Infinity are refused
+_BYTE_OFFSET: Final = re.compile(r"\(byte (\d+)\)")
+_PREVIEW_CHARS: Final = 80
+
+
+def describe_malformed_arguments(raw: str) -> str | None:
+    """Say why a call's raw argument text is not JSON, and where the decoder stopped.
+
+    Args:
+        raw: the `arguments` string of a tool-call block.
+
+    Returns:
+        None when `raw` is JSON (or empty, which means `{}`); otherwise e.g.
+        `arguments are malformed JSON (Expecting ',' delimiter at line 1, column 17,
+        char 16): '{"path": "a.txt"'`, with the text shown up to 80 characters.
+    """
+    if not raw.strip():
+        return None
+    try:
+        _decode(raw)
+    except msgspec.DecodeError as exc:
+        refused = str(exc)
+    except RecursionError:
+        return "arguments are malformed JSON (nested too deeply to decode)"
+    else:
+        return None
+    try:
+        json.loads(raw)  # only for its diagnostics: what it expected, and where
+    except json.JSONDecodeError as exc:
+        reason, offset = exc.msg, exc.pos
+    except RecursionError:  # too deep for the stdlib: msgspec's words will do
+        reason, offset = _msgspec_position(raw, refused)
+    else:  # the stdlib accepts NaN and Infinity; msgspec names the byte where it stopped
+        reason, offset = _msgspec_position(raw, refused)
+    line = raw.count("\n", 0, offset) + 1
+    column = offset - (raw.rfind("\n", 0, offset) + 1) + 1
+    shown = raw if len(raw) <= _PREVIEW_CHARS else f"{raw[: _PREVIEW_CHARS - 3]}..."
+    return (
+        f"arguments are malformed JSON ({reason} at line {line}, column {column}, "
+        f"char {offset}): {shown!r}"
+    )
 
 
 @dataclass(frozen=True)
@@ -74,3 +116,12 @@ class ToolCallRequest:
             turn=turn,
             step=step,
         )
+
+
+def _msgspec_position(raw: str, refused: str) -> tuple[str, int]:
+    """Return msgspec's reason and the character offset of the byte it names (or the end)."""
+    encoded = raw.encode("utf-8", "surrogatepass")
+    found = _BYTE_OFFSET.search(refused)
+    byte = int(found.group(1)) if found else len(encoded)
+    reason = _BYTE_OFFSET.sub("", refused).strip()  # "JSON is malformed: invalid character"
+    return reason, len(encoded[:byte].decode("utf-8", "ignore"))
