@@ -88,7 +88,7 @@ def test_sigterm_ends_a_process_whose_sync_tool_blocks_for_an_hour(tmp_path: Pat
     store_dir, workspace = tmp_path / "store", tmp_path / "ws"
     workspace.mkdir()
     with (tmp_path / "child.out").open("wb") as out, (tmp_path / "child.err").open("wb") as err:
-        proc = subprocess.Popen(  # noqa: S603 - our own interpreter and script
+        proc = subprocess.Popen(
             [sys.executable, str(CHILD), "stuck-sync", str(store_dir), str(workspace)],
             stdout=out, stderr=err,
         )

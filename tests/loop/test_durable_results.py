@@ -17,12 +17,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from duraloop.llm import ScriptedModel
+from duraloop.log import Event
 from duraloop.log._vocabulary import OUTCOME_UNKNOWN_ERROR
 from duraloop.loop import resume_session, start_session
 from duraloop.store import JsonlStore, SessionWriter
@@ -55,7 +57,7 @@ def _wait_for(condition: Any, what: str, proc: subprocess.Popen[bytes]) -> None:
         time.sleep(0.02)
 
 
-def _results(events: list[Any], call_id: str) -> list[Any]:
+def _results(events: Sequence[Event], call_id: str) -> list[Event]:
     return [e for e in events
             if e.type == "tool/result" and e.data["message"]["source"]["callId"] == call_id]
 
@@ -64,7 +66,7 @@ def test_first_result_survives_sigkill_while_second_parallel_call_sleeps(tmp_pat
     store_dir, workspace = tmp_path / "store", tmp_path / "ws"
     workspace.mkdir()
     with (tmp_path / "child.err").open("wb") as errors:
-        proc = subprocess.Popen(  # noqa: S603 - our own interpreter and script
+        proc = subprocess.Popen(
             [sys.executable, str(CHILD), "parallel-sleep", str(store_dir), str(workspace)],
             stdout=subprocess.DEVNULL, stderr=errors,
         )

@@ -16,7 +16,10 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Final
 
-from ..log._json import JsonValue
+from pydantic import BaseModel
+
+from ..errors import EventRejectedError
+from ..log._json import JsonValue, lossless_copy, well_formed_json
 from ..log._messages import ContentBlock, Message
 from ..log._vocabulary import (
     ABORTED_AFTER_COMPLETION_TEXT,
@@ -194,6 +197,63 @@ class ToolOutcome:
             for block in self.content
             if block.get("type") == "text" and isinstance(block.get("text"), str)
         )
+
+
+NONE_RESULT_TEXT: Final = "ok"
+"""The text a body returning None produces: the call succeeded with nothing to show."""
+
+
+def outcome_of_value(value: object) -> ToolOutcome:
+    """Turn a body's return value into an outcome (see `ToolPipeline.dispatch`).
+
+    Args:
+        value: a `ToolOutcome`, a `str`, None, a pydantic model or a lossless JSON value.
+
+    Returns:
+        The outcome; `INVALID_TOOL_OUTPUT` if the value is not lossless JSON.
+    """
+    if isinstance(value, ToolOutcome):
+        return value
+    if isinstance(value, str):
+        return ToolOutcome.ok(value)
+    if value is None:
+        return ToolOutcome.ok(NONE_RESULT_TEXT)
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    try:
+        data = lossless_copy(well_formed_json(value), what="tool return value")
+    except EventRejectedError as exc:
+        return ToolOutcome.failure(str(exc), error=INVALID_TOOL_OUTPUT_ERROR)
+    return ToolOutcome.ok(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+
+
+def checked_outcome(outcome: ToolOutcome) -> ToolOutcome:
+    r"""Return `outcome` if its content and meta are lossless JSON, else INVALID_TOOL_OUTPUT.
+
+    A lone UTF-16 surrogate in any string of the outcome (text a tool decoded from JSON with
+    a `\ud83d` escape, say) becomes U+FFFD first, so the result can always be stored.
+    """
+    try:
+        content = lossless_copy(well_formed_json(outcome.content), what="tool result content")
+        meta = lossless_copy(well_formed_json(outcome.meta), what="tool result meta")
+    except EventRejectedError as exc:
+        return ToolOutcome.failure(str(exc), error=INVALID_TOOL_OUTPUT_ERROR)
+    if not isinstance(content, list) or not all(
+        isinstance(block, dict) and isinstance(block.get("type"), str) for block in content
+    ):
+        return ToolOutcome.failure(
+            'tool result content must be a list of blocks with a string "type"',
+            error=INVALID_TOOL_OUTPUT_ERROR,
+        )
+    error = None if outcome.error is None else dict(well_formed_json(outcome.error))
+    return ToolOutcome(
+        is_error=outcome.is_error,
+        content=content,
+        error=error,
+        meta=meta,
+        additional_contexts=tuple(outcome.additional_contexts),
+        concludes_turn=outcome.concludes_turn and not outcome.is_error,
+    )
 
 
 def truncation_note(dropped_bytes: int) -> str:

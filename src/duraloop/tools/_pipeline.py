@@ -17,17 +17,15 @@ to inject a fault.
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Final, Literal
+from typing import Literal
 
 import anyio
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from ..errors import EventRejectedError, ToolError
-from ..log._json import lossless_copy, well_formed_json
+from ..errors import ToolError
 from ..log._vocabulary import INVALID_ARGS_ERROR, UNKNOWN_TOOL_ERROR
 from ._blocking import (
     DEFAULT_CANCEL_GRACE_SECONDS,
@@ -40,21 +38,18 @@ from ._definition import Tool
 from ._hooks import Deny, ToolHooks
 from ._outcome import (
     DEFAULT_MAX_OUTPUT_BYTES,
-    INVALID_TOOL_OUTPUT_ERROR,
     TOOL_ERROR_NAME,
     TOOL_TIMEOUT_ERROR,
     ToolOutcome,
     capped,
+    checked_outcome,
+    outcome_of_value,
 )
 from ._registry import ToolRegistry
 from ._request import ToolCallRequest
 from ._signal import CancelSignal
 
 logger = logging.getLogger(__name__)
-
-NONE_RESULT_TEXT: Final = "ok"
-"""The text a body returning None produces: the call succeeded with nothing to show."""
-
 
 @dataclass(frozen=True)
 class Prepared:
@@ -249,7 +244,7 @@ class ToolPipeline:
                 if invoked
                 else _cancelled_keeping_contexts(outcome, body_invoked=False)
             )
-        return self._capped(call, _checked(outcome))
+        return self._capped(call, checked_outcome(outcome))
 
     def _capped(self, call: ToolCallRequest, outcome: ToolOutcome) -> ToolOutcome:
         found = self.registry.get(call.name)
@@ -309,7 +304,7 @@ class ToolPipeline:
         except Exception as exc:  # a tool failure is an error result, never a crash
             logger.debug("tool %s raised %s", found.name, type(exc).__name__, exc_info=True)
             return ToolOutcome.failure(f"{type(exc).__name__}: {exc}")
-        return _outcome_of(value)
+        return outcome_of_value(value)
 
 
 def _with_effects(outcome: ToolOutcome, ctx: ToolContext) -> ToolOutcome:
@@ -349,51 +344,6 @@ def _cancelled_keeping_contexts(outcome: ToolOutcome, *, body_invoked: bool) -> 
     """The cancellation failure replacing a success; its contexts are kept (loop-spec 4.4)."""
     cancelled = ToolOutcome.cancelled(body_invoked=body_invoked)
     return replace(cancelled, additional_contexts=outcome.additional_contexts)
-
-
-def _outcome_of(value: object) -> ToolOutcome:
-    if isinstance(value, ToolOutcome):
-        return value
-    if isinstance(value, str):
-        return ToolOutcome.ok(value)
-    if value is None:
-        return ToolOutcome.ok(NONE_RESULT_TEXT)
-    if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
-    try:
-        data = lossless_copy(well_formed_json(value), what="tool return value")
-    except EventRejectedError as exc:
-        return ToolOutcome.failure(str(exc), error=INVALID_TOOL_OUTPUT_ERROR)
-    return ToolOutcome.ok(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
-
-
-def _checked(outcome: ToolOutcome) -> ToolOutcome:
-    r"""Return `outcome` if its content and meta are lossless JSON, else INVALID_TOOL_OUTPUT.
-
-    A lone UTF-16 surrogate in any string of the outcome (text a tool decoded from JSON with
-    a `\ud83d` escape, say) becomes U+FFFD first, so the result can always be stored.
-    """
-    try:
-        content = lossless_copy(well_formed_json(outcome.content), what="tool result content")
-        meta = lossless_copy(well_formed_json(outcome.meta), what="tool result meta")
-    except EventRejectedError as exc:
-        return ToolOutcome.failure(str(exc), error=INVALID_TOOL_OUTPUT_ERROR)
-    if not isinstance(content, list) or not all(
-        isinstance(block, dict) and isinstance(block.get("type"), str) for block in content
-    ):
-        return ToolOutcome.failure(
-            'tool result content must be a list of blocks with a string "type"',
-            error=INVALID_TOOL_OUTPUT_ERROR,
-        )
-    error = None if outcome.error is None else dict(well_formed_json(outcome.error))
-    return ToolOutcome(
-        is_error=outcome.is_error,
-        content=content,
-        error=error,
-        meta=meta,
-        additional_contexts=tuple(outcome.additional_contexts),
-        concludes_turn=outcome.concludes_turn and not outcome.is_error,
-    )
 
 
 def _invalid_args_message(tool_name: str, exc: ValueError) -> str:
