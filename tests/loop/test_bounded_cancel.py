@@ -25,7 +25,11 @@ import pytest
 
 from duraloop.llm import ScriptedModel
 from duraloop.log import Session
-from duraloop.log._vocabulary import NOT_INTERRUPTED_TEXT, OUTCOME_UNKNOWN_ERROR
+from duraloop.log._vocabulary import (
+    ABORTED_AFTER_COMPLETION_TEXT,
+    NOT_INTERRUPTED_TEXT,
+    OUTCOME_UNKNOWN_ERROR,
+)
 from duraloop.loop import AgentLoop, LoopConfig
 from duraloop.testing import assert_log_valid
 from duraloop.tools import ToolContext, tool
@@ -76,6 +80,38 @@ async def test_cancel_with_a_blocked_sync_body_closes_the_turn_after_the_grace(
     assert answer.data["error"] == OUTCOME_UNKNOWN_ERROR
     assert _content_text(answer) == NOT_INTERRUPTED_TEXT.format(grace_seconds=0.2)
     assert [e.type for e in session.events[-3:]] == ["tool/result", "step/end", "turn/end"]
+    assert_log_valid(session)
+
+
+@pytest.mark.anyio
+async def test_cancel_while_a_sync_body_finishes_its_write_records_aborted_with_its_output(
+    tmp_path: Path,
+) -> None:
+    started = threading.Event()
+
+    @tool
+    def save(ctx: ToolContext) -> str:
+        """Finish writing a note even after the turn is cancelled (item 5)."""
+        started.set()
+        while not ctx.signal.aborted:
+            time.sleep(0.01)  # simulates a write in progress when Ctrl-C comes
+        (ctx.cwd / "note.txt").write_text("saved")
+        return "wrote note.txt"
+
+    script: list[dict[str, Any]] = [
+        {"tool_calls": [{"id": "w1", "name": "save", "arguments": {}}]}, {"text": "never"},
+    ]
+    session = Session("s")
+    loop = AgentLoop(session, model=ScriptedModel(script), tools=[save], cwd=tmp_path)
+    async with anyio.create_task_group() as group:
+        group.start_soon(loop.run_turn, "go")
+        await anyio.to_thread.run_sync(started.wait)
+        loop.cancel()
+    assert (tmp_path / "note.txt").read_text() == "saved"
+    (answer,) = [e for e in session.events if e.type == "tool/result"]
+    assert answer.data["error"] == {"name": "AbortError", "code": "ABORTED"}
+    assert _content_text(answer) == f"{ABORTED_AFTER_COMPLETION_TEXT}\nwrote note.txt"
+    assert session.events[-1].data["reason"] == {"kind": "aborted", "reason": {"kind": "user"}}
     assert_log_valid(session)
 
 

@@ -173,3 +173,36 @@ async def test_run_blocking_passes_through_value_and_exception() -> None:
 
     with pytest.raises(KeyError, match="missing"):
         await run_blocking(boom, signal=signal, grace_seconds=1, name="t")
+
+
+@pytest.mark.anyio
+async def test_watching_async_body_ignoring_the_signal_is_cancelled_after_the_grace(
+    tmp_path: Path,
+) -> None:
+    entered = anyio.Event()
+
+    @tool(watches_signal=True)
+    async def deaf() -> str:
+        """Claim to watch the signal, then never look at it."""
+        entered.set()
+        await anyio.sleep(3600)  # simulates a body that forgot to watch ctx.signal
+        return "never"
+
+    pipeline = ToolPipeline(
+        ToolRegistry([deaf]), cwd=tmp_path, session_id="s", cancel_grace_seconds=GRACE_SECONDS
+    )
+    signal = CancelSignal()
+    outcomes: list[ToolOutcome] = []
+
+    async def run() -> None:
+        outcomes.append(await pipeline.dispatch(_call("deaf"), signal))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run)
+        await entered.wait()
+        cancelled_at = time.monotonic()
+        signal.cancel()
+    assert time.monotonic() - cancelled_at >= GRACE_SECONDS  # it was given the grace period
+    (outcome,) = outcomes
+    assert outcome.error == {"name": "AbortError", "code": "ABORTED"}
+    assert outcome.text == "Error: tool call aborted"  # interrupted at an await: it stopped
