@@ -16,6 +16,7 @@ import pytest
 
 from duraloop.errors import ToolError
 from duraloop.log._vocabulary import (
+    ABORTED_AFTER_COMPLETION_TEXT,
     ABORTED_BEFORE_DISPATCH_ERROR,
     ABORTED_BEFORE_DISPATCH_TEXT,
     ABORTED_ERROR,
@@ -294,17 +295,67 @@ async def test_dispatch_after_abort_does_not_invoke_body(pipeline: ToolPipeline)
 
 
 @pytest.mark.anyio
-async def test_abort_during_body_turns_success_into_aborted(tmp_path: Path) -> None:
+async def test_sync_body_finishing_after_cancel_is_aborted_saying_it_completed_with_output(
+    tmp_path: Path,
+) -> None:
+    signal = CancelSignal()
+    effect = tmp_path / "effect.txt"
+
+    @tool
+    def writes() -> str:
+        """Finish a side effect after the turn was cancelled."""
+        signal.cancel()
+        effect.write_text("written")
+        return "wrote effect.txt"
+
+    pipeline = ToolPipeline(ToolRegistry([writes]), cwd=tmp_path, session_id="s")
+    outcome = await _run(pipeline, _call("writes"), signal)
+    assert effect.read_text() == "written"
+    assert outcome.error == ABORTED_ERROR
+    assert outcome.is_error
+    assert outcome.content == [
+        {"type": "text", "text": f"{ABORTED_AFTER_COMPLETION_TEXT}\nwrote effect.txt"}
+    ]
+    assert outcome.text.startswith(ABORTED_TEXT)
+    assert "run to completion" in outcome.text
+
+
+@pytest.mark.anyio
+async def test_watching_body_returning_a_value_after_cancel_keeps_its_output(
+    tmp_path: Path,
+) -> None:
+    signal = CancelSignal()
+
+    @tool(watches_signal=True)
+    async def watcher(ctx: ToolContext) -> ToolOutcome:
+        """Notice the cancel and return what was done."""
+        signal.cancel()
+        await ctx.signal.wait()
+        return ToolOutcome.ok([{"type": "text", "text": "stopped after 3 of 10 items"},
+                               {"type": "text", "text": "items 1-3 sent"}])
+
+    pipeline = ToolPipeline(ToolRegistry([watcher]), cwd=tmp_path, session_id="s")
+    outcome = await _run(pipeline, _call("watcher"), signal)
+    assert outcome.error == ABORTED_ERROR
+    assert outcome.content == [
+        {"type": "text", "text": f"{ABORTED_AFTER_COMPLETION_TEXT}\nstopped after 3 of 10 items"},
+        {"type": "text", "text": "items 1-3 sent"},
+    ]
+
+
+@pytest.mark.anyio
+async def test_async_body_cancelled_at_an_await_is_plain_aborted(tmp_path: Path) -> None:
     signal = CancelSignal()
 
     @tool
-    def cancels() -> str:
-        """Succeed after the turn was cancelled."""
+    async def waits() -> str:
+        """Wait until cancelled at the await."""
         signal.cancel()
-        return "done"
+        await anyio.sleep(10)  # simulates work the cancel interrupts
+        return "never"
 
-    pipeline = ToolPipeline(ToolRegistry([cancels]), cwd=tmp_path, session_id="s")
-    outcome = await _run(pipeline, _call("cancels"), signal)
+    pipeline = ToolPipeline(ToolRegistry([waits]), cwd=tmp_path, session_id="s")
+    outcome = await _run(pipeline, _call("waits"), signal)
     assert outcome.text == ABORTED_TEXT
     assert outcome.error == ABORTED_ERROR
 
@@ -332,6 +383,8 @@ async def test_finalize_after_abort_replaces_hook_success_by_invocation(
     live.cancel()
     after_body = await pipeline.finalize(_call("echo", call_id="c2"), dispatched, live)
     assert after_body.error == ABORTED_ERROR
+    # The body had returned "forced"'s input: the hook's success is carried, said completed.
+    assert after_body.text == f"{ABORTED_AFTER_COMPLETION_TEXT}\nforced"
 
 
 @pytest.mark.anyio

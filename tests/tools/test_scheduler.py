@@ -235,3 +235,103 @@ async def test_abort_before_group_answers_every_call_with_skipped_pairs(tmp_path
         "call(c1)", "res(c1,ABORTED_BEFORE_DISPATCH)", "call(c2)", "res(c2,ABORTED_BEFORE_DISPATCH)",
     ]
     _close_and_check(session)
+
+
+class _DurableThrough:
+    """An `ensure_durable` recording each seq asked for; it fails after `fail_after` calls."""
+
+    def __init__(self, fail: BaseException | None = None, *, fail_after: int = 0) -> None:
+        self.asked: list[int] = []
+        self.fail = fail
+        self.fail_after = fail_after
+
+    async def __call__(self, seq: int) -> None:
+        self.asked.append(seq)
+        if self.fail is not None and len(self.asked) > self.fail_after:
+            raise self.fail
+
+
+@pytest.mark.anyio
+async def test_b4_committed_head_result_is_made_durable_while_a_sibling_still_runs(
+    tmp_path: Path,
+) -> None:
+    gates = Gates()
+    session, blocks = _open_step([("c1", "p"), ("c2", "p"), ("c3", "p")])
+    pipeline = _pipeline(ToolRegistry([gated_tool("p", gates)]), tmp_path)
+    durable = _DurableThrough()
+    run = _Run()
+
+    async def execute() -> None:
+        try:
+            run.outcome = await execute_tool_calls(
+                session, blocks, turn=1, step=1, pipeline=pipeline, signal=CancelSignal(),
+                ensure_durable=durable,
+            )
+        finally:
+            run.done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(execute)
+        await gates.wait_entered("c1", "c2", "c3")
+        gates.release("c1", "c3")
+        await anyio.wait_all_tasks_blocked()
+        (first,) = [e for e in session.events if e.type == "tool/result"]
+        # c2 still runs: c1's committed result was flushed; c3's (uncommitted) waits.
+        assert max(durable.asked) >= first.seq
+        assert max(durable.asked) == session.seq - 1
+        flushes = len(durable.asked)
+        gates.release("c2")
+    assert run.outcome == SchedulerOutcome(aborted=False)
+    # c2 and c3 commit together with nothing left running: the step's next flush covers them.
+    assert len(durable.asked) == flushes
+    _close_and_check(session)
+
+
+@pytest.mark.anyio
+async def test_b4_calls_settling_together_add_no_flush(tmp_path: Path) -> None:
+    gates = Gates()
+    session, blocks = _open_step([("c1", "p"), ("c2", "p"), ("c3", "p")])
+    pipeline = _pipeline(ToolRegistry([gated_tool("p", gates)]), tmp_path)
+    durable = _DurableThrough()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(lambda: execute_tool_calls(
+            session, blocks, turn=1, step=1, pipeline=pipeline, signal=CancelSignal(),
+            ensure_durable=durable,
+        ))
+        await gates.wait_entered("c1", "c2", "c3")
+        gates.release("c1", "c2", "c3")
+    tool_call_seqs = [e.seq for e in session.events if e.type == "tool/call"]
+    assert durable.asked == tool_call_seqs  # one per body (one group commit), none for results
+
+
+@pytest.mark.anyio
+async def test_b4_failed_result_flush_is_a_scheduler_failure_after_the_drain(
+    tmp_path: Path,
+) -> None:
+    gates = Gates()
+    session, blocks = _open_step([("c1", "p"), ("c2", "p")])
+    pipeline = _pipeline(ToolRegistry([gated_tool("p", gates)]), tmp_path)
+    durable = _DurableThrough(fail=OSError("disk full"), fail_after=2)  # the bodies' flushes pass
+    run = _Run()
+
+    async def execute() -> None:
+        try:
+            await execute_tool_calls(
+                session, blocks, turn=1, step=1, pipeline=pipeline, signal=CancelSignal(),
+                ensure_durable=durable,
+            )
+        except OSError as exc:
+            run.error = exc
+        finally:
+            run.done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(execute)
+        await gates.wait_entered("c1", "c2")
+        gates.release("c1")
+        await anyio.wait_all_tasks_blocked()
+        assert not run.done.is_set()  # the started c2 is drained first
+        gates.release("c2")
+    assert isinstance(run.error, OSError)
+    # c2's result is discarded (loop-spec 4.2 step 3); the driver answers it on recovery.
+    assert [s for s in describe_log(session.events) if s.startswith("res(")] == ["res(c1,ok)"]

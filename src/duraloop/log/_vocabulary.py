@@ -84,6 +84,25 @@ NOT_STARTED_TEXT: Final = (
 )
 ABORTED_BEFORE_DISPATCH_TEXT: Final = "Error: tool call aborted before dispatch"
 ABORTED_TEXT: Final = "Error: tool call aborted"
+ABORTED_AFTER_COMPLETION_TEXT: Final = (
+    f"{ABORTED_TEXT}, but the tool body had already run to completion: its effects happened "
+    "and were not undone. The tool's own output follows."
+)
+"""The `ABORTED` text of a call whose body returned a success although the turn was
+cancelled (a sync body that finished its side effect after Ctrl-C, a body watching the signal
+that returned a value): its content blocks follow this text, so the model knows the effect
+happened. `ABORTED_TEXT` alone means the body was interrupted (or never returned)."""
+NOT_INTERRUPTED_TEXT: Final = (
+    "The tool call was cancelled, but its body could not be interrupted: it was still running "
+    "{grace_seconds:g} seconds after the cancellation, and the loop stopped waiting for it. It may "
+    "still finish, or be cut off when the process exits. Its outcome is unknown. Decide whether "
+    "to retry from the tool semantics: retry only if the operation is read-only or idempotent; "
+    "if it may have side effects, first verify external state or ask the user. Do not retry "
+    "blindly."
+)
+"""The `TOOL_OUTCOME_UNKNOWN` text (a `str.format` template taking `grace_seconds`) of a call
+whose synchronous body ignored cancellation past the loop's grace period: the call is answered
+without waiting for it, so a cancelled turn (and a SIGTERMed process) ends in bounded time."""
 
 RECOVERY_MESSAGE_ID_PREFIX: Final = "interrupted-tool-result-"
 

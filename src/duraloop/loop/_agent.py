@@ -135,7 +135,12 @@ class AgentLoop:
                 self.registry.register(item)
         self.durability = durability
         self.pipeline = pipeline_factory(
-            self.registry, hooks=tool_hooks, cwd=self.cwd, session_id=session.id
+            self.registry,
+            hooks=tool_hooks,
+            cwd=self.cwd,
+            session_id=session.id,
+            max_output_bytes=self.config.max_tool_output_bytes,
+            cancel_grace_seconds=self.config.tool_cancel_grace_seconds,
         )
         self._signal: CancelSignal | None = None
         self._turn_done: anyio.Event | None = None

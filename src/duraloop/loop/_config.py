@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..llm import RetryPolicy
+from ..tools._blocking import DEFAULT_CANCEL_GRACE_SECONDS
+from ..tools._outcome import DEFAULT_MAX_OUTPUT_BYTES, MIN_MAX_OUTPUT_BYTES
 
 
 @dataclass(frozen=True)
@@ -28,10 +30,20 @@ class LoopConfig:
         stream_idle_timeout_seconds: how long the model stream may go without a chunk
             before the attempt fails with `TIMEOUT` (which the default policy retries);
             only the wait for the next chunk counts. None waits forever. Default 300.
+        max_tool_output_bytes: the cap on one tool result's content, in bytes, for every
+            tool that sets no `max_output_bytes` of its own (built-ins included). Longer
+            output is cut and ends with `[truncated: <n> more bytes of output]`, in the log
+            and so in every request. Default 262144 (256 KB); at least 256.
+        tool_cancel_grace_seconds: how long a tool body that cannot be interrupted (a sync
+            function in its thread, or a body that watches the signal) gets to settle after
+            the turn is cancelled. A sync body still running then is answered
+            `TOOL_OUTCOME_UNKNOWN` (saying it could not be interrupted) and left running
+            in its daemon thread, so the turn closes and the process can exit. Default 5.
 
     Raises:
         ConfigError: if a count is not a positive integer, `retry` is not a `RetryPolicy`,
-            or the idle timeout is not a positive number.
+            the idle timeout or the grace period is not a positive number, or the output cap
+            is not an integer >= 256.
     """
 
     max_parallel_tool_calls: int = 10
@@ -40,6 +52,8 @@ class LoopConfig:
     max_tokens: int | None = None
     retry: RetryPolicy | None = RetryPolicy()
     stream_idle_timeout_seconds: float | None = 300.0
+    max_tool_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    tool_cancel_grace_seconds: float = DEFAULT_CANCEL_GRACE_SECONDS
 
     def __post_init__(self) -> None:
         """Validate the counts (loop-spec B61)."""
@@ -59,4 +73,15 @@ class LoopConfig:
         ):
             raise ConfigError(
                 f"loop.stream_idle_timeout_seconds must be a number > 0 or None, got {idle!r}"
+            )
+        cap = self.max_tool_output_bytes
+        if type(cap) is not int or cap < MIN_MAX_OUTPUT_BYTES:
+            raise ConfigError(
+                f"loop.max_tool_output_bytes must be an integer >= {MIN_MAX_OUTPUT_BYTES}, "
+                f"got {cap!r}"
+            )
+        grace = self.tool_cancel_grace_seconds
+        if type(grace) not in (int, float) or not math.isfinite(grace) or grace <= 0:
+            raise ConfigError(
+                f"loop.tool_cancel_grace_seconds must be a number > 0, got {grace!r}"
             )

@@ -23,9 +23,15 @@ from pydantic import Field
 from ..log._vocabulary import ABORTED_ERROR, ABORTED_TEXT
 from ._context import ToolContext
 from ._definition import tool
-from ._outcome import TOOL_TIMEOUT_ERROR, ToolOutcome, text_block
+from ._outcome import (
+    DEFAULT_MAX_OUTPUT_BYTES,
+    TOOL_TIMEOUT_ERROR,
+    ToolOutcome,
+    text_block,
+    truncation_note,
+)
 
-MAX_OUTPUT_BYTES: Final = 256 * 1024
+MAX_OUTPUT_BYTES: Final = DEFAULT_MAX_OUTPUT_BYTES
 """The cap on the command output kept, in bytes; the rest is read and dropped."""
 
 KILL_GRACE_SECONDS: Final = 2.0
@@ -49,7 +55,7 @@ class _CappedOutput:
     def render(self) -> str:
         text = self.kept.decode("utf-8", errors="replace")
         if self.dropped_bytes:
-            text += f"\n[truncated: {self.dropped_bytes} more bytes of output]"
+            text += f"\n{truncation_note(self.dropped_bytes)}"
         return text
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..log._messages import Message, user_message
+from ._blocking import DEFAULT_CANCEL_GRACE_SECONDS
 from ._signal import CancelSignal
 
 
@@ -31,6 +32,10 @@ class ToolContext:
         call_id: the id of the tool-call block being answered.
         tool_name: the name the model called.
         session_id: the session the call belongs to.
+        cancel_grace_seconds: how long, in seconds, a body that cannot be interrupted (a
+            synchronous function in its thread, or a body that watches the signal) gets to
+            settle after the signal fires before its call is answered without it
+            (`LoopConfig.tool_cancel_grace_seconds`).
     """
 
     cwd: Path
@@ -38,6 +43,7 @@ class ToolContext:
     call_id: str
     tool_name: str
     session_id: str
+    cancel_grace_seconds: float = DEFAULT_CANCEL_GRACE_SECONDS
     effects: ToolEffects = field(default_factory=ToolEffects, init=False, repr=False, compare=False)
 
     def conclude_turn(self) -> None:

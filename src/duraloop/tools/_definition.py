@@ -15,14 +15,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias, get_type_hints, overload
 
-import anyio.to_thread
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, PydanticUserError
 
 from ..errors import ToolDefinitionError
 from ..log._json import JsonObject, JsonValue
+from ._blocking import run_blocking
 from ._context import ToolContext
 from ._docstring import parse_docstring
+from ._outcome import MIN_MAX_OUTPUT_BYTES
 from ._schema import clean_schema
 
 ToolBody: TypeAlias = Callable[[Any, ToolContext], Awaitable[object]]
@@ -55,13 +56,21 @@ class Tool:
             cancelled at its next await; a sync body running in a thread is not abandoned,
             and the timeout is reported when it returns.
         watches_signal: True when the body watches `ctx.signal` and settles itself on
-            cancellation (like `bash`, which terminates its process group). False (the
-            default): when the turn is cancelled, an async body is cancelled at its next
-            await and the call gets an `ABORTED` result; a sync body in a thread runs to
-            completion first.
+            cancellation (like `bash`, which terminates its process group); an async one
+            still running `ctx.cancel_grace_seconds` after the signal is cancelled at its
+            next await. False (the default): when the turn is cancelled, an async body is
+            cancelled at its next await and the call gets an `ABORTED` result. A sync body
+            in its thread cannot be interrupted either way: it gets the grace period to
+            return, and a success it returns is reported `ABORTED` with its output (the
+            effect happened); past the grace period its call is answered
+            `TOOL_OUTCOME_UNKNOWN` and the loop stops waiting for it.
+        max_output_bytes: the cap on this tool's result content in bytes; None (the
+            default) uses the loop's `LoopConfig.max_tool_output_bytes` (256 KB). Longer
+            output is cut and ends with `[truncated: <n> more bytes of output]`.
 
     Raises:
-        ToolDefinitionError: if the name, parameters, parallel or timeout is invalid.
+        ToolDefinitionError: if the name, parameters, parallel, timeout or output cap is
+            invalid.
     """
 
     name: str
@@ -72,6 +81,7 @@ class Tool:
     parallel: bool | ParallelClassifier = False
     timeout_seconds: float | None = None
     watches_signal: bool = False
+    max_output_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if not _NAME_PATTERN.match(self.name):
@@ -94,6 +104,12 @@ class Tool:
             raise ToolDefinitionError(
                 f'tool "{self.name}" timeout_seconds must be > 0 and finite, '
                 f"got {self.timeout_seconds!r}"
+            )
+        cap = self.max_output_bytes
+        if cap is not None and (type(cap) is not int or cap < MIN_MAX_OUTPUT_BYTES):
+            raise ToolDefinitionError(
+                f'tool "{self.name}" max_output_bytes must be an integer >= '
+                f"{MIN_MAX_OUTPUT_BYTES} or None, got {cap!r}"
             )
 
     def schema(self) -> JsonObject:
@@ -138,6 +154,7 @@ def tool(
     parallel: bool | ParallelClassifier = False,
     timeout_seconds: float | None = None,
     watches_signal: bool = False,
+    max_output_bytes: int | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -150,6 +167,7 @@ def tool(
     parallel: bool | ParallelClassifier = False,
     timeout_seconds: float | None = None,
     watches_signal: bool = False,
+    max_output_bytes: int | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed function (sync or async) into a `Tool`.
 
@@ -157,7 +175,9 @@ def tool(
     parameter when that is a pydantic `BaseModel` subclass. A parameter annotated
     `ToolContext` is injected and hidden from the model. The description defaults to the
     docstring's first paragraph, and parameter descriptions come from its `Args:` section.
-    A sync function runs in a worker thread.
+    A sync function runs in a daemon thread of its own: it cannot be interrupted, so after
+    cancellation it gets `ToolContext.cancel_grace_seconds` to return, and if it is still
+    running then its call is answered `TOOL_OUTCOME_UNKNOWN` without it (`_blocking.py`).
 
     Args:
         fn: the function, when used as bare `@tool`.
@@ -166,6 +186,7 @@ def tool(
         parallel: see `Tool`; a classifier receives the validated argument model.
         timeout_seconds: see `Tool`.
         watches_signal: see `Tool`.
+        max_output_bytes: see `Tool`.
 
     Returns:
         The `Tool` (bare `@tool`), or a decorator producing it.
@@ -191,6 +212,7 @@ def tool(
             parallel=parallel,
             timeout_seconds=timeout_seconds,
             watches_signal=watches_signal,
+            max_output_bytes=max_output_bytes,
         )
 
     if fn is not None:
@@ -207,6 +229,7 @@ def _build_tool(
     parallel: bool | ParallelClassifier,
     timeout_seconds: float | None,
     watches_signal: bool,
+    max_output_bytes: int | None,
 ) -> Tool:
     label = getattr(fn, "__qualname__", repr(fn))
     if not callable(fn):
@@ -288,7 +311,12 @@ def _build_tool(
             result: object = await fn(*positional, **values)
             return result
         call = functools.partial(fn, *positional, **values)
-        return await anyio.to_thread.run_sync(call)
+        return await run_blocking(
+            call,
+            signal=ctx.signal,
+            grace_seconds=ctx.cancel_grace_seconds,
+            name=f"duraloop tool {ctx.tool_name} ({ctx.call_id})",
+        )
 
     return Tool(
         name=name if name is not None else fn.__name__,
@@ -299,6 +327,7 @@ def _build_tool(
         parallel=parallel,
         timeout_seconds=timeout_seconds,
         watches_signal=watches_signal,
+        max_output_bytes=max_output_bytes,
     )
 
 

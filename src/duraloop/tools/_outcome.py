@@ -5,22 +5,42 @@ A `ToolOutcome` is what becomes a `tool/result`: `content` is the model-visible 
 10.21), `meta` is optional presentation JSON. The canonical tool value is never persisted.
 `additional_contexts` and `concludes_turn` steer the loop and are never persisted in the
 `tool/result` either: the contexts become `next-step` inbox splices right after the result.
+
+Every outcome is capped before it is committed (`capped`): one cap for every tool, built-in or
+not, so a tool returning 10 MB neither bloats the log nor rides along in every later request.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import dataclass, field, replace
 from typing import Final
 
-from ..log._json import JsonValue
+from pydantic import BaseModel
+
+from ..errors import EventRejectedError
+from ..log._json import JsonValue, lossless_copy, well_formed_json
 from ..log._messages import ContentBlock, Message
 from ..log._vocabulary import (
+    ABORTED_AFTER_COMPLETION_TEXT,
     ABORTED_BEFORE_DISPATCH_ERROR,
     ABORTED_BEFORE_DISPATCH_TEXT,
     ABORTED_ERROR,
     ABORTED_TEXT,
+    NOT_INTERRUPTED_TEXT,
+    OUTCOME_UNKNOWN_ERROR,
     TOOL_TIMEOUT,
 )
+
+DEFAULT_MAX_OUTPUT_BYTES: Final = 256 * 1024
+"""The default cap on one tool result's content, in bytes (`LoopConfig.max_tool_output_bytes`)."""
+
+OUTPUT_NOTE_ROOM_BYTES: Final = 1024
+"""How far past the cap a result may run for its notes, in bytes: a built-in that cuts its own
+output at the cap keeps its notes (`[exit code: n]`, where to read on) uncut."""
+
+MIN_MAX_OUTPUT_BYTES: Final = 256
+"""The smallest output cap accepted, in bytes: room for the truncation note and some output."""
 
 TOOL_TIMEOUT_ERROR: Final = {"name": "ToolTimeoutError", "code": TOOL_TIMEOUT}
 """Error info of a call whose declared `timeout_seconds` expired (loop-spec 3.5)."""
@@ -125,6 +145,50 @@ class ToolOutcome:
             error=dict(ABORTED_BEFORE_DISPATCH_ERROR),
         )
 
+    @classmethod
+    def aborted_after_completion(cls, completed: ToolOutcome) -> ToolOutcome:
+        """Build the `ABORTED` failure replacing a success the body returned despite a cancel.
+
+        The code stays `ABORTED` (loop-spec 3.5), but the text says the body ran to completion
+        and the tool's own content follows it, so the model knows the effect happened.
+
+        Args:
+            completed: the success the body returned.
+
+        Returns:
+            A failure with `ABORTED_AFTER_COMPLETION_TEXT` then the success's content blocks;
+            its meta and additional contexts are kept.
+        """
+        content = list(completed.content)
+        if content and content[0].get("type") == "text" and isinstance(content[0].get("text"), str):
+            first = text_block(f"{ABORTED_AFTER_COMPLETION_TEXT}\n{content[0]['text']}")
+            content = [first, *content[1:]]
+        else:
+            content = [text_block(ABORTED_AFTER_COMPLETION_TEXT), *content]
+        return cls(
+            is_error=True,
+            content=content,
+            error=dict(ABORTED_ERROR),
+            meta=completed.meta,
+            additional_contexts=completed.additional_contexts,
+        )
+
+    @classmethod
+    def not_interrupted(cls, *, grace_seconds: float) -> ToolOutcome:
+        """Build the answer for a body still running `grace_seconds` after cancellation.
+
+        The body was invoked and has not settled, so its outcome is unknown (Law 5):
+        `TOOL_OUTCOME_UNKNOWN`, with a text saying the body could not be interrupted.
+
+        Args:
+            grace_seconds: how long the loop waited after the cancellation, in seconds.
+
+        Returns:
+            A failure with `NOT_INTERRUPTED_TEXT` and the `TOOL_OUTCOME_UNKNOWN` error info.
+        """
+        text = NOT_INTERRUPTED_TEXT.format(grace_seconds=grace_seconds)
+        return cls(is_error=True, content=[text_block(text)], error=dict(OUTCOME_UNKNOWN_ERROR))
+
     @property
     def text(self) -> str:
         """The concatenated text of the text blocks (other block types are skipped)."""
@@ -133,3 +197,130 @@ class ToolOutcome:
             for block in self.content
             if block.get("type") == "text" and isinstance(block.get("text"), str)
         )
+
+
+NONE_RESULT_TEXT: Final = "ok"
+"""The text a body returning None produces: the call succeeded with nothing to show."""
+
+
+def outcome_of_value(value: object) -> ToolOutcome:
+    """Turn a body's return value into an outcome (see `ToolPipeline.dispatch`).
+
+    Args:
+        value: a `ToolOutcome`, a `str`, None, a pydantic model or a lossless JSON value.
+
+    Returns:
+        The outcome; `INVALID_TOOL_OUTPUT` if the value is not lossless JSON.
+    """
+    if isinstance(value, ToolOutcome):
+        return value
+    if isinstance(value, str):
+        return ToolOutcome.ok(value)
+    if value is None:
+        return ToolOutcome.ok(NONE_RESULT_TEXT)
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")
+    try:
+        data = lossless_copy(well_formed_json(value), what="tool return value")
+    except EventRejectedError as exc:
+        return ToolOutcome.failure(str(exc), error=INVALID_TOOL_OUTPUT_ERROR)
+    return ToolOutcome.ok(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
+
+
+def checked_outcome(outcome: ToolOutcome) -> ToolOutcome:
+    r"""Return `outcome` if its content and meta are lossless JSON, else INVALID_TOOL_OUTPUT.
+
+    A lone UTF-16 surrogate in any string of the outcome (text a tool decoded from JSON with
+    a `\ud83d` escape, say) becomes U+FFFD first, so the result can always be stored.
+    """
+    try:
+        content = lossless_copy(well_formed_json(outcome.content), what="tool result content")
+        meta = lossless_copy(well_formed_json(outcome.meta), what="tool result meta")
+    except EventRejectedError as exc:
+        return ToolOutcome.failure(str(exc), error=INVALID_TOOL_OUTPUT_ERROR)
+    if not isinstance(content, list) or not all(
+        isinstance(block, dict) and isinstance(block.get("type"), str) for block in content
+    ):
+        return ToolOutcome.failure(
+            'tool result content must be a list of blocks with a string "type"',
+            error=INVALID_TOOL_OUTPUT_ERROR,
+        )
+    error = None if outcome.error is None else dict(well_formed_json(outcome.error))
+    return ToolOutcome(
+        is_error=outcome.is_error,
+        content=content,
+        error=error,
+        meta=meta,
+        additional_contexts=tuple(outcome.additional_contexts),
+        concludes_turn=outcome.concludes_turn and not outcome.is_error,
+    )
+
+
+def truncation_note(dropped_bytes: int) -> str:
+    """Return the note that ends a capped tool output (the same for every tool).
+
+    Args:
+        dropped_bytes: how many bytes of output were dropped.
+
+    Returns:
+        `[truncated: <n> more bytes of output]`.
+    """
+    return f"[truncated: {dropped_bytes} more bytes of output]"
+
+
+def capped(outcome: ToolOutcome, max_bytes: int) -> ToolOutcome:
+    """Cut an outcome's content after `max_bytes` bytes and end it with `truncation_note`.
+
+    Text blocks count their UTF-8 bytes, other blocks their compact JSON. Content within
+    `max_bytes + OUTPUT_NOTE_ROOM_BYTES` is left alone (the room is for the notes a tool that
+    caps itself writes after its output). Longer content keeps text, in block order, up to
+    `max_bytes` (never splitting a character), drops the non-text blocks that no longer fit,
+    and ends with a note saying how many bytes were dropped.
+
+    Args:
+        outcome: a checked outcome (lossless JSON content).
+        max_bytes: the cap, in bytes; at least `MIN_MAX_OUTPUT_BYTES`.
+
+    Returns:
+        `outcome` itself when it fits, else a copy with the cut content.
+    """
+    sizes = [_block_bytes(block) for block in outcome.content]
+    total = sum(sizes)
+    if total <= max_bytes + OUTPUT_NOTE_ROOM_BYTES:
+        return outcome
+    kept: list[ContentBlock] = []
+    kept_bytes = 0
+    for block, size in zip(outcome.content, sizes, strict=True):
+        room = max_bytes - kept_bytes
+        text = block.get("text") if block.get("type") == "text" else None
+        if isinstance(text, str):
+            cut = _cut_utf8(text, room)
+            if cut:
+                kept.append({**block, "text": cut})
+                kept_bytes += len(cut.encode("utf-8"))
+        elif size <= room:
+            kept.append(block)
+            kept_bytes += size
+    note = truncation_note(total - kept_bytes)
+    if kept and kept[-1].get("type") == "text":
+        kept[-1] = {**kept[-1], "text": f"{kept[-1]['text']}\n{note}"}
+    else:
+        kept.append(text_block(note))
+    return replace(outcome, content=kept)
+
+
+def _block_bytes(block: ContentBlock) -> int:
+    text = block.get("text") if block.get("type") == "text" else None
+    if isinstance(text, str):
+        return len(text.encode("utf-8"))
+    return len(json.dumps(block, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def _cut_utf8(text: str, max_bytes: int) -> str:
+    if max_bytes <= 0:
+        return ""
+    encoded = text.encode("utf-8")
+    if len(encoded) <= max_bytes:
+        return text
+    # "ignore" only drops the one character the byte cut may have split in half.
+    return encoded[:max_bytes].decode("utf-8", errors="ignore")

@@ -3,7 +3,12 @@
 Simplified from dsh: no approval, no guards, no code mode. Expected
 failures (unknown tool, invalid arguments, a raising body, a raising hook, a timeout) are
 contained as error results; only genuine internal faults raise, which the scheduler treats
-as a scheduler failure (loop-spec 4.5). Cancellation replaces only successes (loop-spec 3.5).
+as a scheduler failure (loop-spec 4.5). Cancellation replaces only successes (loop-spec 3.5),
+with `ABORTED`; a success the body returned is kept in that result's content, after a text
+saying the body ran to completion. A body that cannot be interrupted gets a grace period
+after cancellation, then its call is answered without it (`_blocking.py`); this bounds what
+dsh leaves unbounded (loop-spec 6.6), so a cancelled turn always closes. Every result is
+capped at the tool's or the loop's `max_output_bytes` before it is committed.
 
 Each stage is a plain async method, so a test can subclass `ToolPipeline` and override one
 to inject a fault.
@@ -12,36 +17,39 @@ to inject a fault.
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Final, Literal
+from typing import Literal
 
 import anyio
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from ..errors import EventRejectedError, ToolError
-from ..log._json import lossless_copy, well_formed_json
+from ..errors import ToolError
 from ..log._vocabulary import INVALID_ARGS_ERROR, UNKNOWN_TOOL_ERROR
+from ._blocking import (
+    DEFAULT_CANCEL_GRACE_SECONDS,
+    BodyNotInterruptedError,
+    LoopCaller,
+    postpone_cancel,
+)
 from ._context import ToolContext
 from ._definition import Tool
 from ._hooks import Deny, ToolHooks
 from ._outcome import (
-    INVALID_TOOL_OUTPUT_ERROR,
+    DEFAULT_MAX_OUTPUT_BYTES,
     TOOL_ERROR_NAME,
     TOOL_TIMEOUT_ERROR,
     ToolOutcome,
+    capped,
+    checked_outcome,
+    outcome_of_value,
 )
 from ._registry import ToolRegistry
 from ._request import ToolCallRequest, describe_malformed_arguments
 from ._signal import CancelSignal
 
 logger = logging.getLogger(__name__)
-
-NONE_RESULT_TEXT: Final = "ok"
-"""The text a body returning None produces: the call succeeded with nothing to show."""
-
 
 @dataclass(frozen=True)
 class Prepared:
@@ -70,6 +78,10 @@ class ToolPipeline:
         hooks: pre- and post-execute hooks; none when None.
         cwd: the session workspace handed to bodies (resolved to an absolute path here).
         session_id: the session the calls belong to.
+        max_output_bytes: the cap on a result's content in bytes, for tools that set none
+            (`LoopConfig.max_tool_output_bytes`).
+        cancel_grace_seconds: how long a body that cannot be interrupted gets after
+            cancellation, in seconds (`LoopConfig.tool_cancel_grace_seconds`).
     """
 
     def __init__(
@@ -79,11 +91,15 @@ class ToolPipeline:
         hooks: ToolHooks | None = None,
         cwd: Path,
         session_id: str,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES,
+        cancel_grace_seconds: float = DEFAULT_CANCEL_GRACE_SECONDS,
     ) -> None:
         self.registry = registry
         self.hooks = hooks if hooks is not None else ToolHooks()
         self.cwd = Path(cwd).resolve()
         self.session_id = session_id
+        self.max_output_bytes = max_output_bytes
+        self.cancel_grace_seconds = cancel_grace_seconds
         self._invoked: set[str] = set()
 
     def is_parallel(self, call: ToolCallRequest) -> bool:
@@ -122,7 +138,8 @@ class ToolPipeline:
                 logger.debug(
                     "pre-execute hook raised %s for call %s", type(exc).__name__, call.call_id
                 )
-                return Prepared("final-result", ToolOutcome.failure(_message_of(exc)))
+                failed = ToolOutcome.failure(_message_of(exc))
+                return Prepared("final-result", self._capped(call, failed))
             if isinstance(decision, Deny):
                 return Prepared("post-result", ToolOutcome.failure(decision.reason))
             if decision is not None:
@@ -151,7 +168,10 @@ class ToolPipeline:
             (the body is not invoked); `INVALID_ARGS` if validation fails; `TOOL_TIMEOUT`
             if `timeout_seconds` expired; `{name: "ToolError", code}` for a `ToolError`;
             `Error: <ExcType>: <message>` (no code) for any other exception; `ABORTED`
-            for a success if the signal was cancelled by completion; else the success.
+            for a body cancelled at an await, and for a success if the signal was cancelled
+            by completion (then with the success's content, after a text saying the body
+            ran to completion); `TOOL_OUTCOME_UNKNOWN` for a body still running
+            `cancel_grace_seconds` after the cancellation; else the success.
         """
         if signal.aborted:
             return ToolOutcome.cancelled(body_invoked=False)
@@ -178,10 +198,11 @@ class ToolPipeline:
             call_id=call.call_id,
             tool_name=found.name,
             session_id=self.session_id,
+            cancel_grace_seconds=self.cancel_grace_seconds,
         )
         outcome = _with_effects(await self._run_body(found, args, ctx), ctx)
         if signal.aborted and not outcome.is_error:
-            return _cancelled_keeping_contexts(outcome, body_invoked=True)
+            return ToolOutcome.aborted_after_completion(outcome)
         return outcome
 
     async def finalize(
@@ -196,8 +217,10 @@ class ToolPipeline:
 
         Returns:
             The last hook replacement (or `outcome`); `Error: <message>` if a hook raised;
-            `ABORTED`/`ABORTED_BEFORE_DISPATCH` in place of a success if cancelled;
-            `INVALID_TOOL_OUTPUT` if the content or meta is not lossless JSON.
+            `ABORTED` (keeping the content: the body ran to completion) or
+            `ABORTED_BEFORE_DISPATCH` in place of a success if cancelled;
+            `INVALID_TOOL_OUTPUT` if the content or meta is not lossless JSON. The content
+            is capped at the tool's `max_output_bytes` (else the pipeline's).
         """
         invoked = call.call_id in self._invoked
         self._invoked.discard(call.call_id)
@@ -221,23 +244,41 @@ class ToolPipeline:
                 )
                 break
         if signal.aborted and not outcome.is_error:
-            outcome = _cancelled_keeping_contexts(outcome, body_invoked=invoked)
-        return _checked(outcome)
+            outcome = (
+                ToolOutcome.aborted_after_completion(outcome)
+                if invoked
+                else _cancelled_keeping_contexts(outcome, body_invoked=False)
+            )
+        return self._capped(call, checked_outcome(outcome))
+
+    def _capped(self, call: ToolCallRequest, outcome: ToolOutcome) -> ToolOutcome:
+        found = self.registry.get(call.name)
+        own = None if found is None else found.max_output_bytes
+        return capped(outcome, self.max_output_bytes if own is None else own)
 
     async def _run_body(self, found: Tool, args: object, ctx: ToolContext) -> ToolOutcome:
-        if found.watches_signal:
-            return await self._run_timed(found, args, ctx)
-        # A body that does not watch the signal is cancelled at its next await instead, so
-        # cancelling a turn never waits on a tool that would not notice it.
+        # A body that does not watch the signal is cancelled at its next await, so cancelling
+        # a turn never waits on a tool that would not notice it; one that watches it gets the
+        # grace period to settle itself first. (A sync body's thread wait is shielded, and
+        # bounded by the same grace period, in `run_blocking`.)
+        caller = LoopCaller()
+        grace_seconds = self.cancel_grace_seconds
+
+        def on_cancel(_reason: object) -> None:
+            if found.watches_signal:
+                caller(lambda: postpone_cancel(cancel_scope, grace_seconds))
+            else:
+                caller(cancel_scope.cancel)
+
+        outcome: ToolOutcome | None = None
         with anyio.CancelScope() as cancel_scope:
-            remove = ctx.signal.add_listener(lambda _reason: _cancel_soon(cancel_scope))
+            remove = ctx.signal.add_listener(on_cancel)
             try:
                 outcome = await self._run_timed(found, args, ctx)
             finally:
                 remove()
-        if cancel_scope.cancelled_caught:
-            return ToolOutcome.cancelled(body_invoked=True)
-        return outcome
+        # A body that returned is reported even if the scope's cancel also landed.
+        return outcome if outcome is not None else ToolOutcome.cancelled(body_invoked=True)
 
     async def _run_timed(self, found: Tool, args: object, ctx: ToolContext) -> ToolOutcome:
         if found.timeout_seconds is None:
@@ -254,6 +295,13 @@ class ToolPipeline:
     async def _invoke(self, found: Tool, args: object, ctx: ToolContext) -> ToolOutcome:
         try:
             value = await found.body(args, ctx)
+        except BodyNotInterruptedError as exc:
+            logger.warning(
+                "tool %s (call %s) was still running %gs after cancellation; answered "
+                "TOOL_OUTCOME_UNKNOWN without it",
+                found.name, ctx.call_id, exc.grace_seconds,
+            )
+            return ToolOutcome.not_interrupted(grace_seconds=exc.grace_seconds)
         except ToolError as exc:
             return ToolOutcome.failure(
                 exc.message, error={"name": TOOL_ERROR_NAME, "code": exc.code}
@@ -261,17 +309,7 @@ class ToolPipeline:
         except Exception as exc:  # a tool failure is an error result, never a crash
             logger.debug("tool %s raised %s", found.name, type(exc).__name__, exc_info=True)
             return ToolOutcome.failure(f"{type(exc).__name__}: {exc}")
-        return _outcome_of(value)
-
-
-def _cancel_soon(scope: anyio.CancelScope) -> None:
-    """Cancel `scope` from the event loop, or from a sync tool's worker thread."""
-    try:
-        anyio.get_current_task()
-    except RuntimeError:  # cancel() was called in a worker thread (a sync tool body)
-        anyio.from_thread.run_sync(scope.cancel)
-        return
-    scope.cancel()
+        return outcome_of_value(value)
 
 
 def _with_effects(outcome: ToolOutcome, ctx: ToolContext) -> ToolOutcome:
@@ -311,51 +349,6 @@ def _cancelled_keeping_contexts(outcome: ToolOutcome, *, body_invoked: bool) -> 
     """The cancellation failure replacing a success; its contexts are kept (loop-spec 4.4)."""
     cancelled = ToolOutcome.cancelled(body_invoked=body_invoked)
     return replace(cancelled, additional_contexts=outcome.additional_contexts)
-
-
-def _outcome_of(value: object) -> ToolOutcome:
-    if isinstance(value, ToolOutcome):
-        return value
-    if isinstance(value, str):
-        return ToolOutcome.ok(value)
-    if value is None:
-        return ToolOutcome.ok(NONE_RESULT_TEXT)
-    if isinstance(value, BaseModel):
-        value = value.model_dump(mode="json")
-    try:
-        data = lossless_copy(well_formed_json(value), what="tool return value")
-    except EventRejectedError as exc:
-        return ToolOutcome.failure(str(exc), error=INVALID_TOOL_OUTPUT_ERROR)
-    return ToolOutcome.ok(json.dumps(data, ensure_ascii=False, separators=(",", ":")))
-
-
-def _checked(outcome: ToolOutcome) -> ToolOutcome:
-    r"""Return `outcome` if its content and meta are lossless JSON, else INVALID_TOOL_OUTPUT.
-
-    A lone UTF-16 surrogate in any string of the outcome (text a tool decoded from JSON with
-    a `\ud83d` escape, say) becomes U+FFFD first, so the result can always be stored.
-    """
-    try:
-        content = lossless_copy(well_formed_json(outcome.content), what="tool result content")
-        meta = lossless_copy(well_formed_json(outcome.meta), what="tool result meta")
-    except EventRejectedError as exc:
-        return ToolOutcome.failure(str(exc), error=INVALID_TOOL_OUTPUT_ERROR)
-    if not isinstance(content, list) or not all(
-        isinstance(block, dict) and isinstance(block.get("type"), str) for block in content
-    ):
-        return ToolOutcome.failure(
-            'tool result content must be a list of blocks with a string "type"',
-            error=INVALID_TOOL_OUTPUT_ERROR,
-        )
-    error = None if outcome.error is None else dict(well_formed_json(outcome.error))
-    return ToolOutcome(
-        is_error=outcome.is_error,
-        content=content,
-        error=error,
-        meta=meta,
-        additional_contexts=tuple(outcome.additional_contexts),
-        concludes_turn=outcome.concludes_turn and not outcome.is_error,
-    )
 
 
 def _invalid_args_message(tool_name: str, exc: ValueError | str) -> str:

@@ -4,7 +4,11 @@ Calls are planned in model order. A parallel-safe call starts a group of all rem
 (cut short when a later call reclassifies as exclusive); an exclusive call is a one-call
 barrier. Within a group at most `max_parallel_tool_calls` dispatches are in flight; each
 call's `tool/call` is appended when it starts, before its pre-execute hooks, and is made
-durable (`ensure_durable`) before any body runs. Results commit strictly in model order.
+durable (`ensure_durable`) before any body runs. Results commit strictly in model order;
+a committed result is made durable by the next group commit, started at once while an
+earlier-committed call's siblings still run (so a crash then loses no committed result),
+and left to the step's next durable boundary when every started call is committed (so
+calls that finish together cost no extra fsync).
 
 Abort stops new starts, drains and commits the started calls, and answers every unstarted
 call with a `tool/call` + `ABORTED_BEFORE_DISPATCH` pair. Any other failure stops new
@@ -224,6 +228,8 @@ class _GroupRunner:
     _settled_event: anyio.Event | None = None
     _idle: list[_IdleWorker] = field(default_factory=list)
     _task_group: TaskGroup | None = None
+    _durable_wanted: int = -1
+    _durable_running: bool = False
 
     async def run(self) -> tuple[int, bool]:
         """Run the group; return (calls consumed, aborted) or raise the first failure."""
@@ -234,6 +240,8 @@ class _GroupRunner:
                 await self._fill_pool()
                 while self.in_flight:
                     self.in_flight.discard(await self._next_settled())
+                    while self._settled:  # calls that settled together commit together
+                        self.in_flight.discard(self._settled.popleft())
                     self._raise_failure()
                     await self._commit_ready()
                     self._raise_failure()
@@ -335,7 +343,43 @@ class _GroupRunner:
             if self._settled_event is not None:
                 self._settled_event.set()
 
+    def _request_durable(self) -> None:
+        """Start a group commit of the results just committed, unless one is under way."""
+        if self.ensure_durable is None or self._task_group is None:
+            return
+        self._durable_wanted = self.session.seq - 1
+        if not self._durable_running:
+            self._durable_running = True
+            self._task_group.start_soon(self._make_results_durable)
+
+    def _uncommitted_started(self) -> bool:
+        return self.committed < self.next_to_start
+
+    async def _make_results_durable(self) -> None:
+        """Flush until the last committed result is durable (B4); a failure fails the group.
+
+        Skipped once every started call is committed: the next body's `ensure_durable` or
+        the step's next flush, whichever comes first, then covers the results.
+        """
+        try:
+            while self._uncommitted_started() and self.ensure_durable is not None:
+                target = self._durable_wanted
+                await self.ensure_durable(target)
+                if self._durable_wanted <= target:
+                    return
+        except Exception as exc:  # noqa: BLE001 - the first failure is re-raised by the group
+            if self.failure is None:
+                self.failure = exc
+        finally:
+            self._durable_running = False
+
     async def _commit_ready(self) -> None:
+        committed_before = self.committed
+        await self._commit_contiguous()
+        if self.committed > committed_before and self._uncommitted_started():
+            self._request_durable()
+
+    async def _commit_contiguous(self) -> None:
         while self.committed < self.next_to_start and self.committed in self.slots:
             index = self.committed
             slot = self.slots.pop(index)
