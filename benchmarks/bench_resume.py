@@ -11,8 +11,9 @@ child process working on a fresh copy of the pristine store:
 
 The child times, with perf_counter, exactly what `duraloop.loop.resume_session` does plus
 building the next request (its steps are repeated here so each phase is timed):
-`load` (read, scan, truncate the torn tail, append closers durably), `seed`
-(`Session(seed=...)`), `writer+loop` (`open_writer`, `AgentLoop`, durable `session/end-seed`),
+`load` (`SessionStore.prepare`: read, scan, validate as `check` does while building the
+`Session(seed=...)`, truncate the torn tail, append closers durably), `seed` (now empty:
+prepare built the session), `writer+loop` (`open_writer`, `AgentLoop`, durable `session/end-seed`),
 `derive+pairing` (`derive_messages` + `check_pairing`) and `encode` (the Chat Completions
 body of the whole history, `OpenAIChatModel.encode_request` on a fresh adapter: every
 message converted and encoded once). The parent also reports the child's whole
@@ -118,15 +119,16 @@ def build_large_log(root: Path, events: int) -> tuple[str, int]:
 def child(root: str, session_id: str) -> None:
     """Resume `session_id` from the store under `root`, build the next request, print timings."""
     from duraloop.llm import ToolSchema
-    from duraloop.log import Session, check_pairing
+    from duraloop.log import check_pairing
     from duraloop.loop import AgentLoop, default_system_prompt
 
     store = sc.JsonlStore(Path(root) / "store")
     model = sc.EncodingModel([{"text": "unused"}])
     marks = [time.perf_counter()]
-    loaded = store.load(session_id)
+    # `prepare` is `load` plus the session its validation built (resume_session's first
+    # step), so the `seed` phase is empty: the log is validated and folded once.
+    loaded, session = store.prepare(session_id)
     marks.append(time.perf_counter())
-    session = Session(session_id, seed=loaded.events, header=loaded.header)
     marks.append(time.perf_counter())
     writer = store.open_writer(session)
     loop = AgentLoop(

@@ -9,6 +9,7 @@ DuraloopError
 ├── EventRejectedError (ValueError)     an append or seed that breaks a log rule
 │   └── InvariantError                  a turn/step/tool relation broken (session-spec 4.5)
 ├── PairingError                        derived messages a provider would reject
+│   ├── UnpairedHistoryError            closed history with unanswered calls: fork to rescue
 │   └── WirePairingError                an unpaired provider payload (a duraloop bug)
 ├── SessionForkError                    a fork boundary or id that cannot be used
 ├── CorruptLogError                     a stored log whose committed region is damaged
@@ -45,6 +46,7 @@ __all__ = [
     "ToolDefinitionError",
     "ToolError",
     "TurnFailedError",
+    "UnpairedHistoryError",
     "UsageError",
     "WirePairingError",
 ]
@@ -100,6 +102,54 @@ class PairingError(DuraloopError):
     followed by tool messages") and Anthropic Messages ("tool_use ids were found without
     tool_result blocks").
     """
+
+
+class UnpairedHistoryError(PairingError):
+    """Raised before anything is written when a session's closed history has unanswered calls.
+
+    A step closed (`step/end`) with tool calls that have no `tool/result` makes every later
+    model request invalid for the provider, and crash repair closes only an open final turn,
+    so the session cannot be continued. A fork cut just before that step's end keeps all the
+    history before it and closes the cut with crash repair's closers.
+
+    Args:
+        session_id: the session that cannot be continued.
+        turn: the turn of the first damaged step.
+        step: the first damaged step.
+        call_ids: its unanswered call ids, in call order.
+        rescue_seq: the fork cut that rescues the history (`duraloop fork ID --at SEQ`).
+        rescue: the exact rescue command.
+        damaged_steps: how many closed steps have unanswered calls in all.
+    """
+
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        turn: int | None,
+        step: int,
+        call_ids: tuple[str, ...],
+        rescue_seq: int,
+        rescue: str,
+        damaged_steps: int = 1,
+    ) -> None:
+        shown = ", ".join(repr(call_id[:80]) for call_id in call_ids[:5])
+        if len(call_ids) > 5:
+            shown += f" and {len(call_ids) - 5} more"
+        others = f" ({damaged_steps - 1} later step(s) too)" if damaged_steps > 1 else ""
+        super().__init__(
+            f'session "{session_id}" cannot be continued: step {step} of turn {turn} was closed '
+            f"with tool call(s) {shown} unanswered{others}, so every provider would refuse its "
+            f"history. Nothing was written. Rescue the history before it into a new session with "
+            f"`{rescue}` (in code: fork_session(..., boundary={rescue_seq})); the original "
+            "session is not changed"
+        )
+        self.session_id = session_id
+        self.turn = turn
+        self.step = step
+        self.call_ids = call_ids
+        self.rescue_seq = rescue_seq
+        self.rescue = rescue
 
 
 class WirePairingError(PairingError):

@@ -344,15 +344,21 @@ def test_fork_with_explicit_id_at_the_last_event(cli: Cli) -> None:
     assert child_events[:-1] == parent_events and child_events[-1]["type"] == "session/end-seed"
 
 
-def test_fork_inside_an_open_turn_is_refused(cli: Cli) -> None:
+def test_fork_inside_a_closed_turn_closes_the_child_cut_with_crash_repair_closers(cli: Cli) -> None:
     parent = _two_turn_session(cli)
-    inside = _of(cli.events(parent), "tool/call")[0]["seq"]
-    result = cli("fork", parent, "--at", str(inside))
-    assert result.returncode == 1
-    assert result.stdout == ""
-    assert result.stderr.startswith("SessionForkError: ")
-    assert "OPEN_TURN" in result.stderr and "turn/end" in result.stderr
-    assert cli.session_ids() == {parent}
+    parent_events = cli.events(parent)
+    inside = _of(parent_events, "tool/call")[0]["seq"]  # r1's tool/call; r2's not yet recorded
+    child = ok(cli("fork", parent, "--at", str(inside))).stdout.strip()
+    child_events = cli.events(child)
+    assert child_events[: inside + 1] == parent_events[: inside + 1]
+    tail = child_events[inside + 1 :]
+    assert [(e["type"], e["data"].get("error", {}).get("code")) for e in tail[:2]] == [
+        ("tool/result", "TOOL_OUTCOME_UNKNOWN"), ("tool/result", "TOOL_NOT_STARTED"),
+    ]
+    assert _types(tail[2:]) == ["step/end", "turn/end", "session/end-seed"]
+    assert tail[3]["data"]["reason"] == {"kind": "interrupted"}
+    ok(cli("check", child))
+    assert cli.events(parent) == parent_events  # the parent is untouched
 
 
 # --- ls, resume, demo ----------------------------------------------------------------------

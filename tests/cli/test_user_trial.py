@@ -118,10 +118,12 @@ def test_the_cli_opens_an_existing_zstd_store(cli: Cli) -> None:
     assert list(cli.store.glob("*/*/session.jsonl")) == []
 
 
-def test_fork_inside_an_open_turn_suggests_how_to_find_a_boundary(cli: Cli) -> None:
+def test_fork_of_a_session_whose_only_turn_is_open_suggests_how_to_find_a_boundary(cli: Cli) -> None:
     session_id = session_id_of(ok(cli("run", "hi", "--model", cli.script([{"text": "k"}]))))
-    line = _one_line_error(cli("fork", session_id, "--at", "1"), "SessionForkError")
-    assert f"`duraloop show {session_id} --events`" in line
+    (log,) = cli.store.glob(f"*/{session_id}/session.jsonl")
+    log.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:2]))  # header, turn/start
+    line = _one_line_error(cli("fork", session_id), "SessionForkError")
+    assert f"`duraloop show {session_id} --events`" in line and "OPEN_TURN" in line
 
 
 def test_help_shows_option_defaults_in_brackets(cli: Cli) -> None:

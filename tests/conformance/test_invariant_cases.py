@@ -153,12 +153,35 @@ def test_case_29_result_rewrite_outside_any_turn_is_rejected() -> None:
 
 
 def test_case_30_not_started_result_and_unanswered_call_are_accepted() -> None:
+    # duraloop narrows dsh's exemption (issue 9): the not-started result must answer a call
+    # its step's assistant message requested; the spec's bare `TS SS TR(NS)` is an orphan.
     crashed = TR(1, 1, "crashed", "not started", is_error=True, error=NS_ERROR)
-    session = session_with(TS(1), SS(1, 1), crashed, SE(1, 1), TE(1, "interrupted"))
-    assert session.events[2].source_event_seqs is None
+    session = session_with(
+        TS(1), SS(1, 1), A(1, 1, call("crashed")), crashed, SE(1, 1), TE(1, "interrupted")
+    )
+    assert session.events[3].source_event_seqs is None
     error_reason = {"message": "boom", "code": "UNKNOWN"}
     session = session_with(TS(1), SS(1, 1), TC(1, 1, "c1"), SE(1, 1), TE(1, "error", error=error_reason))
     assert session.events[-1].data["reason"] == {"kind": "error", "error": error_reason}
+
+
+def test_not_started_result_whose_call_id_is_in_no_assistant_message_is_an_orphan() -> None:
+    crashed = TR(1, 1, "crashed", "not started", is_error=True, error=NS_ERROR)
+    assert_rejected(session_with(TS(1), SS(1, 1)), crashed, "answers no unanswered tool call")
+    other = session_with(TS(1), SS(1, 1), A(1, 1, call("asked")))
+    assert_rejected(other, crashed, "no prior tool/call in this step")
+
+
+def test_not_started_result_for_a_call_already_answered_is_an_orphan() -> None:
+    crashed = TR(1, 1, "c1", "not started", is_error=True, error=NS_ERROR)
+    session = session_with(TS(1), SS(1, 1), A(1, 1, call("c1")), crashed)
+    assert_rejected(session, crashed, "answers no unanswered tool call")
+
+
+def test_not_started_result_for_a_call_of_an_earlier_step_is_an_orphan() -> None:
+    crashed = TR(1, 2, "c1", "not started", is_error=True, error=NS_ERROR)
+    session = session_with(TS(1), SS(1, 1), A(1, 1, call("c1")), SE(1, 1), SS(1, 2))
+    assert_rejected(session, crashed, "answers no unanswered tool call")
 
 
 def test_case_30_not_started_code_without_is_error_is_rejected() -> None:

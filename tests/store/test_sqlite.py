@@ -170,7 +170,7 @@ def test_a_long_chunk_run_is_split_into_rows_of_at_most_1024_members(store: Sqli
     packed = [row for row in rows(db) if row[3] == 0]
     members = [b[0] - a[0] for a, b in zip(packed, [*packed[1:], (2501,)], strict=True)]
     assert sum(members) == 2500 and max(members) <= 1024
-    assert store.read("s")[1] == events
+    assert store.backend.read("s").events == events
 
 
 def test_source_event_seqs_are_a_varint_blob(store: SqliteStore, db: Path) -> None:
@@ -336,14 +336,16 @@ def test_a_dsh_written_session_loads(store: SqliteStore, db: Path) -> None:
             "INSERT INTO events (session_id, seq, type, time, data, ignorable) VALUES ('d', ?, ?, ?, ?, ?)",
             [
                 (0, "turn/start", 1, '{"turn":1}', None),
-                (1, "reasoning-chunks", 2, '{"turn":1,"step":1,"index":0,"dt":[1,-1],"texts":["a","b","c"]}', 0),
-                (4, "turn/end", 3, '{"turn":1,"reason":{"kind":"completed"}}', None),
+                (1, "step/start", 1, '{"turn":1,"step":1}', None),
+                (2, "reasoning-chunks", 2, '{"turn":1,"step":1,"index":0,"dt":[1,-1],"texts":["a","b","c"]}', 0),
+                (5, "step/end", 3, '{"turn":1,"step":1}', None),
+                (6, "turn/end", 3, '{"turn":1,"reason":{"kind":"completed"}}', None),
             ],
         )
     loaded = store.load("d")
     assert loaded.header.cwd == "/w" and loaded.header.delegation_depth == 0
-    assert [e.seq for e in loaded.events] == [0, 1, 2, 3, 4]
-    assert [e.time for e in loaded.events[1:4]] == [2, 3, 2]
-    assert loaded.events[1] == Event(
-        "assistant/chunk", 1, 2, {"turn": 1, "step": 1, "chunk": {"type": "reasoning-delta", "index": 0, "text": "a"}}
+    assert [e.seq for e in loaded.events] == [0, 1, 2, 3, 4, 5, 6]
+    assert [e.time for e in loaded.events[2:5]] == [2, 3, 2]
+    assert loaded.events[2] == Event(
+        "assistant/chunk", 2, 2, {"turn": 1, "step": 1, "chunk": {"type": "reasoning-delta", "index": 0, "text": "a"}}
     )

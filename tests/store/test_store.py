@@ -170,7 +170,11 @@ def test_fork_errors_name_their_codes(store: SessionStore) -> None:
         store.fork("src", child_id="src", boundary=999)
     assert exists.value.code == "SESSION_ALREADY_EXISTS"
     with pytest.raises(SessionForkError) as open_turn:
-        store.fork("src", boundary=6)
+        store.fork("only-open")
+    assert open_turn.value.code == "SESSION_NOT_FOUND"
+    store.backend.materialize(meta("only-open"), [ts(0, 1)])
+    with pytest.raises(SessionForkError, match="no closed turn to fork yet") as open_turn:
+        store.fork("only-open")
     assert open_turn.value.code == "OPEN_TURN"
     minted = store.fork("src", boundary=5)
     assert store.load(minted).header.seed_length == 6
@@ -280,12 +284,11 @@ def test_load_refuses_to_repair_a_malformed_open_final_turn_and_writes_nothing(
     # Regression: a final turn/start without a positive integer turn made load crash with
     # AttributeError or append closers for turn None.
     store.backend.materialize(meta("s"), [*one_turn_log(), ev(v.TURN_START, 6, 7, data)])
-    before = store.read("s")[1]
-    with pytest.raises(CorruptLogError, match="cannot be repaired"):
-        store.load("s")
-    with pytest.raises(CorruptLogError, match="cannot be repaired"):
-        store.inspect("s")
-    assert store.read("s")[1] == before
+    before = store.backend.read("s").events
+    for read in (store.load, store.inspect, store.read):
+        with pytest.raises(CorruptLogError, match='session "s" is damaged: turn/start at seq 6'):
+            read("s")
+    assert store.backend.read("s").events == before
 
 
 @pytest.mark.parametrize("created_at", [1.5, -1, 2**53])

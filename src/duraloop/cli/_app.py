@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 
 from ..errors import CorruptLogError, DuraloopError, UsageError
-from ..log import Event, SessionHeader, check_log
+from ..log import Event, SessionHeader, check_log, rescue_command
 from ..loop import LoopConfig, open_session, resume_session, start_session
 from ..store import read_log_file
 from ..tools import builtin_tools
@@ -233,11 +233,11 @@ def resume(
 @app.command()
 def fork(
     session_id: Annotated[str, typer.Argument(help="The session to fork.")],
-    at: Annotated[int | None, typer.Option("--at", help="Last inherited seq (a turn/end or a between-turn event) \\[default: the last event].")] = None,
+    at: Annotated[int | None, typer.Option("--at", help="Last inherited seq; a cut inside a turn is closed as crash repair closes one \\[default: the last event, or the last closed turn's end].")] = None,
     new_id: Annotated[str | None, typer.Option("--id", help="The child's id \\[default: a new UUID].")] = None,
     store: StoreOption = None,
 ) -> None:
-    """Fork a session at a closed-turn boundary and print the new session id."""
+    """Fork a session (the source is never changed) and print the new session id."""
     child = open_store(store).fork(session_id, boundary=at, child_id=new_id)
     out.print(styled(ident(child)))
 
@@ -285,14 +285,12 @@ def check(
     store: StoreOption = None,
 ) -> None:
     """Check invariants and provider pairing (never writes); exit 1 with a report if invalid."""
-    torn_bytes = 0
     try:
         if Path(target).is_file():
             header, log = read_log_file(Path(target))
+            session_id, report = header.id, check_log(header.id, log)
         else:
-            inspected = open_store(store).inspect(target)
-            header, torn_bytes = inspected.header, inspected.repair.truncated_bytes
-            log = inspected.events[: len(inspected.events) - len(inspected.repair.closers)]
+            session_id, report = target, open_store(store).check(target)
     except CorruptLogError as exc:
         # Damage is a finding of `check`, reported like any other problem (not a crash).
         if as_json:
@@ -301,32 +299,32 @@ def check(
             out.print(styled(target, ": INVALID (the log cannot be read)"))
             out.print(styled("  - ", str(exc)))
         raise typer.Exit(1) from None
-    report = check_log(header.id, log)
+    rescue = None if report.rescue_seq is None else rescue_command(session_id, report.rescue_seq)
     if as_json:
         _print_json(
             {
-                "session": header.id,
+                "session": session_id,
                 "valid": report.valid,
                 "events": report.event_count,
                 "turns": report.turn_count,
                 "openTurn": report.open_turn,
                 "closersNeeded": report.closers_needed,
-                "tornTailBytes": torn_bytes,
+                "tornTailBytes": report.torn_tail_bytes,
                 "problems": report.problems,
+                "rescue": rescue,
             }
         )
         raise typer.Exit(0 if report.valid else 1)
     status = "valid" if report.valid else "INVALID"
-    out.print(styled(ident(header.id), f": {status} ({report.event_count} events, {report.turn_count} turns)"))
+    out.print(styled(ident(session_id), f": {status} ({report.event_count} events, {report.turn_count} turns)"))
     if report.open_turn is not None:
-        out.print(
-            f"  turn {report.open_turn} is open (the log ends inside it): resume appends "
-            f"{report.closers_needed} closer(s)"
-        )
-    if torn_bytes:
-        out.print(f"  the log ends in a torn tail of {torn_bytes} bytes (resume truncates it)")
+        out.print(f"  turn {report.open_turn} is open (the log ends inside it): resume appends {report.closers_needed} closer(s)")
+    if report.torn_tail_bytes:
+        out.print(f"  the log ends in a torn tail of {report.torn_tail_bytes} bytes (resume truncates it)")
     for problem in report.problems:
         out.print(styled("  - ", problem))
+    if rescue is not None:
+        out.print(styled("  rescue: ", rescue, "  (a new session keeps the history before the damage)"))
     raise typer.Exit(0 if report.valid else 1)
 
 

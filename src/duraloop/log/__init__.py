@@ -6,6 +6,7 @@ Pure and synchronous: no I/O and no concurrency (ARCHITECTURE.md, layer `log/`).
 from . import _vocabulary as vocabulary
 from ._check import LogCheckReport as LogCheckReport
 from ._check import check_log as check_log
+from ._check import rescue_command as rescue_command
 from ._event import Event as Event
 from ._event import decode_event as decode_event
 from ._event import encode_event as encode_event
@@ -63,6 +64,7 @@ __all__ = [
     "interrupted_turn_closers",
     "lossless_copy",
     "now_ms",
+    "rescue_command",
     "text_of",
     "tool_calls_of",
     "tool_result_message",

@@ -1,14 +1,24 @@
-"""A read-only validity check of a whole log: what `duraloop check` reports."""
+"""The validity check of a whole log: what `duraloop check` reports and every load runs.
+
+One function judges a log (`validate_log`); `check_log` reports it, and the stores' read,
+load, list and fork paths refuse what it finds, so every command agrees on a damaged log.
+Two kinds of finding: damage (envelope, message shape, surface, relational invariants,
+provider pairing), which makes a log unreadable, and closed steps with unanswered tool
+calls, which leave a readable log that cannot be continued (only rescued by a fork).
+"""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import EventRejectedError, PairingError
 from ._event import Event
+from ._header import SessionHeader
 from ._pairing import check_pairing
-from ._repair import interrupted_turn_closers
+from ._pending import UnansweredStep
+from ._repair import closers_of, scan_turns
 from ._session import Session
 from ._vocabulary import TURN_END, TURN_START
 
@@ -22,7 +32,10 @@ class LogCheckReport:
         turn_count: `turn/start` events.
         open_turn: the number of an open final turn (resume closes it), or None.
         closers_needed: how many closers crash repair would append.
-        problems: what is wrong; empty when the log is valid.
+        problems: what is wrong; empty when the log is valid. Damage comes first, then one
+            line per entry of `unanswered`.
+        unanswered: the steps closed with tool calls unanswered, in log order.
+        torn_tail_bytes: the size of a torn tail a load would cut (set by a store's check).
     """
 
     event_count: int
@@ -30,18 +43,40 @@ class LogCheckReport:
     open_turn: int | None
     closers_needed: int
     problems: list[str] = field(default_factory=list)
+    unanswered: list[UnansweredStep] = field(default_factory=list)
+    torn_tail_bytes: int = 0
 
     @property
     def valid(self) -> bool:
         """Whether the log passed every check."""
         return not self.problems
 
+    @property
+    def damage(self) -> list[str]:
+        """The problems that make the log unreadable (everything but `unanswered`)."""
+        return self.problems[: len(self.problems) - len(self.unanswered)]
+
+    @property
+    def rescue_seq(self) -> int | None:
+        """The `fork --at` seq that rescues a log with `unanswered` steps, else None.
+
+        It keeps every event before the first damaged step's closing event; the fork child
+        closes that cut with crash repair's closers.
+        """
+        return self.unanswered[0].rescue_seq if self.unanswered else None
+
+
+def rescue_command(session_id: str, seq: int) -> str:
+    """Return the exact command that rescues a session's history up to `seq` into a fork."""
+    return f"duraloop fork {shlex.quote(session_id)} --at {seq}"
+
 
 def check_log(session_id: str, events: Sequence[Event]) -> LogCheckReport:
     """Check envelope, message shapes, surface, relational invariants and provider pairing.
 
     An open final turn is valid: the check runs on the log plus the closers crash repair
-    would append, so pairing is judged on what a resumed session would send.
+    would append, so pairing is judged on what a resumed session would send. A step closed
+    with calls unanswered is a problem (`unanswered`), with its rescue command.
 
     Args:
         session_id: for messages.
@@ -50,30 +85,67 @@ def check_log(session_id: str, events: Sequence[Event]) -> LogCheckReport:
     Returns:
         A report; `problems` lists each failure found.
     """
-    turns = sum(1 for event in events if event.type == TURN_START)
-    open_turn: int | None = None
-    for event in reversed(events):
-        if event.type == TURN_END:
-            break
-        if event.type == TURN_START:
-            open_turn = int(event.data.get("turn", 0))
-            break
+    return validate_log(session_id, events)[0]
+
+
+def validate_log(
+    session_id: str, events: Sequence[Event], *, header: SessionHeader | None = None
+) -> tuple[LogCheckReport, Session | None]:
+    """Judge a stored log once and return the report and the session it seeds.
+
+    Args:
+        session_id: the session id.
+        events: the stored log, without closers.
+        header: the stored header, given to the returned session.
+
+    Returns:
+        The report, and a `Session` seeded with the events plus repair's closers (it ends
+        with the next lifecycle's `session/end-seed`), or None when the log is damaged.
+    """
     problems: list[str] = []
+    unanswered: list[UnansweredStep] = []
     closers: list[Event] = []
+    session: Session | None = None
     try:
-        closers = interrupted_turn_closers(events)
-        session = Session(session_id, seed=[*events, *closers], check_invariants=True)
+        scan = scan_turns(events)
+        closers = closers_of(scan, events)
+        unanswered = scan.unanswered
+        session = Session(session_id, seed=[*events, *closers], header=header, check_invariants=True)
     except EventRejectedError as exc:
         problems.append(str(exc))
+        unanswered = []
     else:
-        try:
-            check_pairing(session.derive_messages())
-        except PairingError as exc:
-            problems.append(f"provider pairing: {exc}")
-    return LogCheckReport(
+        if not unanswered:
+            # A step closed unanswered is what pairing would report; it is named below.
+            try:
+                check_pairing(session.messages)
+            except PairingError as exc:
+                problems.append(f"provider pairing: {exc}")
+                session = None
+    for index, step in enumerate(unanswered):
+        rescue = (
+            f": the session cannot be continued; rescue the history before it with "
+            f"`{rescue_command(session_id, step.rescue_seq)}`"
+            if index == 0
+            else ""
+        )
+        problems.append(step.describe() + rescue)
+    report = LogCheckReport(
         event_count=len(events),
-        turn_count=turns,
-        open_turn=open_turn,
+        turn_count=sum(1 for event in events if event.type == TURN_START),
+        open_turn=_open_turn(events),
         closers_needed=len(closers),
         problems=problems,
+        unanswered=list(unanswered),
     )
+    return report, session
+
+
+def _open_turn(events: Sequence[Event]) -> int | None:
+    for event in reversed(events):
+        if event.type == TURN_END:
+            return None
+        if event.type == TURN_START:
+            turn = event.data.get("turn") if isinstance(event.data, dict) else None
+            return turn if type(turn) is int else None
+    return None

@@ -1,4 +1,11 @@
-"""Fork: a new session seeded with a closed-turn prefix of another (session-spec 5.2)."""
+"""Fork: a new session seeded with a prefix of another (session-spec 5.2).
+
+dsh forks only at a closed-turn boundary (`fork_seed` keeps that rule). duraloop's stores also
+cut inside a turn (`close_open_turn=True`): the child's prefix is then closed with the very
+closers crash repair appends (`interrupted_turn_closers`), which is how a session whose
+closed history has unanswered calls is rescued. A default fork of a session whose last turn
+is open cuts at the end of the last closed turn (`closed_history_boundary`).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +15,59 @@ from ..errors import SessionForkError
 from ._event import Event
 from ._header import SessionHeader
 from ._json import MAX_SAFE_INTEGER
+from ._repair import interrupted_turn_closers
 from ._vocabulary import TURN_END, TURN_START
 
 
-def fork_seed(events: Sequence[Event], *, session_id: str, boundary: int | None = None) -> list[Event]:
+def open_turn_start(events: Sequence[Event]) -> int | None:
+    """Return the index of the open final turn's `turn/start`, or None if every turn is closed."""
+    for index in range(len(events) - 1, -1, -1):
+        kind = events[index].type
+        if kind == TURN_END:
+            return None
+        if kind == TURN_START:
+            return index
+    return None
+
+
+def closed_history_boundary(events: Sequence[Event], *, session_id: str) -> int | None:
+    """Return the default fork boundary: the last event, or the last closed turn's end.
+
+    A fork never invents closers for a turn that may still be running: when the final turn
+    is open, the default cut is the `turn/end` before it.
+
+    Args:
+        events: the source log.
+        session_id: the source id, for messages.
+
+    Returns:
+        The boundary, or None for an empty source (an empty child).
+
+    Raises:
+        SessionForkError: `OPEN_TURN` if the final turn is open and no turn before it closed.
+    """
+    start = open_turn_start(events)
+    if start is None:
+        return len(events) - 1 if events else None
+    for index in range(start - 1, -1, -1):
+        if events[index].type == TURN_END:
+            return index
+    raise SessionForkError(
+        f'session "{session_id}" has no closed turn to fork yet: its only turn '
+        f"{events[start].data.get('turn')} is open; wait for it to end, or pick a seq inside it "
+        f"with --at once no process writes the session (`duraloop show {session_id} --events` "
+        "lists each event's seq)",
+        code="OPEN_TURN",
+    )
+
+
+def fork_seed(
+    events: Sequence[Event],
+    *,
+    session_id: str,
+    boundary: int | None = None,
+    close_open_turn: bool = False,
+) -> list[Event]:
     """Return the events a fork child inherits: `events[0..boundary]`, inclusive.
 
     Args:
@@ -19,13 +75,17 @@ def fork_seed(events: Sequence[Event], *, session_id: str, boundary: int | None 
         session_id: the source id, for messages.
         boundary: the last inherited seq; defaults to the last event. An empty source with no
             boundary forks an empty child.
+        close_open_turn: accept a prefix that ends inside a turn and append crash repair's
+            closers to it (recovery results, `step/end`, `turn/end {interrupted}`), numbered
+            right after the boundary.
 
     Returns:
         The seed (events are immutable, so they are shared, not copied).
 
     Raises:
         SessionForkError: `INVALID_BOUNDARY` if the boundary is not a non-negative safe integer
-            or does not exist; `OPEN_TURN` if the prefix ends inside an open turn.
+            or does not exist; `OPEN_TURN` if the prefix ends inside an open turn and
+            `close_open_turn` is False.
     """
     if boundary is None:
         if not events:
@@ -47,7 +107,10 @@ def fork_seed(events: Sequence[Event], *, session_id: str, boundary: int | None 
             f"fork boundary {boundary} does not match a contiguous event seq",
             code="INVALID_BOUNDARY",
         )
-    for event in reversed(events[: boundary + 1]):
+    prefix = list(events[: boundary + 1])
+    if close_open_turn:
+        return prefix + interrupted_turn_closers(prefix)
+    for event in reversed(prefix):
         if event.type == TURN_END:
             break
         if event.type == TURN_START:
@@ -57,7 +120,7 @@ def fork_seed(events: Sequence[Event], *, session_id: str, boundary: int | None 
                 "--events` lists each event's seq)",
                 code="OPEN_TURN",
             )
-    return list(events[: boundary + 1])
+    return prefix
 
 
 def fork_header(

@@ -3,7 +3,9 @@
 The checker folds events one at a time. `check()` raises for a violating event without
 changing state; `commit()` advances the state for an accepted event. Explicitly allowed: a
 `tool/call` left unanswered at `step/end`, and a `TOOL_NOT_STARTED` recovery result with no
-`tool/call` in its step.
+`tool/call` in its step, but only for a call its step's assistant message requested and that
+is still unanswered (the shared pending-call tracker says which); any other result without a
+`tool/call` is an orphan and refused.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Iterable
 
 from ..errors import InvariantError
 from ._event import Event
+from ._pending import PendingToolCalls
 from ._vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
@@ -35,7 +38,9 @@ _TURN_SCOPED = frozenset({TODO_WRITE, REQUEST_HEADER, REQUEST_CONTEXT})
 class InvariantChecker:
     """Check turn/step/tool relations of a log, event by event."""
 
-    __slots__ = ("last_seq", "next_step", "next_turn", "open_step", "open_turn", "pending_calls")
+    __slots__ = (
+        "last_seq", "next_step", "next_turn", "open_step", "open_turn", "pending_calls", "requested",
+    )
 
     def __init__(self) -> None:
         self.last_seq = -1
@@ -44,6 +49,7 @@ class InvariantChecker:
         self.next_turn = 1
         self.next_step = 1
         self.pending_calls: set[object] = set()
+        self.requested = PendingToolCalls()
 
     def check_all(self, events: Iterable[Event]) -> None:
         """Check and commit each event in order.
@@ -95,6 +101,7 @@ class InvariantChecker:
     def commit(self, event: Event) -> None:
         """Advance the state for an event that passed `check()`."""
         self.last_seq = event.seq
+        self.requested.observe(event)
         kind = event.type
         data = event.data if isinstance(event.data, dict) else {}
         if kind == TURN_START:
@@ -135,9 +142,11 @@ class InvariantChecker:
         if call_id in self.pending_calls:
             return
         error = data.get("error")
-        if isinstance(error, dict) and error.get("code") == TOOL_NOT_STARTED and _is_error(data):
+        not_started = isinstance(error, dict) and error.get("code") == TOOL_NOT_STARTED
+        if not_started and _is_error(data) and call_id in self.requested:
             return
-        self._fail(event, f'tool/result for "{call_id}" has no prior tool/call in this step')
+        orphan = " and answers no unanswered tool call of its step" if not_started else ""
+        self._fail(event, f'tool/result for "{call_id}" has no prior tool/call in this step{orphan}')
 
     def _fail(self, event: Event, detail: str) -> None:
         raise InvariantError(f"invariant violated at seq {event.seq}: {detail}")

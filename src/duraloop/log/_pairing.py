@@ -36,7 +36,7 @@ class PairingCheck:
 
     def _reset(self) -> None:
         self._checked = 0
-        self._expected: list[str] = []
+        self._expected: list[str | None] = []
         self._expected_from = -1
         self._generation = -1
 
@@ -87,8 +87,9 @@ class PairingCheck:
                 f"are unanswered before message {index}"
             )
         if message.get("role") == "assistant":
+            # A foreign log's block may lack its id: `None` is then expected and unmatched.
             self._expected = [
-                block["id"]
+                block.get("id")
                 for block in message.get("content", ())
                 if isinstance(block, dict) and block.get("type") == "tool-call"
             ]

@@ -85,8 +85,70 @@ class PendingToolCalls:
         """Return a snapshot of the unanswered calls, in the assistant's call order."""
         return list(self._pending.values())
 
+    def closes_unanswered(self, event: Event) -> bool:
+        """Return whether observing `event` would close a step or turn with calls unanswered.
+
+        Law 4: a `step/end` or `turn/end` may only follow a `tool/result` for every call of
+        the step's assistant message. Such an event leaves closed history no provider accepts.
+        """
+        return bool(self._pending) and event.type in (STEP_END, TURN_END)
+
+    def __contains__(self, call_id: object) -> bool:
+        return call_id in self._pending
+
     def __len__(self) -> int:
         return len(self._pending)
+
+
+@dataclass(frozen=True, slots=True)
+class UnansweredStep:
+    """A step that was closed with tool calls unanswered: closed history no provider accepts.
+
+    Crash repair closes only an open final turn, so such a step stays broken for good; the
+    rescue is a fork cut just before its closing event, whose closers answer the calls.
+
+    Args:
+        turn: the turn the step belongs to (None outside any turn).
+        step: the step of the unanswered calls.
+        closed_at: the seq of the `step/end` (or `turn/end`) that closed them unanswered.
+        calls: the unanswered calls, in the assistant's call order.
+    """
+
+    turn: int | None
+    step: int
+    closed_at: int
+    calls: tuple[PendingCall, ...]
+
+    @property
+    def call_ids(self) -> tuple[str, ...]:
+        """The unanswered call ids, in call order."""
+        return tuple(call.call_id for call in self.calls)
+
+    @property
+    def rescue_seq(self) -> int:
+        """The fork cut that keeps everything before the closing event (`fork --at`)."""
+        return self.closed_at - 1
+
+    def describe(self) -> str:
+        """Return one line saying what is unanswered and where."""
+        ids = ", ".join(repr(_bounded(call_id)) for call_id in self.call_ids[:_MAX_IDS_SHOWN])
+        if len(self.calls) > _MAX_IDS_SHOWN:
+            ids += f" and {len(self.calls) - _MAX_IDS_SHOWN} more"
+        return (
+            f"turn {self.turn} step {self.step} was closed at seq {self.closed_at} with tool "
+            f"call(s) {ids} unanswered (no tool/result)"
+        )
+
+
+_MAX_IDS_SHOWN = 5
+"""Call ids named in one line; the rest are counted."""
+
+_MAX_ID_CHARS = 80
+"""A call id comes from a model or a foreign log: longer ones are cut in messages."""
+
+
+def _bounded(call_id: str) -> str:
+    return call_id if len(call_id) <= _MAX_ID_CHARS else call_id[:_MAX_ID_CHARS] + "…"
 
 
 def _result_call_id(data: Any) -> str | None:

@@ -108,9 +108,13 @@ def resume_session(
     Raises:
         SessionNotFoundError: if the session is not in the store.
         SessionLockedError: if another process writes it.
-        CorruptLogError: if its committed region is damaged.
+        CorruptLogError: if its committed region is damaged or breaks a rule `duraloop
+            check` enforces; nothing is written.
+        UnpairedHistoryError: if a closed step of its history left tool calls unanswered
+            (no provider would accept a request); nothing is written, and the message names
+            the rescue (`fork_session(..., boundary=SEQ)`, `duraloop fork ID --at SEQ`).
     """
-    loaded = store.load(session_id)
+    loaded, session = store.prepare(session_id)
     recorded = loaded.header.cwd
     workspace = _workspace(cwd if cwd is not None else recorded)
     if cwd is not None and recorded is not None and workspace != Path(recorded):
@@ -118,7 +122,6 @@ def resume_session(
             "session %s was created in workspace %s; this loop works in %s instead",
             session_id, recorded, workspace,
         )
-    session = Session(session_id, seed=loaded.events, header=loaded.header)
     writer = store.open_writer(session)
     loop = AgentLoop(
         session, model=model, tools=tools, cwd=workspace, config=config,
@@ -158,6 +161,8 @@ def open_session(
     Raises:
         UsageError: if the workspace is not an existing directory.
         SessionLockedError: if another process writes the session.
+        CorruptLogError: as `resume_session`.
+        UnpairedHistoryError: as `resume_session`; nothing is written.
     """
     try:
         return resume_session(
@@ -186,18 +191,20 @@ def fork_session(
     tool_hooks: ToolHooks | None = None,
     hooks: LoopHooks | None = None,
 ) -> AgentLoop:
-    """Fork a stored session at a closed-turn boundary and return a loop on the child.
+    """Fork a stored session and return a loop on the child.
 
     The child is persisted first (`SessionStore.fork`, session-spec 5.2: the parent's
     events through `boundary`, then `session/end-seed`); the parent is not changed and may
-    keep running in another loop. The child continues the parent's turn numbering.
+    keep running in another loop. The child continues the parent's turn numbering. A
+    boundary inside a turn is closed with crash repair's closers: this is how a session
+    whose closed history has unanswered calls is rescued (`UnpairedHistoryError.rescue_seq`).
 
     Args:
         source_id: the session to fork.
         store: where both sessions are persisted.
         model: the model the child's loop requests.
-        boundary: the last inherited seq (inclusive); None means the parent's last event
-            (its last turn must be closed).
+        boundary: the last inherited seq (inclusive); None means the parent's last event,
+            or its last closed turn's `turn/end` while its final turn is open.
         child_id: the child's id; a UUID4 when None.
         tools: the tools the model may call.
         cwd: the workspace; defaults to the parent's recorded one.
@@ -210,7 +217,12 @@ def fork_session(
 
     Raises:
         SessionForkError: `SESSION_ALREADY_EXISTS`, `SESSION_NOT_FOUND`,
-            `INVALID_BOUNDARY` or `OPEN_TURN` (the boundary cuts a turn in two).
+            `INVALID_BOUNDARY` or `OPEN_TURN` (a default fork of a session whose only turn
+            is open).
+        SessionLockedError: if `boundary` lies inside the parent's open final turn while a
+            writer holds the parent.
+        UnpairedHistoryError: if the inherited prefix holds a step closed with calls
+            unanswered (the message names the boundary that rescues it).
     """
     child = store.fork(source_id, boundary=boundary, child_id=child_id)
     loop, _repair = resume_session(

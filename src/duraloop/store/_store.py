@@ -3,7 +3,10 @@
 Single writer per session (a lock taken by `open_writer` and by repairing loads), the id
 collision check, seq checks on every append, cold repair on load (truncate a torn tail,
 append closers durably), legacy import and the vocabulary refusal on every read (`_legacy`),
-and fork. Backends only store.
+the validation `check` reports on every read (`_validation`), and fork. Backends only store.
+
+Size: over 400 lines because one class holds every coordination rule the backends share;
+its helpers (`_claim`, `_fork_cut`, `_validation`) are already split out.
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ from duraloop.errors import (
 )
 from duraloop.log import (
     Event,
+    LogCheckReport,
     Session,
     SessionHeader,
+    check_log,
     fork_header,
-    fork_seed,
     lossless_copy,
     now_ms,
 )
@@ -38,11 +42,13 @@ from duraloop.log._json import is_safe_int
 
 from ._backend import DamagedLog, StorageBackend, StoredLog
 from ._claim import RememberedLoad, RememberedLoads, check_claim, final_turn_closers
+from ._fork_cut import fork_cut
 from ._jsonl import Compression, JsonlBackend
-from ._legacy import import_legacy, readable_events
+from ._legacy import readable_events
 from ._loaded import LoadedSession, RepairReport
 from ._memory import MemoryBackend
 from ._summary import SessionSummary, damaged_summary, summarize
+from ._validation import judge, refuse_closing_unanswered, refuse_unanswered
 from ._writer import SessionWriter, check_batch
 
 logger = logging.getLogger(__name__)
@@ -124,6 +130,7 @@ class SessionStore:
         Raises:
             AppendConflictError: if the first seq is not the stored next seq, or seqs gap.
             EventRejectedError: if an event's data is not losslessly JSON-serializable.
+            InvariantError: if a `step/end` or `turn/end` would close calls left unanswered.
             SessionNotFoundError: if nothing is stored under the id.
             SessionLockedError: if a writer holds the session.
         """
@@ -137,6 +144,7 @@ class SessionStore:
         try:
             stored = self.backend.read(session_id)
             check_batch(session_id, batch, len(stored.events))
+            refuse_closing_unanswered(session_id, stored.events, batch)
             if stored.torn is None:
                 self.backend.append(session_id, batch)
             else:
@@ -145,7 +153,10 @@ class SessionStore:
             release()
 
     def load(self, session_id: str) -> LoadedSession:
-        """Read a session and durably repair it: truncate a torn tail, append closers.
+        """Read a session, validate it as `check_log` does, then durably repair it.
+
+        Nothing is written unless the log validates and can be continued; then a torn tail
+        is truncated and an interrupted final turn gets its closers.
 
         Args:
             session_id: the session to load.
@@ -156,10 +167,35 @@ class SessionStore:
         Raises:
             SessionNotFoundError: if nothing is stored under the id.
             SessionLockedError: if another process is writing the session.
-            CorruptLogError: if the committed region is damaged.
+            CorruptLogError: if the committed region is damaged or breaks a rule `check`
+                enforces.
+            UnpairedHistoryError: if a closed step left tool calls unanswered (the message
+                names the rescue fork); nothing is written.
             SessionFormatUnsupportedError: for a newer/older format or an unknown event type.
             StoreError: if the repair cannot be written, or the live turn of a writer open
                 in this store is not closed.
+        """
+        return self.prepare(session_id)[0]
+
+    def prepare(self, session_id: str) -> tuple[LoadedSession, Session]:
+        """Load a session as `load` does and return the session that continues it.
+
+        The validation of the load built the session (seeded with the balanced log, ending
+        with the next lifecycle's `session/end-seed`), so a resume validates the log once.
+
+        Args:
+            session_id: the session to load.
+
+        Returns:
+            What `load` returns, and the unpublished session; pass it to `open_writer`.
+
+        Raises:
+            SessionNotFoundError: as `load`.
+            SessionLockedError: as `load`.
+            CorruptLogError: as `load`.
+            UnpairedHistoryError: as `load`.
+            SessionFormatUnsupportedError: as `load`.
+            StoreError: as `load`.
         """
         live = self._writers.get(session_id)
         if live is not None:
@@ -171,7 +207,8 @@ class SessionStore:
                     f'cannot load session "{session_id}" while its live turn is open; use the '
                     "live Session or wait for the turn to close"
                 )
-            return LoadedSession(stored.header, events, RepairReport())
+            loaded = LoadedSession(stored.header, events, RepairReport())
+            return loaded, Session(session_id, seed=events, header=stored.header)
         if not self.backend.exists(session_id):
             # Checked before locking: the lock of an unknown id would create its directory.
             raise SessionNotFoundError(session_id)
@@ -179,7 +216,10 @@ class SessionStore:
         try:
             stored = self.backend.read(session_id)
             readable = _readable(stored)
-            closers = final_turn_closers(readable, path=stored.path)
+            # Judged before anything is written: damage and unanswered history refuse.
+            report, session = judge(stored.header, readable, path=stored.path)
+            refuse_unanswered(report.unanswered, session_id=session_id)
+            closers = list(session.events[len(readable) : len(readable) + report.closers_needed])
             # One durable repair: cut the torn tail, then store the recovered events as they
             # were read (no legacy import) and the closers.
             rewrite = _recovered(stored)
@@ -193,7 +233,7 @@ class SessionStore:
             self._remember_load(session_id, stored.header.cwd, events)
         finally:
             release()
-        return LoadedSession(stored.header, events, RepairReport(stored.torn_bytes, closers))
+        return LoadedSession(stored.header, events, RepairReport(stored.torn_bytes, closers)), session
 
     def inspect(self, session_id: str) -> LoadedSession:
         """Read a session and balance it in memory only; never writes.
@@ -207,14 +247,33 @@ class SessionStore:
 
         Raises:
             SessionNotFoundError: if nothing is stored under the id.
-            CorruptLogError: if the committed region is damaged.
+            CorruptLogError: if the committed region is damaged or breaks a rule `check`
+                enforces (a log with unanswered closed history is returned).
             SessionFormatUnsupportedError: for a newer/older format or an unknown event type.
         """
         stored = self.backend.read(session_id)
         events = _readable(stored)
-        closers = final_turn_closers(events, path=stored.path)
-        report = RepairReport(stored.torn_bytes, closers)
-        return LoadedSession(stored.header, events + closers, report)
+        report, session = judge(stored.header, events, path=stored.path)
+        closers = list(session.events[len(events) : len(events) + report.closers_needed])
+        return LoadedSession(stored.header, events + closers, RepairReport(stored.torn_bytes, closers))
+
+    def check(self, session_id: str) -> LogCheckReport:
+        """Judge a stored session as `duraloop check` does; never writes.
+
+        Args:
+            session_id: the session to check.
+
+        Returns:
+            The `check_log` report of the committed events, with `torn_tail_bytes` set.
+
+        Raises:
+            SessionNotFoundError: if nothing is stored under the id.
+            CorruptLogError: if the committed region cannot be read at all.
+            SessionFormatUnsupportedError: for a newer/older format or an unknown event type.
+        """
+        stored = self.backend.read(session_id)
+        report = check_log(stored.header.id, _readable(stored))
+        return replace(report, torn_tail_bytes=stored.torn_bytes)
 
     def read(self, session_id: str) -> tuple[SessionHeader, builtins.list[Event]]:
         """Read a session's stored events exactly as committed; never writes or repairs.
@@ -229,11 +288,14 @@ class SessionStore:
 
         Raises:
             SessionNotFoundError: if nothing is stored under the id.
-            CorruptLogError: if the committed region is damaged.
+            CorruptLogError: if the committed region is damaged or breaks a rule `check`
+                enforces (a log with unanswered closed history is returned).
             SessionFormatUnsupportedError: for a newer/older format or an unknown event type.
         """
         stored = self.backend.read(session_id)
-        return stored.header, _readable(stored)
+        events = _readable(stored)
+        judge(stored.header, events, path=stored.path)
+        return stored.header, events
 
     def read_from(self, session_id: str, from_seq: int) -> builtins.list[Event]:
         """Return the committed events with seq >= `from_seq`, as stored (session-spec 6.1).
@@ -301,7 +363,8 @@ class SessionStore:
                 continue
             try:
                 stored = self.backend.read(entry.id)
-                events = import_legacy(stored.events, session_id=stored.header.id, path=stored.path)
+                events = _readable(stored)
+                judge(stored.header, events, path=stored.path)
             except (CorruptLogError, SessionFormatUnsupportedError) as exc:
                 summaries.append(damaged_summary(entry.id, _short_reason(exc), header=entry))
             else:
@@ -311,14 +374,18 @@ class SessionStore:
         )
 
     def fork(self, source_id: str, *, boundary: int | None = None, child_id: str | None = None) -> str:
-        """Persist a new session seeded with a closed-turn prefix of another (spec 5.2).
+        """Persist a new session seeded with a prefix of another (session-spec 5.2).
 
         The child log is the seed plus `session/end-seed`, written once; its header has
-        `parentSession`, `seedLength` and the parent's cwd.
+        `parentSession`, `seedLength` and the parent's cwd. The source is never written.
+        A cut inside a turn is closed with crash repair's closers (recovery results,
+        `step/end`, `turn/end {interrupted}`); this rescues a session whose closed history
+        has unanswered calls (`UnpairedHistoryError` names the cut).
 
         Args:
-            source_id: the session to fork (read without repair; closers in memory).
-            boundary: the last inherited seq (inclusive); defaults to the last event.
+            source_id: the session to fork (read without repair).
+            boundary: the last inherited seq (inclusive); defaults to the last event, or to
+                the last closed turn's `turn/end` while the final turn is open.
             child_id: the child id; a UUID4 is minted when None.
 
         Returns:
@@ -327,16 +394,17 @@ class SessionStore:
         Raises:
             SessionForkError: `SESSION_ALREADY_EXISTS`, `SESSION_NOT_FOUND`,
                 `INVALID_BOUNDARY` or `OPEN_TURN`.
+            SessionLockedError: if `boundary` lies inside the open final turn while a writer
+                (in any process) holds the source.
+            UnpairedHistoryError: if the inherited prefix holds a step closed with calls
+                unanswered.
+            CorruptLogError: if the source log is damaged.
         """
         if child_id is not None and self.backend.exists(child_id):
             raise SessionForkError(f'session "{child_id}" already exists', code="SESSION_ALREADY_EXISTS")
-        try:
-            source = self.inspect(source_id)
-        except SessionNotFoundError as exc:
-            raise SessionForkError(f'session "{source_id}" not found', code="SESSION_NOT_FOUND") from exc
-        seed = fork_seed(source.events, session_id=source_id, boundary=boundary)
+        source, seed = fork_cut(self.backend, source_id, boundary=boundary)
         child = child_id if child_id is not None else str(uuid.uuid4())
-        header = fork_header(source.header, child_id=child, seed_length=len(seed), created_at=now_ms())
+        header = fork_header(source, child_id=child, seed_length=len(seed), created_at=now_ms())
         session = Session(child, seed=seed, header=header)
         try:
             with self.open_writer(session):
