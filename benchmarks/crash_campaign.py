@@ -554,9 +554,10 @@ class Campaign:
         for law, detail in found:
             self.report.violations.append((law, store, f"{trial.name} {detail}"))
         if found:
+            text = "\n  ".join(history + [f"[{law}] {detail}" for law, detail in found])
+            (trial / "violations.txt").write_text(text + "\n")
             self.report.reproductions.append(
-                "\nreproduction (directory kept: scripts, store, ledger, p*.out/err):\n  "
-                + "\n  ".join(history + [f"[{law}] {detail}" for law, detail in found]))
+                f"\nreproduction (directory kept: scripts, store, ledger, p*.out/err):\n  {text}")
         elif not self.keep:
             shutil.rmtree(trial)
         if self.progress is not None:

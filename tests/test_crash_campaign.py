@@ -181,7 +181,7 @@ def test_a_finished_head_call_without_a_result_while_its_group_runs_is_flagged()
     assert [v.law for v in found] == ["head-result-not-durable"]
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 def test_campaign_of_50_sigkills_over_three_stores_breaks_no_law(tmp_path: Path) -> None:
     report = crash_campaign.run_campaign(50, seed=9, workdir=tmp_path / "campaign")
     rendered = report.render()
