@@ -22,9 +22,10 @@ Laws (each violation names one of them):
 - `recovery-code`: a call that had a `tool/call` but no result at a kill is not answered
   `TOOL_OUTCOME_UNKNOWN`, one that had no `tool/call` is not answered `TOOL_NOT_STARTED`, a
   recovery code appears with no kill to explain it, or contradicts the `tool/call`s on disk.
-- `head-result-not-durable` (timing-based): a parallel call at the head of model order
-  whose `tool/call` was on disk for `HEAD_GRACE_MS` before the kill, while a later call of
-  its group had started, has no result (issue 9 item 4).
+- `head-result-not-durable` (timing-based): a fast parallel call (`read_file`, `list_dir`:
+  its body takes milliseconds) started by the killed process, at the head of model order,
+  whose `tool/call` was on disk for `HEAD_GRACE_MS` before the kill while a later call of its
+  group had started, has no result (issue 9 item 4).
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ RECOVERY_CODES = frozenset({UNKNOWN, NOT_STARTED})
 PARALLEL_TOOLS = frozenset({"read_file", "list_dir", "grep"})
 """The built-in tools that declare themselves parallel-safe; every other one is exclusive."""
 PACKED_TYPES = frozenset({"text-chunks", "reasoning-chunks", "tool-call-chunks"})
-HEAD_GRACE_MS = 150
+FAST_TOOLS = frozenset({"read_file", "list_dir"})
+"""Parallel-safe built-ins whose bodies finish within milliseconds on the campaign's inputs."""
+HEAD_GRACE_MS = 250
 """How long a finished head call may go without a durable result before it counts as lost."""
 
 LAWS = (
@@ -434,8 +437,15 @@ def check_effects(calls: Calls, effects: Effects) -> list[Violation]:
     return found
 
 
-def check_head_durable(calls: Calls, kill_ms: int) -> list[Violation]:
-    """`head-result-not-durable`: see the module docstring (issue 9 item 4)."""
+def check_head_durable(calls: Calls, kill_ms: int, *, since_seq: int = 0) -> list[Violation]:
+    """`head-result-not-durable`: see the module docstring (issue 9 item 4).
+
+    Args:
+        calls: the log as the kill left it.
+        kill_ms: when SIGKILL was sent, epoch milliseconds (the clock of event `time`s).
+        since_seq: the first seq the killed process wrote; older `tool/call`s were left by
+            an earlier kill and are not judged again.
+    """
     found: list[Violation] = []
     for _seq, _where, asked in calls.messages:
         groups: list[list[tuple[str, str]]] = []
@@ -453,8 +463,9 @@ def check_head_durable(calls: Calls, kill_ms: int) -> list[Violation]:
                 earlier = asked[: asked.index((call_id, _name))]
                 later_started = any(cid in calls.started for cid, _ in group[index + 1:])
                 started = calls.started.get(call_id)
-                if (all(cid in calls.results for cid, _ in earlier) and later_started
-                        and started and kill_ms - int(started[0]["time"]) > HEAD_GRACE_MS):
+                if (_name in FAST_TOOLS and all(cid in calls.results for cid, _ in earlier)
+                        and later_started and started and started[0]["seq"] >= since_seq
+                        and kill_ms - int(started[0]["time"]) > HEAD_GRACE_MS):
                     found.append(Violation(
                         "head-result-not-durable",
                         f"{_name} {call_id}: tool/call on disk {kill_ms - started[0]['time']} ms "

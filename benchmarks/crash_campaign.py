@@ -494,7 +494,8 @@ class Campaign:
             violations += laws.check_effects(calls, effects) + laws.check_owed(owed, calls)
             if outcome.killed:
                 owed.update({k: v for k, v in laws.pending_calls(calls).items() if k not in owed})
-                violations += laws.check_head_durable(calls, outcome.kill_ms)
+                violations += laws.check_head_durable(calls, outcome.kill_ms,
+                                                      since_seq=len(previous.events))
             else:
                 err = (trial / f"p{process}.err").read_text(errors="replace")[-400:]
                 if outcome.returncode != 0:
