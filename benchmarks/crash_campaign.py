@@ -79,6 +79,8 @@ class Report:
     violations: list[tuple[str, str, str]] = field(default_factory=list)
     """(law, store, detail), the detail naming the trial."""
     reproductions: list[str] = field(default_factory=list)
+    owed: Counter[str] = field(default_factory=Counter)
+    """Recovery results checked: calls a kill left unanswered, by the code repair owed them."""
     processes: int = 0
     trials: int = 0
     seconds: float = 0.0
@@ -111,6 +113,8 @@ class Report:
         totals = [sum(self.kills[(s, k)] for k in KINDS) for s in stores]
         lines.append(f"{'total':{width}} " + " ".join(f"{n:>12}" for n in totals)
                      + f" {sum(totals):>8}")
+        lines += ["", "calls a kill left unanswered (each checked for its recovery code): "
+                  + ", ".join(f"{self.owed[c]} {c}" for c in (laws.UNKNOWN, laws.NOT_STARTED))]
         lines += ["", "violations by law (each must be 0)"]
         counts = self.by_law()
         for law in laws.LAWS:
@@ -493,7 +497,9 @@ class Campaign:
             violations += laws.check_answers(calls) + laws.check_codes(calls)
             violations += laws.check_effects(calls, effects) + laws.check_owed(owed, calls)
             if outcome.killed:
-                owed.update({k: v for k, v in laws.pending_calls(calls).items() if k not in owed})
+                fresh = {k: v for k, v in laws.pending_calls(calls).items() if k not in owed}
+                owed.update(fresh)
+                self.report.owed.update(fresh.values())
                 violations += laws.check_head_durable(calls, outcome.kill_ms,
                                                       since_seq=len(previous.events))
             else:
