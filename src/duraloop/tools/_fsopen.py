@@ -273,12 +273,12 @@ class _Walk:
             except NotADirectoryError as exc:
                 if self._expand(part):
                     return
-                if not self._is_directory(part):
+                if not self._is_walkable(part):
                     raise ToolError(
                         f"{self.path}: a path component is not a directory",
                         code=FS_NOT_A_DIRECTORY,
                     ) from exc
-                self._count_link()  # a symlink swapped back for a directory: open it again
+                self._count_link()  # swapped between the open and the readlink: look again
                 continue
             except OSError as exc:
                 raise_os_error(exc, self.path)
@@ -286,12 +286,13 @@ class _Walk:
             self.names.append(part)
             return
 
-    def _is_directory(self, part: str) -> bool:
+    def _is_walkable(self, part: str) -> bool:
+        """Tell whether `part` is (now) a directory or a symlink: worth another look."""
         try:
             status = os.stat(part, dir_fd=self.fds[-1], follow_symlinks=False)
         except OSError as exc:
             raise_os_error(exc, self.path)
-        return stat.S_ISDIR(status.st_mode)
+        return stat.S_ISDIR(status.st_mode) or stat.S_ISLNK(status.st_mode)
 
     def _mkdir(self, part: str) -> None:
         try:
