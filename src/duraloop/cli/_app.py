@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.measure import Measurement
 from rich.table import Table
 
-from ..errors import CorruptLogError, DuraloopError, UsageError
+from ..errors import CorruptLogError, DuraloopError
 from ..log import Event, SessionHeader, check_log
 from ..loop import LoopConfig, open_session, resume_session, start_session
 from ..store import read_log_file
@@ -28,7 +28,13 @@ from ..tools import builtin_tools
 from ._chat import run_chat
 from ._config import build_model
 from ._render import events_jsonl, messages_json, render_transcript
-from ._runner import refuse_model_flags_without_prompt, require_prompt, run_turn_live
+from ._runner import (
+    os_error_text,
+    refuse_model_flags_without_prompt,
+    require_prompt,
+    run_turn_live,
+    system_prompt,
+)
 from ._stores import StoreSpec, open_store, store_option
 
 app = typer.Typer(
@@ -90,20 +96,6 @@ def _print_json(value: object) -> None:
     sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
 
 
-def _system(text: str | None) -> str | None:
-    if text is not None and text.startswith("@"):
-        path = Path(text[1:])
-        try:
-            return path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text ({exc.reason})"
-            raise UsageError(
-                f"cannot read the system prompt file {str(path)!r} (from --system {text}): "
-                f"{reason}; pass the prompt text itself, or @FILE naming a readable UTF-8 file"
-            ) from exc
-    return text
-
-
 def _exit_for(kind: str) -> int:
     return 0 if kind in ("completed", "max-tokens") else 1
 
@@ -125,7 +117,7 @@ def run(
     """Run one turn and print the session id; exit 0 when the turn completes."""
     require_prompt(prompt)
     llm = build_model(model, env=os.environ, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
-    config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps, system_prompt=_system(system))
+    config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps, system_prompt=system_prompt(system))
     sessions = open_store(store)
     if session is None:
         workspace = (cwd or Path.cwd()).resolve()
@@ -387,7 +379,7 @@ def demo(
 
 
 def main() -> None:
-    """Run the CLI; a DuraloopError prints one line `Type: message` and exits 1."""
+    """Run the CLI; a DuraloopError or OSError prints one line `Type: message` and exits 1."""
     # A plain handler: one unpadded line per warning (rich's log handler pads each line to
     # the console width).
     handler = logging.StreamHandler(sys.stderr)
@@ -397,4 +389,9 @@ def main() -> None:
         app()
     except DuraloopError as exc:
         err.print(f"[red]{type(exc).__name__}[/red]: {escape(str(exc))}")
+        sys.exit(1)
+    except OSError as exc:
+        # A file system failure no library call translated (an unreadable --store root such
+        # as /proc/1): still one line, never a traceback.
+        err.print(f"[red]{type(exc).__name__}[/red]: {escape(os_error_text(exc))}")
         sys.exit(1)

@@ -168,10 +168,16 @@ class Turn:
         try:
             session.append(TURN_END, {"turn": self.turn, "reason": reason})
             self.loop.flush()
-        except Exception:
+        except Exception as exc:
             if error is None:
                 raise
-            logger.exception("session %s: closing turn %d failed", session.id, self.turn)
+            # Usually the same cause (a full disk, a broken store): one line, not a second
+            # traceback before the error the caller reports.
+            logger.warning(
+                "session %s: turn %d was left open (%s while closing it); resume repairs it",
+                session.id, self.turn, type(exc).__name__,
+            )
+            logger.debug("session %s: closing turn %d failed", session.id, self.turn, exc_info=True)
         if error is not None and not isinstance(error, Exception):
             raise error
         if signal.aborted:
