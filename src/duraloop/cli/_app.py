@@ -27,23 +27,27 @@ from ..store import read_log_file
 from ..tools import builtin_tools
 from ._chat import run_chat
 from ._config import build_model
+from ._help import DuraloopTyper, PlainHelpGroup, root_options
 from ._render import events_jsonl, messages_json, render_transcript
 from ._runner import (
+    exit_code_for,
     os_error_text,
     refuse_model_flags_without_prompt,
     require_prompt,
     run_turn_live,
     system_prompt,
 )
-from ._stores import StoreSpec, open_store, store_option
+from ._stores import StoreSpec, open_store, session_log_file, store_option
 
-app = typer.Typer(
+app = DuraloopTyper(
     name="duraloop",
     help="A durable agent loop: every tool call answered, every crash repairable.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     add_completion=False,
+    cls=PlainHelpGroup,
 )
+app.callback()(root_options)
 # soft_wrap: a line is never broken at the console width (a piped `session: <id>` line or a
 # one-line error must stay one line; the terminal wraps long lines itself).
 out = Console(highlight=False, soft_wrap=True)
@@ -90,14 +94,11 @@ ReasoningEffortOption = Annotated[
 
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+SystemOption = Annotated[str | None, typer.Option("--system", help="System prompt text, or @FILE to read it.")]
 
 
 def _print_json(value: object) -> None:
     sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
-
-
-def _exit_for(kind: str) -> int:
-    return 0 if kind in ("completed", "max-tokens") else 1
 
 
 @app.command()
@@ -109,7 +110,7 @@ def run(
     session: Annotated[str | None, typer.Option("--session", help="Run in this session: continued if it exists, created with this id if not.")] = None,
     max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Most tool calls running at once (at least 1).")] = 10,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Most steps (model requests) in the turn (at least 1).")] = 100,
-    system: Annotated[str | None, typer.Option("--system", help="System prompt text, or @FILE to read it.")] = None,
+    system: SystemOption = None,
     base_url: BaseUrlOption = None,
     max_tokens: MaxTokensOption = None,
     reasoning_effort: ReasoningEffortOption = None,
@@ -132,7 +133,7 @@ def run(
             result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
         finally:
             out.print(f"session: {loop.session.id}")
-    raise typer.Exit(_exit_for(result.kind))
+    raise typer.Exit(exit_code_for(result.kind))
 
 
 @app.command()
@@ -143,13 +144,14 @@ def chat(
     session: Annotated[str | None, typer.Option("--session", help="Chat in this session: resumed (with repair) if it exists, created with this id if not.")] = None,
     max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Most tool calls running at once (at least 1).")] = 10,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Most steps (model requests) in each turn (at least 1).")] = 100,
+    system: SystemOption = None,
     base_url: BaseUrlOption = None,
     max_tokens: MaxTokensOption = None,
     reasoning_effort: ReasoningEffortOption = None,
 ) -> None:
     """Chat interactively: a line starts a turn, typing during a turn steers it, Ctrl-C cancels it."""
     llm = build_model(model, env=os.environ, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
-    config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps)
+    config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps, system_prompt=system_prompt(system))
     sessions = open_store(store)
     repair = None
     if session is None:
@@ -192,6 +194,7 @@ def resume(
     cwd: CwdOption = None,
     max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Most tool calls running at once (at least 1).")] = 10,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Most steps (model requests) in the turn (at least 1).")] = 100,
+    system: SystemOption = None,
     base_url: BaseUrlOption = None,
     max_tokens: MaxTokensOption = None,
     reasoning_effort: ReasoningEffortOption = None,
@@ -199,19 +202,19 @@ def resume(
     """Load a session with crash repair, say what repair did, optionally run a turn."""
     sessions = open_store(store)
     if prompt is None:
-        refuse_model_flags_without_prompt(model=model, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
+        refuse_model_flags_without_prompt(model=model, system=system, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
         loaded = sessions.load(session_id)
         out.print(f"{session_id}: {_repair_text(loaded.repair)}")
         return
     require_prompt(prompt)
     llm = build_model(model, env=os.environ, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
-    config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps)
+    config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps, system_prompt=system_prompt(system))
     loop, repair = resume_session(session_id, store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config)
     err.print(f"{session_id}: {_repair_text(repair)}")
     with loop:
         result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
         out.print(f"session: {session_id}")
-    raise typer.Exit(_exit_for(result.kind))
+    raise typer.Exit(exit_code_for(result.kind))
 
 
 @app.command()
@@ -227,15 +230,15 @@ def fork(
 
 
 def _read(target: str, store: StoreSpec | None) -> tuple[SessionHeader, list[Event]]:
-    path = Path(target)
-    if path.is_file():
+    path = session_log_file(target)
+    if path is not None:
         return read_log_file(path)
     return open_store(store).read(target)
 
 
 @app.command()
 def show(
-    target: Annotated[str, typer.Argument(help="A session id, or the path of a session log file (ours or a dsh JSONL).")],
+    target: Annotated[str, typer.Argument(help="A session id, or a session log file (ours or a dsh JSONL) or its session folder.")],
     events: Annotated[bool, typer.Option("--events", help="Show the raw events.")] = False,
     messages: Annotated[bool, typer.Option("--messages", help="Show the derived messages (the next request's history).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine output: JSONL events or a JSON array of messages.")] = False,
@@ -270,15 +273,15 @@ def _when(epoch_ms: int) -> str:
 
 @app.command()
 def check(
-    target: Annotated[str, typer.Argument(help="A session id, or the path of a session log file.")],
+    target: Annotated[str, typer.Argument(help="A session id, or a session log file or its session folder.")],
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
     """Check invariants and provider pairing (never writes); exit 1 with a report if invalid."""
     torn_bytes = 0
     try:
-        if Path(target).is_file():
-            header, log = read_log_file(Path(target))
+        if (path := session_log_file(target)) is not None:
+            header, log = read_log_file(path)
         else:
             inspected = open_store(store).inspect(target)
             header, torn_bytes = inspected.header, inspected.repair.truncated_bytes

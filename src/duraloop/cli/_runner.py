@@ -128,6 +128,18 @@ def system_prompt(text: str | None) -> str | None:
     return utf8_text(data, source=source, fix=fix)
 
 
+def exit_code_for(kind: str) -> int:
+    """Return the exit status of `run`/`resume` for a turn's end reason: 0 if it completed.
+
+    Args:
+        kind: the `turn/end` reason kind.
+
+    Returns:
+        0 for `completed` and `max-tokens`, else 1.
+    """
+    return 0 if kind in ("completed", "max-tokens") else 1
+
+
 def os_error_text(exc: OSError) -> str:
     """Return a one-line description of a file system failure, with what to check.
 
@@ -154,9 +166,10 @@ def refuse_model_flags_without_prompt(**flags: object) -> None:
     """
     given = ["--" + name.replace("_", "-") for name, value in flags.items() if value is not None]
     if given:
+        verb, them = ("is", "it") if len(given) == 1 else ("are", "them")
         raise UsageError(
-            f"{', '.join(given)} only apply when resume runs a turn; add a PROMPT to run "
-            "one, or drop them to just repair the session"
+            f"{', '.join(given)} {verb} used only when resume runs a turn; add a PROMPT to run "
+            f"one, or drop {them} to just repair the session"
         )
 
 
