@@ -144,3 +144,12 @@ def test_non_utf8_system_text_is_refused_like_a_non_utf8_system_file(cli: Cli) -
     assert from_text == "UsageError: the --system text " + reason
     assert from_file == "UsageError: the system prompt file 'system.txt' (from --system @system.txt) " + reason
     assert not cli.store.exists()
+
+
+@pytest.mark.parametrize("command", [["run", "hi"], ["chat"], ["resume", NOT_UTF8 + "-id", "hi"]])
+def test_a_non_utf8_session_id_is_refused_before_anything_is_written(cli: Cli, command: list[str]) -> None:
+    session = ["--session", NOT_UTF8] if command[0] != "resume" else []
+    result = cli(*command, *session, "--model", cli.script([{"text": "ok"}]))
+    line = _one_line_error(result, "UsageError")
+    assert "is not UTF-8 text" in line
+    assert list(cli.store.glob("*/*")) == []
