@@ -171,11 +171,12 @@ class Turn:
         except Exception as exc:
             if error is None:
                 raise
-            # Usually the same cause (a full disk, a broken store): one line, not a second
-            # traceback before the error the caller reports.
-            logger.warning(
-                "session %s: turn %d was left open (%s while closing it); resume repairs it",
-                session.id, self.turn, type(exc).__name__,
+            # One line, not a traceback before the error the caller reports (often the same
+            # cause: a full disk, a broken store); the traceback is at DEBUG.
+            logger.error(
+                "session %s: closing turn %d failed (%s: %s); the log ends inside the turn "
+                "and resume repairs it",
+                session.id, self.turn, type(exc).__name__, exc,
             )
             logger.debug("session %s: closing turn %d failed", session.id, self.turn, exc_info=True)
         if error is not None and not isinstance(error, Exception):
