@@ -292,3 +292,72 @@ def test_a_second_ctrl_c_while_cancelling_exits_130_and_the_next_chat_repairs(
     again.type("/quit\n")
     assert again.wait_exit() == 0
     assert _turn_ends(raw_events(again.log)) == [(1, "interrupted")]
+
+
+def test_show_during_a_running_turn_says_it_is_running_not_how_to_repair_it(
+    cli: Cli, chats: list[PtyChat]
+) -> None:
+    chat = _start(chats, cli, "--model", cli.script([_bash_waiting_for_go(), {"text": "Done."}]))
+    chat.type("run the waiter\n")
+    chat.wait(lambda: tool_call_on_disk(chat.log, "bash"), "the bash tool/call on disk")
+    mark = chat.type("/show\n")
+    chat.expect(r"── turn 1 is running\n", after=mark)
+    assert "resume" not in chat.output[mark:]
+    (cli.cwd / "go").touch()
+    chat.wait_log(lambda e: _turn_ends(e) == [(1, "completed")], "turn 1 to complete")
+    chat.expect_prompt()
+    chat.type("/quit\n")
+    assert chat.wait_exit() == 0
+
+
+# --- stdin not a terminal: a pipe is a script of turns ------------------------------------
+
+
+def _piped(cli: Cli, text: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cli.argv("chat", *args), input=text, capture_output=True, text=True,
+                          encoding="utf-8", env=clean_env(cli.tmp), cwd=cli.tmp, timeout=DEADLINE * 3,
+                          check=False)
+
+
+def _piped_session(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stdout.splitlines()[0].removeprefix("session: ")
+
+
+def _log_of(cli: Cli, session_id: str) -> list[dict[str, Any]]:
+    return raw_events(wait_for_log(cli, session_id))
+
+
+def test_piped_lines_are_each_their_own_turn_in_order(cli: Cli) -> None:
+    result = _piped(cli, "first\nsecond\n", "--model", cli.script([{"text": "one"}, {"text": "two"}]))
+    assert result.returncode == 0, result.stderr
+    events = _log_of(cli, _piped_session(result))
+    assert _turn_ends(events) == [(1, "completed"), (2, "completed")]
+    prompts = [(e["seq"], _text(e)) for e in _of(events, "user/message")]
+    turn_2 = _of(events, "turn/start")[1]["seq"]
+    assert [text for _, text in prompts] == ["first", "second"]
+    assert prompts[0][0] < turn_2 < prompts[1][0]  # "second" is turn 2's prompt, not a steer
+    assert [e["data"]["target"] for e in _of(events, "agent/inbox/spliced") if e["data"]["inserted"]] == ["next-turn"]
+
+
+def test_a_piped_command_waits_for_the_turns_queued_before_it(cli: Cli) -> None:
+    result = _piped(cli, "first\nsecond\n/show\n", "--model", cli.script([{"text": "one"}, {"text": "two"}]))
+    assert result.returncode == 0, result.stderr
+    shown = result.stdout.split("session " + _piped_session(result), 1)[1]
+    assert "user: second" in shown and "── turn 2 completed" in shown
+    assert "is running" not in shown and "is open" not in shown
+
+
+def test_a_piped_chat_exits_1_when_a_turn_ended_in_error(cli: Cli) -> None:
+    result = _piped(cli, "hello\n", "--model", cli.script([]))
+    assert result.returncode == 1, result.stderr
+    assert _turn_ends(_log_of(cli, _piped_session(result))) == [(1, "error")]
+
+
+def test_the_token_count_continues_across_a_resumed_chat(cli: Cli) -> None:
+    first = _piped(cli, "hello\n", "--model", cli.script([{"text": "one"}]))
+    assert first.returncode == 0, first.stderr
+    tokens = re.findall(r"\[idle · ([\d,]+) tokens\]", first.stderr)[-1]
+    assert tokens != "0"
+    again = _piped(cli, "again\n", "--model", cli.script([{"text": "two"}]), "--session", _piped_session(first))
+    assert again.returncode == 0, again.stderr
+    assert f"[running · step 1 · 0 tools running · {tokens} tokens]" in again.stderr.splitlines()

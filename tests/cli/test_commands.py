@@ -464,7 +464,32 @@ def test_resume_without_a_prompt_refuses_model_flags_it_would_ignore(cli: Cli) -
     session_id = session_id_of(ok(cli("run", "hi", "--model", cli.script([{"text": "hello"}]))))
     result = cli("resume", session_id, "--max-tokens", "5")
     assert result.returncode == 1
-    assert "UsageError: --max-tokens only apply when resume runs a turn" in result.stderr
+    assert "UsageError: --max-tokens is used only when resume runs a turn; add a PROMPT to run one, or drop it" in result.stderr
+    both = cli("resume", session_id, "--system", "Be terse.", "--max-tokens", "5")
+    assert "UsageError: --system, --max-tokens are used only when resume runs a turn; " in both.stderr
+    assert "or drop them to just repair the session" in both.stderr
+
+
+def test_resume_and_chat_take_a_system_prompt_for_their_turns(cli: Cli) -> None:
+    session_id = session_id_of(ok(cli("run", "hi", "--model", cli.script([{"text": "hello"}]))))
+    ok(cli("resume", session_id, "again", "--model", cli.script([{"text": "ok"}]), "--system", "Resumed system."))
+    chat = subprocess.run(cli.argv("chat", "--model", cli.script([{"text": "ok"}]), "--session", session_id,
+                                   "--system", "Chat system."),
+                          input="third\n", capture_output=True, text=True, env=clean_env(cli.tmp), timeout=90, check=False)
+    assert chat.returncode == 0, chat.stderr
+    systems = [e["data"]["header"]["system"] for e in _of(cli.events(session_id), "request/header")]
+    assert systems[1:] == ["Resumed system.", "Chat system."]
+
+
+@pytest.mark.parametrize("encoding", ["jsonl", "jsonl+zstd"])
+def test_show_and_check_accept_a_session_folder(cli: Cli, encoding: str) -> None:
+    store = f"{encoding}:{cli.store}"
+    session_id = session_id_of(ok(cli("run", "hi", "--model", cli.script([{"text": "hello"}]), "--store", store, store=False)))
+    folder = next(cli.store.glob(f"*/{session_id}"))
+    shown = ok(cli("show", str(folder), "--store", str(cli.tmp / "elsewhere"), store=False)).stdout
+    assert f"session {session_id}" in shown and "assistant: hello" in shown
+    checked = ok(cli("check", str(folder), "--store", str(cli.tmp / "elsewhere"), store=False)).stdout
+    assert checked.startswith(f"{session_id}: valid")
 
 
 def test_demo_dir_that_is_a_file_is_a_one_line_usage_error(cli: Cli) -> None:

@@ -6,9 +6,12 @@ without help text, is a documentation bug this test catches.
 
 from __future__ import annotations
 
+import re
+from importlib.metadata import version
 from pathlib import Path
 
 import typer.main
+from typer.testing import CliRunner
 
 from duraloop.cli import app
 
@@ -38,3 +41,51 @@ def test_every_command_appears_in_the_readme() -> None:
     assert names == {"run", "chat", "resume", "fork", "show", "check", "ls", "demo"}
     for name in names:
         assert f"`duraloop {name}" in README, name
+
+
+_DOCUMENTED_ONCE = {"--store", "--help"}  # described above the README's table, for every command
+
+
+def _readme_row(command: str) -> str:
+    rows = [line for line in README.splitlines() if line.startswith(f"| `duraloop {command}")]
+    assert len(rows) == 1, command
+    return rows[0]
+
+
+def test_every_option_of_a_command_is_in_its_readme_row() -> None:
+    missing = []
+    for name, command in _commands().items():
+        row = _readme_row(name)
+        for param in command.params:  # type: ignore[attr-defined]
+            for option in param.opts:
+                listed = re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", row)
+                if option.startswith("--") and option not in _DOCUMENTED_ONCE and listed is None:
+                    missing.append(f"{name} {option}")
+    assert missing == []
+
+
+def _help(*args: str) -> str:
+    result = CliRunner().invoke(app, [*args, "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_flags_show_no_value_in_help_and_arguments_read_as_in_the_readme() -> None:
+    for name in ["", *_commands()]:
+        text = _help(*([name] if name else []))
+        assert "<bool>" not in text, name
+        assert "{" not in text.split("Usage:", 1)[1].splitlines()[0], name
+    assert re.search(r"Usage: duraloop run \[OPTIONS\] PROMPT *\n", _help("run"))
+    assert re.search(r"Usage: duraloop resume \[OPTIONS\] SESSION_ID \[PROMPT\] *\n", _help("resume"))
+
+
+def test_a_flag_given_a_value_is_refused_as_an_extra_argument() -> None:
+    result = CliRunner().invoke(app, ["ls", "--json", "true"])
+    assert result.exit_code == 2
+    assert "unexpected extra argument(s) (true)" in result.output
+
+
+def test_version_prints_the_installed_package_version() -> None:
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output == f"duraloop {version('duraloop')}\n"

@@ -144,3 +144,13 @@ def test_final_turn_closers_ignore_an_unanswered_call_of_a_closed_turn() -> None
     events = [ts(0, 1), ss(1, 1, 1), assistant(2, 1, 1, [call_block("c")], "a"), se(3, 1, 1), te(4, 1), ts(5, 2)]
     assert final_turn_closers(events) == interrupted_turn_closers(events)
     assert [event.type for event in final_turn_closers(events)] == [v.TURN_END]
+
+
+def test_a_fresh_session_over_a_stored_log_is_told_to_use_resume_session_or_open_session(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path)
+    store.backend.materialize(meta("s"), one_turn_log())
+    with pytest.raises(SessionExistsError) as raised:
+        store.open_writer(Session("s", header=meta("s")))
+    message = str(raised.value)
+    assert 'resume_session("s", ...) or open_session("s", ...) from duraloop.loop' in message
+    assert "seed a Session" not in message

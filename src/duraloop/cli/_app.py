@@ -14,13 +14,14 @@ import anyio
 import typer
 from rich.console import Console
 
-from ..errors import CorruptLogError, DuraloopError, UsageError
+from ..errors import CorruptLogError, DuraloopError
 from ..log import Event, SessionHeader, check_log, rescue_command
 from ..loop import LoopConfig, open_session, resume_session, start_session
 from ..store import read_log_file
 from ..tools import builtin_tools
 from ._chat import run_chat
 from ._config import build_model
+from ._help import DuraloopTyper, PlainHelpGroup, root_options
 from ._render import (
     ShowFlagsError,
     VisibleFormatter,
@@ -36,16 +37,25 @@ from ._render import (
     show_view,
     styled,
 )
-from ._runner import refuse_model_flags_without_prompt, require_prompt, run_turn_live
-from ._stores import StoreSpec, open_store, store_option
+from ._runner import (
+    exit_code_for,
+    os_error_text,
+    refuse_model_flags_without_prompt,
+    require_prompt,
+    run_turn_live,
+    system_prompt,
+)
+from ._stores import StoreSpec, open_store, session_log_file, store_option
 
-app = typer.Typer(
+app = DuraloopTyper(
     name="duraloop",
     help="A durable agent loop: every tool call answered, every crash repairable.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     add_completion=False,
+    cls=PlainHelpGroup,
 )
+app.callback()(root_options)
 # soft_wrap: a line is never broken at the console width (a piped `session: <id>` line or a
 # one-line error must stay one line; the terminal wraps long lines itself).
 out = Console(highlight=False, soft_wrap=True)
@@ -92,28 +102,11 @@ ReasoningEffortOption = Annotated[
 
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+SystemOption = Annotated[str | None, typer.Option("--system", help="System prompt text, or @FILE to read it.")]
 
 
 def _print_json(value: object) -> None:
     sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
-
-
-def _system(text: str | None) -> str | None:
-    if text is not None and text.startswith("@"):
-        path = Path(text[1:])
-        try:
-            return path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 text ({exc.reason})"
-            raise UsageError(
-                f"cannot read the system prompt file {str(path)!r} (from --system {text}): "
-                f"{reason}; pass the prompt text itself, or @FILE naming a readable UTF-8 file"
-            ) from exc
-    return text
-
-
-def _exit_for(kind: str) -> int:
-    return 0 if kind in ("completed", "max-tokens") else 1
 
 
 @app.command()
@@ -125,7 +118,7 @@ def run(
     session: Annotated[str | None, typer.Option("--session", help="Run in this session: continued if it exists, created with this id if not.")] = None,
     max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Most tool calls running at once (at least 1).")] = 10,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Most steps (model requests) in the turn (at least 1).")] = 100,
-    system: Annotated[str | None, typer.Option("--system", help="System prompt text, or @FILE to read it.")] = None,
+    system: SystemOption = None,
     base_url: BaseUrlOption = None,
     max_tokens: MaxTokensOption = None,
     reasoning_effort: ReasoningEffortOption = None,
@@ -133,7 +126,7 @@ def run(
     """Run one turn and print the session id; exit 0 when the turn completes."""
     require_prompt(prompt)
     llm = build_model(model, env=os.environ, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
-    config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps, system_prompt=_system(system))
+    config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps, system_prompt=system_prompt(system))
     sessions = open_store(store)
     if session is None:
         workspace = (cwd or Path.cwd()).resolve()
@@ -148,7 +141,7 @@ def run(
             result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
         finally:
             out.print(styled("session: ", ident(loop.session.id)))
-    raise typer.Exit(_exit_for(result.kind))
+    raise typer.Exit(exit_code_for(result.kind))
 
 
 @app.command()
@@ -159,13 +152,14 @@ def chat(
     session: Annotated[str | None, typer.Option("--session", help="Chat in this session: resumed (with repair) if it exists, created with this id if not.")] = None,
     max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Most tool calls running at once (at least 1).")] = 10,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Most steps (model requests) in each turn (at least 1).")] = 100,
+    system: SystemOption = None,
     base_url: BaseUrlOption = None,
     max_tokens: MaxTokensOption = None,
     reasoning_effort: ReasoningEffortOption = None,
 ) -> None:
     """Chat interactively: a line starts a turn, typing during a turn steers it, Ctrl-C cancels it."""
     llm = build_model(model, env=os.environ, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
-    config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps)
+    config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps, system_prompt=system_prompt(system))
     sessions = open_store(store)
     repair = None
     if session is None:
@@ -208,6 +202,7 @@ def resume(
     cwd: CwdOption = None,
     max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Most tool calls running at once (at least 1).")] = 10,
     max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Most steps (model requests) in the turn (at least 1).")] = 100,
+    system: SystemOption = None,
     base_url: BaseUrlOption = None,
     max_tokens: MaxTokensOption = None,
     reasoning_effort: ReasoningEffortOption = None,
@@ -215,19 +210,19 @@ def resume(
     """Load a session with crash repair, say what repair did, optionally run a turn."""
     sessions = open_store(store)
     if prompt is None:
-        refuse_model_flags_without_prompt(model=model, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
+        refuse_model_flags_without_prompt(model=model, system=system, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
         loaded = sessions.load(session_id)
         out.print(safe(f"{ident(session_id)}: {_repair_text(loaded.repair)}"))
         return
     require_prompt(prompt)
     llm = build_model(model, env=os.environ, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
-    config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps)
+    config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps, system_prompt=system_prompt(system))
     loop, repair = resume_session(session_id, store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config)
     err.print(safe(f"{ident(session_id)}: {_repair_text(repair)}"))
     with loop:
         result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
         out.print(styled("session: ", ident(session_id)))
-    raise typer.Exit(_exit_for(result.kind))
+    raise typer.Exit(exit_code_for(result.kind))
 
 
 @app.command()
@@ -243,15 +238,15 @@ def fork(
 
 
 def _read(target: str, store: StoreSpec | None) -> tuple[SessionHeader, list[Event]]:
-    path = Path(target)
-    if path.is_file():
+    path = session_log_file(target)
+    if path is not None:
         return read_log_file(path)
     return open_store(store).read(target)
 
 
 @app.command()
 def show(
-    target: Annotated[str, typer.Argument(help="A session id, or the path of a session log file (ours or a dsh JSONL).")],
+    target: Annotated[str, typer.Argument(help="A session id, or a session log file (ours or a dsh JSONL) or its session folder.")],
     events: Annotated[bool, typer.Option("--events", help="Show the raw events.")] = False,
     messages: Annotated[bool, typer.Option("--messages", help="Show the derived messages (the next request's history).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine output: JSONL events (alone or with --events), or a JSON array of messages (with --messages).")] = False,
@@ -280,14 +275,14 @@ def show(
 
 @app.command()
 def check(
-    target: Annotated[str, typer.Argument(help="A session id, or the path of a session log file.")],
+    target: Annotated[str, typer.Argument(help="A session id, or a session log file or its session folder.")],
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
     """Check invariants and provider pairing (never writes); exit 1 with a report if invalid."""
     try:
-        if Path(target).is_file():
-            header, log = read_log_file(Path(target))
+        if (path := session_log_file(target)) is not None:
+            header, log = read_log_file(path)
             session_id, report = header.id, check_log(header.id, log)
         else:
             session_id, report = target, open_store(store).check(target)
@@ -363,7 +358,7 @@ def demo(
 
 
 def main() -> None:
-    """Run the CLI; a DuraloopError prints one line `Type: message` and exits 1."""
+    """Run the CLI; a DuraloopError or OSError prints one line `Type: message` and exits 1."""
     # A plain handler: one unpadded line per warning (rich's log handler pads each line to
     # the console width).
     handler = logging.StreamHandler(sys.stderr)
@@ -374,3 +369,8 @@ def main() -> None:
     except DuraloopError as exc:
         err.print(styled((type(exc).__name__, "red"), ": ", str(exc)))
         sys.exit(2 if isinstance(exc, ShowFlagsError) else 1)
+    except OSError as exc:
+        # A file system failure no library call translated (an unreadable --store root such
+        # as /proc/1): still one line, never a traceback.
+        err.print(styled((type(exc).__name__, "red"), ": ", os_error_text(exc)))
+        sys.exit(1)

@@ -3,7 +3,10 @@
 One anyio event loop runs three things: a reader turning stdin into lines, a signal watcher,
 and the dispatcher. While idle (prompt `you> `) a line starts a turn; while a turn runs a
 plain line steers it (`AgentLoop.steer`, entered at the next step boundary) and a line
-starting with `/` is a command (`/show`, `/fork`, `/quit`, `/help`).
+starting with `/` is a command (`/show`, `/fork`, `/quit`, `/help`). When stdin is not a
+terminal (a pipe, a file) it is a script: each line is its own turn (a line read while a
+turn runs is queued with `AgentLoop.followup`), and a command or the end of input waits for
+the turns before it. The chat exits 1 if a turn ended `error` or `blocked`.
 
 Ctrl-C (SIGINT) during a turn cancels it the durable way (running tools drain, the log
 closes `aborted`) and the prompt returns; a second Ctrl-C while cancelling exits at once
@@ -32,6 +35,7 @@ from rich.console import Console
 from ..log import Event
 from ..log._vocabulary import (
     ASSISTANT_MESSAGE,
+    REASON_BLOCKED,
     STEP_START,
     TOOL_CALL,
     TOOL_RESULT,
@@ -68,12 +72,15 @@ class StatusLine:
         errors: where the status goes (stderr).
     """
 
-    def __init__(self, errors: Console) -> None:
+    def __init__(self, errors: Console, history: Sequence[Event] = ()) -> None:
         self.errors = errors
         self.state = "idle"
         self.step = 0
         self.running_tools: set[str] = set()
         self.tokens = 0
+        for event in history:  # a resumed chat counts on from the session's earlier turns
+            if event.type == ASSISTANT_MESSAGE:
+                self.tokens += _usage_tokens(event)
 
     def text(self) -> str:
         """Return the current status line."""
@@ -100,8 +107,7 @@ class StatusLine:
             self.step = int(data.get("step", self.step + 1))
             self.show()
         elif kind == ASSISTANT_MESSAGE:
-            usage = data.get("usage") or {}
-            self.tokens += int(usage.get("inputTokens", 0)) + int(usage.get("outputTokens", 0))
+            self.tokens += _usage_tokens(event)
         elif kind == TOOL_CALL:
             self.running_tools.add(str(data.get("callId")))
             self.show()
@@ -114,6 +120,15 @@ class StatusLine:
             self.state = "idle"
             self.running_tools.clear()
             self.show()
+
+
+def _usage_tokens(event: Event) -> int:
+    """Return the input plus output tokens an `assistant/message` reports (0 without usage)."""
+    usage = event.data.get("usage") if isinstance(event.data, dict) else None
+    if not isinstance(usage, dict):
+        return 0
+    counts = (usage.get("inputTokens"), usage.get("outputTokens"))
+    return sum(count for count in counts if isinstance(count, int))
 
 
 def last_closed_turn_seq(events: Sequence[Event]) -> int | None:
@@ -140,15 +155,22 @@ class Chat:
         store: the store the session lives in (for `/fork`).
         console: the conversation (stdout).
         errors: status and diagnostics (stderr).
+        interactive: whether stdin is a terminal; otherwise (a pipe, a file) each line is its
+            own turn, queued as a follow-up while a turn runs, and a `/` command or the end
+            of input waits for the queued turns.
     """
 
-    def __init__(self, loop: AgentLoop, store: SessionStore, *, console: Console, errors: Console) -> None:
+    def __init__(
+        self, loop: AgentLoop, store: SessionStore, *, console: Console, errors: Console, interactive: bool
+    ) -> None:
         self.loop = loop
         self.store = store
         self.console = console
         self.errors = errors
-        self.status = StatusLine(errors)
+        self.interactive = interactive
+        self.status = StatusLine(errors, loop.session.events)
         self.exit_code = 0
+        self.turn_failed = False  # a turn ended `error` or `blocked`: the chat exits 1
         self._turn_done: anyio.Event | None = None  # set while a turn runs
         self._cancelling = False
         self._send: MemoryObjectSendStream[_Item]
@@ -181,7 +203,8 @@ class Chat:
         """Run the chat until `/quit`, EOF or Ctrl-C while idle.
 
         Returns:
-            The exit code: 0, or 143 after SIGTERM.
+            The exit code: 143 after SIGTERM, else 1 if a turn ended `error` or `blocked`,
+            else 0.
         """
         renderer = self.loop.session.observe(LiveRenderer(self.console))
         status = self.loop.session.observe(self.status)
@@ -196,7 +219,7 @@ class Chat:
         finally:
             status()
             renderer()
-        return self.exit_code
+        return self.exit_code or (1 if self.turn_failed else 0)
 
     def _prompt(self) -> None:
         self.console.file.write(PROMPT)
@@ -204,11 +227,12 @@ class Chat:
 
     async def _dispatch(self, task_group: TaskGroup) -> None:
         async for item in self._receive:
-            if item is None:
-                if self._turn_done is not None:  # EOF mid-turn: let the turn finish first
-                    await self._turn_done.wait()
+            line = None if item is None else item.strip()
+            if line is None or (line.startswith("/") and not self.interactive):
+                # EOF mid-turn lets the turn finish first; in a pipe, a command waits too.
+                await self._wait_idle()
+            if line is None:
                 return
-            line = item.strip()
             if line.startswith("/"):
                 if not self._command(line):
                     return
@@ -220,9 +244,17 @@ class Chat:
                 task_group.start_soon(self._turn, line)
             elif self._cancelling:
                 self.errors.print(styled(("cancelling the turn; wait for the prompt to type again", "yellow")))
-            else:
+            elif self.interactive:
                 self.loop.steer(line)
                 self.console.print(styled(("steering:", "yellow"), " ", line))
+            else:
+                self.loop.followup(line)  # logged; the running turn's task runs it next
+                self.console.print(styled(("queued:", "dim"), " ", line))
+
+    async def _wait_idle(self) -> None:
+        """Wait until no turn runs and no queued follow-up is left."""
+        while self._turn_done is not None:
+            await self._turn_done.wait()
 
     def _command(self, line: str) -> bool:
         """Run a `/` command; return False to end the chat."""
@@ -231,7 +263,7 @@ class Chat:
             return False
         if name == "/show":
             self.console.print(styled((f"session {ident(self.loop.session.id)}", "bold")))
-            render_transcript(self.console, self.loop.session.events)
+            render_transcript(self.console, self.loop.session.events, running=self.running)
         elif name == "/fork":
             self._fork()
         else:
@@ -250,10 +282,14 @@ class Chat:
         self.console.print(styled("continue it with: duraloop chat --session ", ident(child)))
 
     async def _turn(self, prompt: str) -> None:
+        """Run a turn for `prompt`, then one per follow-up queued meanwhile (a pipe's lines)."""
+        next_prompt: str | None = prompt
         try:
-            await self.loop.run_turn(prompt)
-        except Exception as exc:  # noqa: BLE001 - the log is closed (`error`); the chat goes on
-            self.errors.print(styled((type(exc).__name__, "red"), ": ", str(exc)))
+            while True:
+                await self._one_turn(next_prompt)
+                if not self.loop.inbox.next_turn:
+                    break
+                next_prompt = None  # run_turn() takes the oldest queued follow-up
         finally:
             done, self._turn_done = self._turn_done, None
             self._cancelling = False
@@ -262,6 +298,15 @@ class Chat:
             if done is not None:
                 done.set()
             self._prompt()
+
+    async def _one_turn(self, prompt: str | None) -> None:
+        try:
+            result = await self.loop.run_turn(prompt)
+        except Exception as exc:  # noqa: BLE001 - the log is closed (`error`); the chat goes on
+            self.turn_failed = True
+            self.errors.print(styled((type(exc).__name__, "red"), ": ", str(exc)))
+        else:
+            self.turn_failed = self.turn_failed or result.kind == REASON_BLOCKED
 
     async def _finish(self) -> None:
         """Cancel a running turn durably and wait until its log is closed."""
@@ -332,9 +377,9 @@ async def run_chat(
     """Run an interactive chat on `loop`; a resumed session shows its recent history first.
 
     Returns:
-        The exit code.
+        The exit code (see `Chat.run`).
     """
-    chat = Chat(loop, store, console=console, errors=errors)
+    chat = Chat(loop, store, console=console, errors=errors, interactive=os.isatty(sys.stdin.fileno()))
     if resumed:
         chat.show_history()
     try:

@@ -46,6 +46,7 @@ from ..llm._spec import (
 from ..log import Event
 from ..store import read_log_file
 from ..store._paths import LOG_FILE_NAME, ZSTD_LOG_FILE_NAME
+from ._stores import session_log_file
 
 CONFIG_FILE_NAME: Final = "config.toml"
 _TOP_KEYS: Final = ("default_model", "providers")
@@ -239,15 +240,13 @@ def read_replay_log(path: str) -> list[Event]:
         CorruptLogError: if the log is damaged inside its committed region.
         SessionFormatUnsupportedError: if the log uses a format this build cannot read.
     """
-    file = Path(path).expanduser()
-    if file.is_dir():
-        found = [file / name for name in (LOG_FILE_NAME, ZSTD_LOG_FILE_NAME) if (file / name).is_file()]
-        if not found:
-            raise ConfigError(
-                f"replay:{path}: the folder holds no {LOG_FILE_NAME} or {ZSTD_LOG_FILE_NAME}; "
-                "pass a session log file or its session folder"
-            )
-        file = found[0]
+    found = session_log_file(path)
+    if found is None and Path(path).expanduser().is_dir():
+        raise ConfigError(
+            f"replay:{path}: the folder holds no {LOG_FILE_NAME} or {ZSTD_LOG_FILE_NAME}; "
+            "pass a session log file or its session folder"
+        )
+    file = found if found is not None else Path(path).expanduser()
     try:
         return read_log_file(file)[1]
     except OSError as exc:

@@ -104,16 +104,23 @@ def run_demo(out: Console, err: Console, *, base: Path | None) -> None:
         base: a directory for the workspace and store; a new temp dir when None.
 
     Raises:
-        UsageError: if `base` exists and is not a directory.
+        UsageError: if `base` exists and is not a directory, or the workspace cannot be
+            written there (a read-only file system, no permission).
     """
     if base is not None and base.exists() and not base.is_dir():
         raise UsageError(f"--dir {str(base)!r} is a file; pass a directory (it is created if missing)")
     root = Path(base) if base is not None else Path(tempfile.mkdtemp(prefix="duraloop-demo-"))
     workspace = root / "workspace"
-    for name, text in FILES.items():
-        (workspace / name).parent.mkdir(parents=True, exist_ok=True)
-        (workspace / name).write_text(text, encoding="utf-8")
-    store = JsonlStore(root / "sessions")
+    try:
+        for name, text in FILES.items():
+            (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+            (workspace / name).write_text(text, encoding="utf-8")
+        store = JsonlStore(root / "sessions")
+    except OSError as exc:
+        raise UsageError(
+            f"cannot create the demo workspace in {str(root)!r}: {exc.strerror} "
+            f"({exc.filename}); pass --dir naming a writable directory"
+        ) from exc
     model = ScriptedModel(_script_turns_1_2(), name="demo")
 
     out.print("[bold]1. Parallel reads, then an exclusive write[/bold]")

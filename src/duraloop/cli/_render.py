@@ -244,11 +244,12 @@ class LiveRenderer:
         self.console.print(styled((f"  ✗ {name} {label}", "red"), (f"{duration} ms", "dim"), "  ", text))
 
 
-def render_transcript(console: Console, events: Sequence[Event]) -> None:
+def render_transcript(console: Console, events: Sequence[Event], *, running: bool = False) -> None:
     """Print a readable transcript: turns, messages, tool calls and results as written.
 
     Reads append-origin events, so text later shadowed by a surface replace still shows.
-    An open final turn is shown as open. Untrusted text is shown through `visible`.
+    An open final turn is shown as open, or as running when `running` (a live chat's).
+    Untrusted text is shown through `visible`.
     """
     open_turn: int | None = None
     for event in events:
@@ -276,7 +277,9 @@ def render_transcript(console: Console, events: Sequence[Event]) -> None:
             is_error = bool(data.get("message", {}).get("content", [{}])[0].get("isError"))
             mark = ("✗", "red") if is_error else ("✓", "green")
             console.print(styled("  ", mark, f" {call_id}{code} {_short(_result_text(data), 160)}"))
-    if open_turn is not None:
+    if open_turn is not None and running:
+        console.print(styled((f"── turn {open_turn} is running", "yellow")))
+    elif open_turn is not None:
         console.print(styled((f"── turn {open_turn} is open (the log ends inside it; `duraloop resume` closes it)", "yellow")))
 
 

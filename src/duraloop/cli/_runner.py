@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import anyio
 from rich.console import Console
@@ -40,14 +41,118 @@ async def _watch_signals(loop: AgentLoop, errors: Console) -> None:
                 os._exit(EXIT_AT_ONCE)
 
 
-def require_prompt(prompt: str) -> None:
-    """Refuse an empty or whitespace-only prompt before anything is written.
+def require_prompt(prompt: str) -> str:
+    """Refuse an empty, whitespace-only or non-UTF-8 prompt before anything is written.
+
+    Returns:
+        The prompt, unchanged.
 
     Raises:
-        UsageError: always for such a prompt (providers reject an empty user turn).
+        UsageError: for such a prompt (providers reject an empty user turn, and a log holds
+            UTF-8 text only).
     """
-    if not prompt.strip():
+    text = utf8_argument(prompt, source="the prompt", fix="pass the text of the user's message as UTF-8")
+    if not text.strip():
         raise UsageError("the prompt is empty; pass the text of the user's message")
+    return text
+
+
+def utf8_text(data: bytes, *, source: str, fix: str) -> str:
+    """Decode user input as UTF-8, or refuse it naming where it came from (one check for all).
+
+    Args:
+        data: the raw bytes (a file's content, or a command-line argument's bytes).
+        source: what the bytes are, for the message (`the prompt`, `the system prompt file 'x'`).
+        fix: what to do instead, for the message.
+
+    Returns:
+        The decoded text.
+
+    Raises:
+        UsageError: if `data` is not UTF-8 (the message names the decoder's reason and byte).
+    """
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{source} is not UTF-8 text ({exc.reason} at byte {exc.start}); {fix}") from exc
+
+
+def utf8_argument(text: str, *, source: str, fix: str) -> str:
+    """Check that a command-line argument is UTF-8 text (`utf8_text` on its original bytes).
+
+    Python hands over undecodable argv bytes as lone surrogates (`surrogateescape`); they
+    would be refused only later, when the first event holding them is appended.
+
+    Args:
+        text: the argument as Python received it.
+        source: what the argument is, for the message.
+        fix: what to do instead, for the message.
+
+    Returns:
+        The argument, unchanged.
+
+    Raises:
+        UsageError: if the argument's bytes are not UTF-8.
+    """
+    try:
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError as exc:
+        raise UsageError(f"{source} is not UTF-8 text (a lone surrogate at index {exc.start}); {fix}") from exc
+    return utf8_text(data, source=source, fix=fix)
+
+
+def system_prompt(text: str | None) -> str | None:
+    """Return the `--system` prompt: the text itself, or the content of `@FILE`.
+
+    Args:
+        text: the option's value, or None.
+
+    Returns:
+        The system prompt, or None when the option was not given.
+
+    Raises:
+        UsageError: if the file cannot be read, or the text or the file is not UTF-8.
+    """
+    fix = "pass the prompt text itself, or @FILE naming a readable UTF-8 file"
+    if text is None:
+        return None
+    text = utf8_argument(text, source="the --system text", fix=fix)
+    if not text.startswith("@"):
+        return text
+    path = Path(text[1:])
+    source = f"the system prompt file {str(path)!r} (from --system {text})"
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {source}: {exc.strerror}; {fix}") from exc
+    return utf8_text(data, source=source, fix=fix)
+
+
+def exit_code_for(kind: str) -> int:
+    """Return the exit status of `run`/`resume` for a turn's end reason: 0 if it completed.
+
+    Args:
+        kind: the `turn/end` reason kind.
+
+    Returns:
+        0 for `completed` and `max-tokens`, else 1.
+    """
+    return 0 if kind in ("completed", "max-tokens") else 1
+
+
+def os_error_text(exc: OSError) -> str:
+    """Return a one-line description of a file system failure, with what to check.
+
+    Args:
+        exc: the failure.
+
+    Returns:
+        `<reason>: <path>; check ...` (the reason alone when no path is known).
+    """
+    reason = exc.strerror or str(exc)
+    if exc.filename is None:
+        return f"{reason}; check the paths given to --store, --cwd and --dir"
+    return f"{reason}: {exc.filename}; check that this path exists and can be read and written"
 
 
 def refuse_model_flags_without_prompt(**flags: object) -> None:
@@ -61,9 +166,10 @@ def refuse_model_flags_without_prompt(**flags: object) -> None:
     """
     given = ["--" + name.replace("_", "-") for name, value in flags.items() if value is not None]
     if given:
+        verb, them = ("is", "it") if len(given) == 1 else ("are", "them")
         raise UsageError(
-            f"{', '.join(given)} only apply when resume runs a turn; add a PROMPT to run "
-            "one, or drop them to just repair the session"
+            f"{', '.join(given)} {verb} used only when resume runs a turn; add a PROMPT to run "
+            f"one, or drop {them} to just repair the session"
         )
 
 

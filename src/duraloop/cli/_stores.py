@@ -135,6 +135,29 @@ def open_store(spec: StoreSpec | None) -> SessionStore:
     return JsonlStore(spec.path)
 
 
+def session_log_file(target: str) -> Path | None:
+    """Return the session log a path names: the file itself, or the one in a session folder.
+
+    `show`, `check` and `replay:` take a log file (ours, raw or zstd, or dsh's) or the
+    session folder holding `session.jsonl` / `session.jsonl.zstd` (`~` expanded).
+
+    Args:
+        target: the command-line argument.
+
+    Returns:
+        The log file, or None when `target` is neither a file nor a folder holding a log
+        (then it is a session id, or a folder without a log).
+    """
+    path = Path(target).expanduser()
+    if path.is_file():
+        return path
+    if path.is_dir():
+        for name in (LOG_FILE_NAME, ZSTD_LOG_FILE_NAME):
+            if (path / name).is_file():
+                return path / name
+    return None
+
+
 def _holds(root: Path, file_name: str) -> bool:
     """Whether any session under `root` (`<project>/<session>/<file_name>`) has that file."""
     return next(root.glob(f"*/*/{file_name}"), None) is not None

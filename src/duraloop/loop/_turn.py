@@ -168,10 +168,17 @@ class Turn:
         try:
             session.append(TURN_END, {"turn": self.turn, "reason": reason})
             self.loop.flush()
-        except Exception:
+        except Exception as exc:
             if error is None:
                 raise
-            logger.exception("session %s: closing turn %d failed", session.id, self.turn)
+            # One line, not a traceback before the error the caller reports (often the same
+            # cause: a full disk, a broken store); the traceback is at DEBUG.
+            logger.error(
+                "session %s: closing turn %d failed (%s: %s); the log ends inside the turn "
+                "and resume repairs it",
+                session.id, self.turn, type(exc).__name__, exc,
+            )
+            logger.debug("session %s: closing turn %d failed", session.id, self.turn, exc_info=True)
         if error is not None and not isinstance(error, Exception):
             raise error
         if signal.aborted:

@@ -82,8 +82,9 @@ def check_claim(session: Session, *, cwd: str | None, stored: list[Event]) -> No
         or list(events[:count]) != stored
     ):
         raise SessionExistsError(
-            f'session "{session.id}" already has a persisted log; resume it instead '
-            "(load it and seed a Session with the loaded events)"
+            f'session "{session.id}" already has a persisted log; continue it with '
+            f'resume_session("{session.id}", ...) or open_session("{session.id}", ...) from '
+            "duraloop.loop, which load, repair and claim it"
         )
 
 

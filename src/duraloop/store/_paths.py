@@ -26,7 +26,7 @@ _MAX_SEGMENT_CHARS = 255  # the common file-name limit (ext4, APFS, NTFS)
 def check_session_id(session_id: str) -> None:
     """Refuse a session id that cannot name a stored session; the one place for the rule.
 
-    An id is 1 to 200 characters without NUL or line breaks, and its encoded directory name
+    An id is 1 to 200 characters of UTF-8 text without NUL or line breaks, and its encoded directory name
     (`encode_segment`) must fit a file name (255 characters).
 
     Args:
@@ -47,6 +47,9 @@ def check_session_id(session_id: str) -> None:
         )
     if any(char in session_id for char in "\x00\n\r"):
         raise UsageError(f"session id {session_id!r} holds NUL or a line break; {allowed}")
+    if any("\ud800" <= char <= "\udfff" for char in session_id):
+        # Bytes that are not UTF-8 on a command line arrive as lone surrogates.
+        raise UsageError(f"session id {session_id!r} is not UTF-8 text; {allowed}")
     encoded = len(_encode(session_id))
     if encoded > _MAX_SEGMENT_CHARS:
         raise UsageError(
