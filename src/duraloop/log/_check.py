@@ -56,7 +56,9 @@ def check_log(session_id: str, events: Sequence[Event]) -> LogCheckReport:
         if event.type == TURN_END:
             break
         if event.type == TURN_START:
-            open_turn = int(event.data.get("turn", 0))
+            # A damaged `"turn": "x"` is reported by the checks below, not raised here.
+            turn = event.data.get("turn") if isinstance(event.data, dict) else None
+            open_turn = turn if type(turn) is int else None
             break
     problems: list[str] = []
     closers: list[Event] = []

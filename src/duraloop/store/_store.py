@@ -183,8 +183,9 @@ class SessionStore:
             # One durable repair: cut the torn tail, then store the recovered events as they
             # were read (no legacy import) and the closers.
             rewrite = _recovered(stored)
+            torn_copy = None
             if stored.torn is not None or closers:
-                self.backend.repair(session_id, stored.torn, rewrite + closers)
+                torn_copy = self.backend.repair(session_id, stored.torn, rewrite + closers).torn_copy
             if closers:
                 logger.warning(
                     "session %s: closed interrupted turn with %d closers", session_id, len(closers)
@@ -193,7 +194,8 @@ class SessionStore:
             self._remember_load(session_id, stored.header.cwd, events)
         finally:
             release()
-        return LoadedSession(stored.header, events, RepairReport(stored.torn_bytes, closers))
+        report = RepairReport(stored.torn_bytes, closers, stored.cut, torn_copy)
+        return LoadedSession(stored.header, events, report)
 
     def inspect(self, session_id: str) -> LoadedSession:
         """Read a session and balance it in memory only; never writes.
@@ -213,7 +215,7 @@ class SessionStore:
         stored = self.backend.read(session_id)
         events = _readable(stored)
         closers = final_turn_closers(events, path=stored.path)
-        report = RepairReport(stored.torn_bytes, closers)
+        report = RepairReport(stored.torn_bytes, closers, stored.cut)
         return LoadedSession(stored.header, events + closers, report)
 
     def read(self, session_id: str) -> tuple[SessionHeader, builtins.list[Event]]:
