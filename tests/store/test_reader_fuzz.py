@@ -294,7 +294,11 @@ def sql_damage(draw: st.DrawFn) -> Callable[[sqlite3.Connection], None]:
     if kind == "session":
         column = draw(st.sampled_from(["version", "created_at", "cwd", "id", "delegation_depth", "seed_length"]))
         value = draw(st.sampled_from(_SQL_VALUES))
-        return lambda c: c.execute(f"UPDATE sessions SET {column} = ?", (value,))
+
+        def damage_session(connection: sqlite3.Connection) -> None:
+            connection.execute(f"UPDATE sessions SET {column} = ?", (value,))
+
+        return damage_session
     column = draw(st.sampled_from(_SQL_COLUMNS))
     value = draw(st.sampled_from(_SQL_VALUES))
     depth = draw(st.sampled_from(DEPTHS))
