@@ -475,3 +475,17 @@ def test_a_sqlite_row_with_a_null_column_is_undecodable_not_a_type_error() -> No
         decode_row(row)
     scanned = scan_rows(SID, [(0, b"turn/start", 0, b"text", b'{"turn":1}', b"null", None, None, None), row], path=Path("db"))
     assert [e.seq for e in scanned.events] == [0] and scanned.torn == 1 and scanned.cut is not None
+
+
+def test_a_header_whose_id_was_flipped_is_listed_damaged_not_raised(tmp_path: Path) -> None:
+    # `list()` raised SessionNotFoundError for the whole store: the header's id ("fuzy") no
+    # longer maps to its directory ("fuzz"), and the summary then looked the id up.
+    store = JsonlStore(tmp_path)
+    store.backend.materialize(meta(SID), [ts(0, 1), te(1, 1)])
+    store.backend.materialize(meta("other"), [ts(0, 1), te(1, 1)])
+    path = log_file(store)
+    path.write_bytes(path.read_bytes().replace(b'"id":"fuzz"', b'"id":"fuzy"', 1))
+    listed = JsonlStore(tmp_path).list()
+    assert sorted(entry.id for entry in listed) == ["fuzz", "other"]
+    damaged = [entry for entry in listed if entry.id == SID]
+    assert damaged[0].damaged is not None and "does not map to this file" in damaged[0].damaged

@@ -328,6 +328,10 @@ class JsonlBackend:
                     reason = str(exc).replace(f" of {path}", "")
                     headers.append(DamagedLog(decode_segment(directory.name), reason, str(path)))
                 else:
+                    if session_dir(self.root, header.id, header.cwd) != directory:
+                        reason = f'its header (id "{header.id}", cwd {header.cwd!r}) does not map to this file'
+                        headers.append(DamagedLog(decode_segment(directory.name), reason, str(path)))
+                        continue
                     headers.append(self._unique(header, path, seen))
         return headers
 
