@@ -259,3 +259,26 @@ def test_a_zstd_dsh_root_works_with_every_command(cli: Cli) -> None:
     session_id, prompt = _dsh_root(cli, "packed-chunks", zstd=True)
     _every_command(cli, f"jsonl:{cli.store}", existing=session_id, prompt=prompt)
     assert len(_logs(cli.store, "session.jsonl.zstd")) == 2 and _logs(cli.store, "session.jsonl") == []
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
+def test_reading_commands_on_a_new_store_path_create_no_file(cli: Cli, kind: str) -> None:
+    # E20: `duraloop ls --store sqlite:NEW` created the database file.
+    target = cli.tmp / ("new.db" if kind == "sqlite" else "new-root")
+    spec = f"{kind}:{target}"
+    assert json.loads(ok(_at(cli, spec, "ls", "--json")).stdout) == []
+    for command in (("show", "nope"), ("check", "nope"), ("resume", "nope")):
+        failed = _at(cli, spec, *command)
+        assert failed.returncode == 1 and "SessionNotFoundError" in failed.stderr, failed.stderr
+    assert sorted(p.name for p in cli.tmp.iterdir() if p.name.startswith("new")) == []
+
+
+def test_sqlite_store_on_a_text_file_says_it_is_not_a_database_not_chmod(cli: Cli) -> None:
+    # E20: a 0644 notes.json was refused with "run `chmod 600`" before "not a database".
+    notes = cli.tmp / "notes.json"
+    notes.write_text('{"notes": []}\n', encoding="utf-8")
+    notes.chmod(0o644)
+    failed = _at(cli, f"sqlite:{notes}", "ls")
+    assert failed.returncode == 1 and failed.stdout == ""
+    assert "is not a SQLite database" in failed.stderr and "chmod" not in failed.stderr
+    assert notes.read_text(encoding="utf-8") == '{"notes": []}\n'

@@ -395,9 +395,11 @@ async def test_b56_resume_and_fork_after_live_recovery_need_no_repair(tmp_path: 
 
 
 @pytest.mark.anyio
-async def test_failing_flush_before_dispatch_never_runs_body_and_records_unknown(
+async def test_failing_flush_before_dispatch_never_runs_body_and_records_not_started(
     tmp_path: Path,
 ) -> None:
+    # D14: the tool/call never became durable, so its body provably never ran (Law 5); it
+    # was answered TOOL_OUTCOME_UNKNOWN ("may have run") although nothing had started.
     record: list[str] = []
     boom = OSError("disk full")
 
@@ -425,8 +427,10 @@ async def test_failing_flush_before_dispatch_never_runs_body_and_records_unknown
     assert raised.value is boom
     assert record == [], "the body never runs without a durable tool/call (Law 5)"
     events = list(session.events)
-    assert describe_log(events)[5:] == ["A(c1)", "call(c1)", f"res(c1,{OU})", "S-1", "T-1(error)"]
-    _assert_recovery(events, "c1", OU)
+    assert describe_log(events)[5:] == ["A(c1)", "call(c1)", f"res(c1,{NS})", "S-1", "T-1(error)"]
+    answer = result_for(events, "c1")
+    assert answer.data["error"] == {"name": "ToolNotStartedError", "code": NS}
+    assert result_text(answer) == NOT_STARTED_TEXT and answer.source_event_seqs is None
     assert durability.count == 3, "the turn-end flush still runs"
     assert_log_valid(session)
 

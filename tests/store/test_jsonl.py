@@ -23,6 +23,7 @@ from duraloop.errors import (
     ConfigError,
     CorruptLogError,
     SessionLockedError,
+    SessionNotFoundError,
     StoreError,
 )
 from duraloop.log import Event, Session, SessionHeader
@@ -353,7 +354,12 @@ def test_repair_is_truncate_and_fsync_then_one_write_and_fsync(tmp_path: Path) -
         handle.write(b'{"type":"assistant/chunk","seq":8,"ti')
     stored = store.backend.read("s")
     receipt = store.backend.repair("s", stored.torn, [se(8, 2, 1), te(9, 2, "interrupted")])
-    assert receipt.fsync_count == 2
+    assert receipt.fsync_count == 4, "keep the tail (file, dir), truncate, then one write"
+    assert receipt.torn_copy is not None
+    kept = Path(receipt.torn_copy)
+    assert kept.parent == path.parent and kept.name.startswith("session.jsonl.torn-")
+    assert kept.read_bytes() == b'{"type":"assistant/chunk","seq":8,"ti'
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o600
     assert path.read_bytes()[: len(committed)] == committed
     assert len(path.read_bytes()) == len(committed) + receipt.bytes_written
     with pytest.raises(StoreError, match="changed since it was read"):
@@ -370,3 +376,29 @@ def test_append_refuses_a_file_changed_behind_the_backend(tmp_path: Path) -> Non
     with pytest.raises(AppendConflictError, match="nothing was written"):
         store.backend.append("s", [ss(1, 1, 1)])
     assert path.read_bytes() == before, "no line glued onto the fragment"
+
+
+def test_an_append_to_an_unknown_session_leaves_no_orphan_lock(tmp_path: Path) -> None:
+    # D14: the lock of the unknown id created `_no-cwd/NOPE/session.lock`, left behind.
+    store = JsonlStore(tmp_path / "root")
+    store.backend.materialize(meta("s"), one_turn_log())
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "root").rglob("*"))
+    with pytest.raises(SessionNotFoundError):
+        store.append("NOPE", [ts(0, 1)])
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "root").rglob("*")) == before
+
+
+def test_a_writer_closed_before_its_first_write_removes_its_lock_and_directories(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path / "root")
+    writer = store.open_writer(Session("new", header=SessionHeader(id="new", created_at=1, cwd="/w")))
+    assert list((tmp_path / "root").rglob("session.lock")), "the lock is held while the writer is open"
+    writer.close()
+    assert not (tmp_path / "root").exists() or list((tmp_path / "root").rglob("*")) == []
+
+
+def test_the_lock_file_of_a_stored_session_stays_after_its_writer_closes(tmp_path: Path) -> None:
+    store = JsonlStore(tmp_path / "root")
+    store.backend.materialize(meta("s"), one_turn_log())
+    store.append("s", [ts(6, 2), te(7, 2)])
+    names = sorted(p.name for p in log_path(tmp_path / "root", "s").parent.iterdir())
+    assert names == ["session.jsonl", "session.lock"]

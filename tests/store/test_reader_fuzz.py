@@ -1,4 +1,4 @@
-"""Fuzz the JSONL reader (session-spec 6.6, Law 9): damaged bytes load a valid prefix or raise.
+"""Fuzz the readers (session-spec 6.6, 6.8, Law 9): damaged input loads a valid prefix or raises typed.
 
 Hypothesis builds valid logs (whole turns of chunks, assistant messages, tool calls and
 results; the last turn possibly cut short as by a crash), writes them through the JSONL store
@@ -10,31 +10,56 @@ events up to some k, plus closers, forming a valid session: every event stored e
 the damage is kept, and a `turn/end` whose line survived intact is never dropped. Raw JSONL
 has no checksums, so a mutated line that still decodes is indistinguishable from a real one;
 the test then only requires that the differing events come from the damaged bytes.
+
+The second fuzz (D13, issue 9) runs every reader path (`list`, `read`, `read_from`,
+`inspect`, `load`, and `check_log` on what was read) over raw JSONL, zstd and SQLite logs
+damaged by bit flips, truncations, byte insertions and deletions, values nested around and far
+beyond `MAX_JSON_DEPTH`, and (SQLite) columns set to another type or to damaged JSON: the only
+exceptions allowed are duraloop's typed errors. `OUTCOMES` counts what each input did;
+`benchmarks/reader_fuzz.py` runs the long campaign (`DURALOOP_FUZZ_EXAMPLES`) and prints it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sqlite3
 import tempfile
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from conformance._builders import CH, SE, SS, TC, TE, TR, TS, A, Spec, U, build, call, txt
-from duraloop.errors import CorruptLogError, SessionFormatUnsupportedError
-from duraloop.log import Event, Session, check_pairing, encode_event
-from duraloop.store import JsonlStore
+from duraloop.errors import (
+    CorruptLogError,
+    DuraloopError,
+    SessionFormatUnsupportedError,
+)
+from duraloop.log import Event, Session, check_log, check_pairing, encode_event
+from duraloop.log._json import MAX_JSON_DEPTH
+from duraloop.store import JsonlStore, SessionStore, SqliteStore
 from duraloop.store._jsonl import Compression
-from duraloop.store._jsonl_scan import scan_log
-from duraloop.store._records import decode_record, encode_header
-from duraloop.store._zstd import scan_frames
+from duraloop.store._jsonl_scan import scan_log, scan_zstd_log
+from duraloop.store._records import RecordError, decode_record, encode_header
+from duraloop.store._sqlite_rows import decode_row
+from duraloop.store._sqlite_scan import scan_rows
+from duraloop.store._zstd import FrameCodec, decompress_complete, scan_frames
 
-from ._builders import meta, te, ts
+from ._builders import ev, meta, te, ts
 
 SID = "fuzz"
-EXAMPLES = 150
+EXAMPLES = int(os.environ.get("DURALOOP_FUZZ_EXAMPLES", "40"))
+"""Examples per fuzz test and encoding; CI keeps the default, a long run sets the variable."""
+OUTCOMES: Counter[str] = Counter()
+"""What each fuzzed reader call did: `ok`, or the typed error class it raised."""
+INPUTS: Counter[str] = Counter()
+"""How many damaged inputs each encoding was given."""
 
 
 @st.composite
@@ -167,6 +192,7 @@ def surviving_turn_ends(original: bytes, mutated: bytes, events: list[Event], en
 
 
 def check_load(events: list[Event], sizes: list[int], compression: Compression, draw: st.DataObject) -> None:
+    INPUTS[f"prefix-{compression}"] += 1
     with tempfile.TemporaryDirectory() as tmp:
         path, ends = write_log(Path(tmp), events, sizes, compression)
         original = path.read_bytes()
@@ -224,3 +250,242 @@ def test_a_line_with_trailing_garbage_after_a_json_value_is_unparsable(line: byt
     assert [e.seq for e in tolerated.events] == [0]
     with pytest.raises(CorruptLogError, match="unparsable committed event"):
         scan_log(HEADER + line + b"\n" + encode_event(te(0, 1)) + b"\n", path=None)
+
+
+# --- every reader path, every encoding: only typed errors (D13) ---------------------------------
+
+DEPTHS = [MAX_JSON_DEPTH - 1, MAX_JSON_DEPTH, MAX_JSON_DEPTH + 1, 999, 1000, 5000, 100_000]
+Encoding = str  # "none", "zstd" or "sqlite"
+
+
+def deepen(line: bytes, depth: int, *, inside_data: bool) -> bytes:
+    """Nest a value `depth` deep into a JSON line: a new envelope key, or a key of `data`."""
+    deep = b"[" * depth + b"]" * depth
+    if inside_data and b'"data":{' in line:
+        return line.replace(b'"data":{', b'"data":{"deep":' + deep + b",", 1)
+    return b'{"deep":' + deep + b"," + line[1:]
+
+
+@st.composite
+def line_damage(draw: st.DrawFn) -> Callable[[bytes], bytes]:
+    depth = draw(st.sampled_from(DEPTHS))
+    inside = draw(st.booleans())
+    return lambda line: deepen(line, depth, inside_data=inside)
+
+
+def deepen_zstd(data: bytes, frame_index: int, line_index: int, damage: Callable[[bytes], bytes]) -> bytes:
+    """Re-frame a zstd log with one line of one batch frame damaged (frame 0 is the header)."""
+    frames = scan_frames(data, path=None).frames
+    start, end = frames[min(frame_index, len(frames) - 1)]
+    lines = decompress_complete(data[start:end], path=None, offset=start).split(b"\n")
+    lines[min(line_index, len(lines) - 2)] = damage(lines[min(line_index, len(lines) - 2)])
+    return data[:start] + FrameCodec().compress(b"\n".join(lines)) + data[end:]
+
+
+_SQL_COLUMNS = ["seq", "type", "time", "data", "source_event_seqs", "surface_op", "ignorable"]
+_SQL_VALUES: list[Any] = [None, 7, -1, 1.5, b"\x00\xff", "{", "x", '{"turn":"x"}', 2**62]
+
+
+@st.composite
+def sql_damage(draw: st.DrawFn) -> Callable[[sqlite3.Connection], None]:
+    """One row-level damage: a column set to another value or type, or deep or broken JSON."""
+    kind = draw(st.sampled_from(["value", "deep", "flip", "session"]))
+    pick = draw(st.integers(0, 1000))
+    if kind == "session":
+        column = draw(st.sampled_from(["version", "created_at", "cwd", "id", "delegation_depth", "seed_length"]))
+        value = draw(st.sampled_from(_SQL_VALUES))
+
+        def damage_session(connection: sqlite3.Connection) -> None:
+            connection.execute(f"UPDATE sessions SET {column} = ?", (value,))
+
+        return damage_session
+    column = draw(st.sampled_from(_SQL_COLUMNS))
+    value = draw(st.sampled_from(_SQL_VALUES))
+    depth = draw(st.sampled_from(DEPTHS))
+    at = draw(st.integers(0, 200))
+
+    def apply(connection: sqlite3.Connection) -> None:
+        seqs = [row[0] for row in connection.execute("SELECT seq FROM events ORDER BY seq")]
+        if not seqs:
+            return
+        seq = seqs[pick % len(seqs)]
+        if kind == "value":
+            connection.execute(f"UPDATE OR IGNORE events SET {column} = ? WHERE seq = ?", (value, seq))
+        elif kind == "deep":
+            deep = '{"deep":' + "[" * depth + "]" * depth + "}"
+            connection.execute("UPDATE events SET data = ? WHERE seq = ?", (deep, seq))
+        else:
+            text = connection.execute("SELECT CAST(data AS BLOB) FROM events WHERE seq = ?", (seq,)).fetchone()[0]
+            if isinstance(text, bytes) and text:
+                flipped = bytearray(text)
+                flipped[at % len(flipped)] ^= 1 << (at % 8)
+                connection.execute("UPDATE events SET data = ? WHERE seq = ?", (bytes(flipped), seq))
+
+    return apply
+
+
+def read_everything(open_store: Callable[[], SessionStore]) -> None:
+    """Run every reader path; count each outcome; let any untyped exception escape."""
+    for name, reader in (
+        ("list", lambda store: store.list()),
+        ("read", lambda store: store.read(SID)),
+        ("read_from", lambda store: store.read_from(SID, 1)),
+        ("check", lambda store: check_log(SID, store.read(SID)[1])),
+        ("inspect", lambda store: store.inspect(SID)),
+        ("load", lambda store: store.load(SID)),
+    ):
+        try:
+            store = open_store()
+            try:
+                reader(store)
+            finally:
+                close = getattr(store, "close", None)
+                if close is not None:
+                    close()
+        except DuraloopError as exc:
+            OUTCOMES[f"{name}: {type(exc).__name__}"] += 1
+        else:
+            OUTCOMES[f"{name}: ok"] += 1
+
+
+def fuzz_jsonl(events: list[Event], sizes: list[int], compression: Compression, data: st.DataObject) -> None:
+    INPUTS[f"readers-{compression}"] += 1
+    with tempfile.TemporaryDirectory() as tmp:
+        path, _ends = write_log(Path(tmp), events, sizes, compression)
+        original = path.read_bytes()
+        if data.draw(st.booleans()):
+            damage = data.draw(line_damage())
+            if compression == "zstd":
+                frames = len(scan_frames(original, path=None).frames)
+                frame = data.draw(st.integers(0, frames - 1))
+                mutated = deepen_zstd(original, frame, data.draw(st.integers(0, 50)), damage)
+            else:
+                lines = original.split(b"\n")
+                at = data.draw(st.integers(0, len(lines) - 2))
+                lines[at] = damage(lines[at])
+                mutated = b"\n".join(lines)
+        else:
+            mutated = data.draw(mutations(original, compression)).data
+        path.write_bytes(mutated)
+        read_everything(lambda: JsonlStore(Path(tmp), compression=compression))
+
+
+def fuzz_sqlite(events: list[Event], sizes: list[int], data: st.DataObject) -> None:
+    INPUTS["readers-sqlite"] += 1
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "s.db"
+        with SqliteStore(db) as store:
+            start = 0
+            for index, count in enumerate(sizes):
+                batch = events[start : start + count]
+                if index == 0:
+                    store.backend.materialize(meta(SID), batch)
+                else:
+                    store.append(SID, batch)
+                start += count
+        if data.draw(st.booleans()):
+            with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as connection:
+                try:
+                    data.draw(sql_damage())(connection)
+                except sqlite3.IntegrityError:
+                    OUTCOMES["damage refused by a STRICT table"] += 1  # the log stays intact
+        else:
+            with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as connection:
+                connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            original = db.read_bytes()
+            kind = data.draw(st.sampled_from(["flip", "truncate", "insert", "delete"]))
+            at = data.draw(st.integers(0, len(original) - 1))
+            if kind == "flip":
+                mutated = original[:at] + bytes([original[at] ^ (1 << data.draw(st.integers(0, 7)))]) + original[at + 1 :]
+            elif kind == "truncate":
+                mutated = original[:at]
+            elif kind == "insert":
+                mutated = original[:at] + data.draw(st.binary(min_size=1, max_size=8)) + original[at:]
+            else:
+                mutated = original[:at] + original[at + data.draw(st.integers(1, 64)) :]
+            db.write_bytes(mutated)
+            for suffix in ("-wal", "-shm"):
+                db.with_name(db.name + suffix).unlink(missing_ok=True)
+        read_everything(lambda: SqliteStore(db))
+
+
+@pytest.mark.parametrize("encoding", ["none", "zstd", "sqlite"])
+@FUZZ_SETTINGS
+@given(log=logs(), data=st.data())
+def test_every_reader_path_raises_only_typed_errors_on_damaged_input(
+    encoding: Encoding, log: tuple[list[Event], list[int]], data: st.DataObject
+) -> None:
+    events, sizes = log
+    if encoding == "sqlite":
+        fuzz_sqlite(events, sizes, data)
+    else:
+        fuzz_jsonl(events, sizes, "zstd" if encoding == "zstd" else "none", data)
+
+
+# --- the smallest failing inputs of the D13 fuzz, pinned ----------------------------------------
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 1000, 100_000])
+def test_a_line_nested_deeper_than_the_limit_is_unparsable_not_a_recursion_error(depth: int) -> None:
+    # RecursionError escaped from msgspec at ~1000 levels, in every encoding and command.
+    deep = deepen(encode_event(ts(1, 1)), depth, inside_data=True)
+    tolerated = scan_log(HEADER + encode_event(ts(0, 1)) + b"\n" + deep + b"\n", path=None)
+    assert [e.seq for e in tolerated.events] == [0] and tolerated.cut is not None
+    assert "nested deeper than" in tolerated.cut.reason
+    with pytest.raises(CorruptLogError, match="nested deeper than"):
+        scan_log(HEADER + deep + b"\n" + encode_event(te(0, 1)) + b"\n", path=None)
+    codec = FrameCodec()
+    framed = codec.compress(HEADER) + codec.compress(deep + b"\n")
+    with pytest.raises(CorruptLogError, match="nested deeper than .* inside a complete zstd frame"):
+        scan_zstd_log(framed, path=None)
+
+
+def test_a_line_as_deep_as_duraloop_writes_reads_back() -> None:
+    value: Any = []
+    for _ in range(MAX_JSON_DEPTH - 2):  # data {"todos": ...} is one level, the list the rest
+        value = [value]
+    session = Session(SID)
+    session.append("turn/start", {"turn": 1})
+    session.append("todo/write", {"todos": value})
+    lines = b"".join(encode_event(event) + b"\n" for event in session.events)
+    assert scan_log(HEADER + lines, path=None).events == list(session.events)
+
+
+def test_sqlite_data_nested_deeper_than_the_limit_is_an_undecodable_row(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with SqliteStore(db) as store:
+        store.backend.materialize(meta(SID), [ts(0, 1), te(1, 1)])
+    with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as connection:
+        connection.execute("UPDATE events SET data = ? WHERE seq = 0", ("[" * 5000 + "]" * 5000,))
+    with SqliteStore(db) as store, pytest.raises(CorruptLogError, match="nested deeper than 256"):
+        store.load(SID)
+
+
+def test_check_log_of_an_open_turn_whose_turn_is_not_a_number_reports_it() -> None:
+    # ValueError escaped check_log: int("x") for the open turn's number.
+    events = [ev("turn/start", 0, 0, {"turn": "x"})]
+    report = check_log(SID, events)
+    assert report.open_turn is None and not report.valid
+
+
+def test_a_sqlite_row_with_a_null_column_is_undecodable_not_a_type_error() -> None:
+    # TypeError escaped the row decoder (`bytes(None)` for a NULL type) on a flipped file.
+    row = (1, None, 1, b"text", b'{"turn":1}', b"null", None, None, None)
+    with pytest.raises(RecordError, match="wrong SQLite type"):
+        decode_row(row)
+    scanned = scan_rows(SID, [(0, b"turn/start", 0, b"text", b'{"turn":1}', b"null", None, None, None), row], path=Path("db"))
+    assert [e.seq for e in scanned.events] == [0] and scanned.torn == 1 and scanned.cut is not None
+
+
+def test_a_header_whose_id_was_flipped_is_listed_damaged_not_raised(tmp_path: Path) -> None:
+    # `list()` raised SessionNotFoundError for the whole store: the header's id ("fuzy") no
+    # longer maps to its directory ("fuzz"), and the summary then looked the id up.
+    store = JsonlStore(tmp_path)
+    store.backend.materialize(meta(SID), [ts(0, 1), te(1, 1)])
+    store.backend.materialize(meta("other"), [ts(0, 1), te(1, 1)])
+    path = log_file(store)
+    path.write_bytes(path.read_bytes().replace(b'"id":"fuzz"', b'"id":"fuzy"', 1))
+    listed = JsonlStore(tmp_path).list()
+    assert sorted(entry.id for entry in listed) == ["fuzz", "other"]
+    damaged = [entry for entry in listed if entry.id == SID]
+    assert damaged[0].damaged is not None and "does not map to this file" in damaged[0].damaged

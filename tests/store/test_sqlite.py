@@ -26,11 +26,16 @@ from duraloop.errors import (
     CorruptLogError,
     SessionFormatUnsupportedError,
     SessionLockedError,
+    SessionNotFoundError,
     StoreError,
 )
+from duraloop.llm import ScriptedModel
 from duraloop.log import Event, Session
+from duraloop.loop import start_session
 from duraloop.store import SqliteBackend, SqliteStore
 from duraloop.store._varint import decode_seqs
+from duraloop.tools import ToolHooks
+from loop._support import call, recorder_tool, tools_step
 
 from ._builders import ev, meta, one_turn_log, se, ss, te, text_chunk, ts
 
@@ -123,7 +128,7 @@ def test_a_file_that_is_not_a_database_is_refused_unchanged(db: Path) -> None:
     db.parent.mkdir(mode=0o700)
     db.write_text("not sqlite at all\n" * 100)
     db.chmod(0o600)
-    with pytest.raises(StoreError, match="cannot open the SQLite store .*not a database"):
+    with pytest.raises(StoreError, match="is not a SQLite database"):
         SqliteStore(db)
     assert db.read_text() == "not sqlite at all\n" * 100
 
@@ -349,3 +354,115 @@ def test_a_dsh_written_session_loads(store: SqliteStore, db: Path) -> None:
     assert loaded.events[2] == Event(
         "assistant/chunk", 2, 2, {"turn": 1, "step": 1, "chunk": {"type": "reasoning-delta", "index": 0, "text": "a"}}
     )
+
+
+# --- issue 9: damaged, foreign, missing and deleted databases (D13, D14, E20) -------------------
+
+
+def _checkpointed_bytes(db: Path) -> bytes:
+    """The database file with its WAL folded in, as a crash-free reader finds it."""
+    with raw(db) as connection:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return db.read_bytes()
+
+
+def _at(data: bytes, pattern: bytes, replacement: bytes) -> bytes:
+    start = data.index(pattern)
+    return data[:start] + replacement + data[start + len(replacement) :]
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        # sqlite3.DatabaseError escaped the constructor: the first table's b-tree page header.
+        (lambda data: data[:4096] + b"\x0d\xff\xff\xff" + data[4100:], "database disk image is malformed"),
+        # UnicodeDecodeError escaped from `pragma_table_info`: a column name that is not UTF-8.
+        (lambda data: _at(data, b"surface_op TEXT", b"\xff"), "not UTF-8: the database file is damaged"),
+    ],
+    ids=["malformed-image", "non-utf8-column-name"],
+)
+def test_a_damaged_database_file_is_a_store_error_naming_it(
+    store: SqliteStore, db: Path, damage: Any, message: str
+) -> None:
+    store.backend.materialize(meta("s"), one_turn_log())
+    store.close()
+    damaged = damage(_checkpointed_bytes(db))
+    db.write_bytes(damaged)
+    with pytest.raises(StoreError, match=message) as caught:
+        SqliteStore(db)
+    assert str(db) in str(caught.value)
+    assert db.read_bytes() == damaged, "a damaged store is never changed"
+
+
+def test_a_text_file_is_refused_as_not_a_database_before_its_permissions(tmp_path: Path) -> None:
+    # E20: `--store sqlite:notes.json` on a 0644 JSON file said "run chmod 600" first.
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"a": 1}\n')
+    notes.chmod(0o644)
+    with pytest.raises(StoreError, match="is not a SQLite database") as caught:
+        SqliteStore(notes)
+    assert "chmod" not in str(caught.value)
+    assert notes.read_text() == '{"a": 1}\n' and stat_mode(notes) == 0o644
+
+
+def stat_mode(path: Path) -> int:
+    return os.stat(path).st_mode & 0o777
+
+
+def test_reading_a_missing_database_creates_no_file(tmp_path: Path) -> None:
+    # E20: `duraloop ls --store sqlite:NEW` created NEW (the CLI opens with create_on_open=False).
+    db = tmp_path / "new" / "sessions.db"
+    with SqliteStore(db, create_on_open=False) as store:
+        assert store.list() == []
+        assert not store.backend.exists("s") and store.backend.revision("s") is None
+        with pytest.raises(SessionNotFoundError):
+            store.load("s")
+        with pytest.raises(SessionNotFoundError):
+            store.read("s")
+        assert not db.parent.exists(), "reading never creates a store file or its directory"
+        store.backend.materialize(meta("s"), one_turn_log())
+        assert store.load("s").events == one_turn_log()
+    assert stat_mode(db) == 0o600
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_database_deleted_or_replaced_while_open_fails_the_next_write(store: SqliteStore, db: Path, how: str) -> None:
+    # D14: the writes went to the unlinked file and succeeded; the session was silently lost.
+    store.backend.materialize(meta("s"), [ts(0, 1)])
+    for suffix in ("", "-wal", "-shm"):
+        db.with_name(db.name + suffix).unlink(missing_ok=True)
+    if how == "replaced":
+        with SqliteStore(db) as other:
+            other.backend.materialize(meta("other"), one_turn_log())
+    with pytest.raises(StoreError, match="deleted or moved" if how == "deleted" else "another file"):
+        store.append("s", [ss(1, 1, 1)])
+    if how == "deleted":
+        assert not db.exists(), "a failed write never creates the file again"
+    else:
+        with SqliteStore(db) as other:
+            assert [h.id for h in other.list()] == ["other"], "the new file is left untouched"
+
+
+@pytest.mark.anyio
+async def test_a_turn_whose_store_is_deleted_fails_with_store_error_and_runs_no_body(db: Path) -> None:
+    # D14: the turn "completed" and exited 0 with nothing on disk; and the tool/call that
+    # never became durable was answered TOOL_OUTCOME_UNKNOWN though its body never ran.
+    ran: list[str] = []
+
+    def delete_store(_call: object) -> None:
+        os.unlink(db)
+
+    store = SqliteStore(db)
+    loop = start_session(
+        store=store, model=ScriptedModel([tools_step(call("c1")), {"text": "done"}]),
+        tools=[recorder_tool("p", ran)], cwd=db.parent, session_id="s",
+        tool_hooks=ToolHooks(pre_execute=[delete_store]),
+    )
+    with pytest.raises(StoreError, match="deleted or moved"):
+        await loop.run_turn("go")
+    assert ran == [], "no body runs without a durable tool/call (Law 5)"
+    result = next(e for e in loop.session.events if e.type == "tool/result")
+    assert result.data["error"]["code"] == "TOOL_NOT_STARTED"
+    with pytest.raises(StoreError, match="deleted or moved"):
+        loop.close()
+    store.close()

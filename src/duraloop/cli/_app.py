@@ -179,7 +179,7 @@ def _repair_text(repair: object) -> str:
     truncated = int(getattr(repair, "truncated_bytes", 0) or 0)
     parts = []
     if truncated:
-        parts.append(f"truncated a torn tail of {truncated} bytes")
+        parts.append(f"truncated a torn tail of {truncated} bytes{getattr(repair, 'cut_text', '')}")
     if closers:
         kinds = []
         for event in closers:

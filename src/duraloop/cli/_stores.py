@@ -178,10 +178,12 @@ def _sqlite_store(path: Path) -> SessionStore:
         UsageError: if this build has no SQLite store.
     """
     store_module = importlib.import_module("duraloop.store")
-    factory: Callable[[Path], SessionStore] | None = getattr(store_module, "SqliteStore", None)
+    factory: Callable[..., SessionStore] | None = getattr(store_module, "SqliteStore", None)
     if factory is None:
         raise UsageError(
             f"store sqlite:{path}: SQLite stores are not supported by this build of duraloop "
             "(duraloop.store.SqliteStore is missing); use jsonl:DIR"
         )
-    return factory(path)
+    # A missing database is created by the first write only: `ls`, `show`, `check` on a new
+    # path find nothing and leave no file (E20).
+    return factory(path, create_on_open=False)

@@ -24,6 +24,16 @@ JsonObject: TypeAlias = dict[str, Any]
 
 MAX_SAFE_INTEGER = 2**53 - 1
 
+MAX_JSON_DEPTH = 256
+"""How deep an event's JSON may nest: containers counted, the `data` value itself depth 1.
+
+The one limit for writer and readers (D13): `Session.append` refuses deeper data, and the
+stores read a record nested deeper (its line is one level more, the event envelope) as
+damaged, never reaching Python's recursion limit in any decoder, check or copy along the
+way. 256 keeps every recursive walk (two frames a level at most) far below the interpreter's
+default limit of 1000 whatever the caller's stack; dsh's own logs nest a few levels.
+"""
+
 
 def lossless_copy(value: object, *, what: str) -> JsonValue:
     """Check that `value` is lossless JSON and return a detached copy of it.
@@ -39,16 +49,16 @@ def lossless_copy(value: object, *, what: str) -> JsonValue:
 
     Raises:
         EventRejectedError: if any part is not lossless JSON (the message gives its path), or
-            the value is cyclic or nested deeper than Python's recursion limit.
+            the value is cyclic or nests deeper than `MAX_JSON_DEPTH`.
     """
     try:
-        return _fast_copy(value)
+        return _fast_copy(value, 1)
     except _NotJson:
         pass
     except RecursionError as exc:
         raise _reject(what, "$ is cyclic or nested too deeply") from exc
     try:
-        return _copy(value, what, "$")  # the slow path names the offending part and raises
+        return _copy(value, what, "$", 1)  # the slow path names the offending part and raises
     except RecursionError as exc:
         raise _reject(what, "$ is cyclic or nested too deeply") from exc
 
@@ -64,7 +74,7 @@ def check_lossless(value: object, *, what: str) -> None:
         EventRejectedError: like `lossless_copy`.
     """
     try:
-        if _fast_check(value):
+        if _fast_check(value, 1):
             return
     except RecursionError as exc:
         raise _reject(what, "$ is cyclic or nested too deeply") from exc
@@ -130,13 +140,15 @@ def _utf8_ok(text: str) -> bool:
     return True
 
 
-def _fast_check(value: object) -> bool:
+def _fast_check(value: object, depth: int) -> bool:
     kind = type(value)
     if kind is str:
         return value.isascii() or _utf8_ok(value)  # type: ignore[attr-defined, arg-type]
     if kind in _SCALARS:
         return True
     if kind is dict:
+        if depth > MAX_JSON_DEPTH:
+            return False
         for key, item in value.items():  # type: ignore[attr-defined]
             if type(key) is not str or not (key.isascii() or _utf8_ok(key)):
                 return False
@@ -144,17 +156,19 @@ def _fast_check(value: object) -> bool:
             if item_kind is str:
                 if not (item.isascii() or _utf8_ok(item)):
                     return False
-            elif item_kind not in _SCALARS and not _fast_check(item):
+            elif item_kind not in _SCALARS and not _fast_check(item, depth + 1):
                 return False
         return True
     if kind is list:
+        if depth > MAX_JSON_DEPTH:
+            return False
         items: list[object] = value  # type: ignore[assignment]
         for item in items:
             item_kind = type(item)
             if item_kind is str:
                 if not (item.isascii() or _utf8_ok(item)):  # type: ignore[attr-defined, arg-type]
                     return False
-            elif item_kind not in _SCALARS and not _fast_check(item):
+            elif item_kind not in _SCALARS and not _fast_check(item, depth + 1):
                 return False
         return True
     if kind is float:
@@ -167,11 +181,12 @@ class _NotJson(Exception):  # noqa: N818 - internal control flow, never escapes 
     """Raised by the fast path; the slow path then finds and names the problem."""
 
 
+_CONTAINERS = (dict, list, tuple)
 _SCALARS = (int, bool, type(None))
 """The scalars that need no check; a str is checked for UTF-8 (`isascii()` first)."""
 
 
-def _fast_copy(value: object) -> JsonValue:
+def _fast_copy(value: object, depth: int) -> JsonValue:
     """Copy without building error paths; raise `_NotJson` at the first doubt."""
     kind = type(value)
     if kind is str:
@@ -180,16 +195,18 @@ def _fast_copy(value: object) -> JsonValue:
         raise _NotJson
     if kind in _SCALARS:
         return value
+    if kind in _CONTAINERS and depth > MAX_JSON_DEPTH:
+        raise _NotJson
     if kind is dict:
         out: dict[str, Any] = {}
         for key, item in value.items():  # type: ignore[attr-defined]
             if type(key) is not str or not (key.isascii() or _utf8_ok(key)):
                 raise _NotJson
-            out[key] = item if type(item) in _SCALARS else _fast_copy(item)
+            out[key] = item if type(item) in _SCALARS else _fast_copy(item, depth + 1)
         return out
     if kind is list or kind is tuple:
         items: list[object] | tuple[object, ...] = value  # type: ignore[assignment]
-        return [item if type(item) in _SCALARS else _fast_copy(item) for item in items]
+        return [item if type(item) in _SCALARS else _fast_copy(item, depth + 1) for item in items]
     if kind is float:
         number: float = value  # type: ignore[assignment]
         if math.isfinite(number) and (number != 0.0 or math.copysign(1.0, number) > 0):
@@ -197,7 +214,7 @@ def _fast_copy(value: object) -> JsonValue:
     raise _NotJson
 
 
-def _copy(value: object, what: str, path: str) -> JsonValue:
+def _copy(value: object, what: str, path: str, depth: int) -> JsonValue:
     kind = type(value)
     if kind is str:
         text: str = value  # type: ignore[assignment]
@@ -208,6 +225,9 @@ def _copy(value: object, what: str, path: str) -> JsonValue:
         return value
     if kind is int:
         return value
+    if kind in _CONTAINERS and depth > MAX_JSON_DEPTH:
+        where = path if len(path) <= 120 else f"{path[:60]}...{path[-40:]}"
+        raise _reject(what, f"{where} is cyclic or nests deeper than {MAX_JSON_DEPTH} levels (MAX_JSON_DEPTH)")
     if kind is dict:
         out: dict[str, Any] = {}
         for key, item in value.items():  # type: ignore[attr-defined]
@@ -215,11 +235,11 @@ def _copy(value: object, what: str, path: str) -> JsonValue:
                 raise _reject(what, f"{path} has a non-string key {key!r}")
             if not (key.isascii() or _utf8_ok(key)):
                 raise _reject(what, f"{path} has a key {key!r} {_surrogate_detail(key)}")
-            out[key] = _copy(item, what, f"{path}.{key}")
+            out[key] = _copy(item, what, f"{path}.{key}", depth + 1)
         return out
     if kind is list or kind is tuple:
         items: list[object] | tuple[object, ...] = value  # type: ignore[assignment]
-        return [_copy(item, what, f"{path}[{i}]") for i, item in enumerate(items)]
+        return [_copy(item, what, f"{path}[{i}]", depth + 1) for i, item in enumerate(items)]
     if kind is float:
         number: float = value  # type: ignore[assignment]
         if not math.isfinite(number):

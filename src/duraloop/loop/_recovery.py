@@ -8,6 +8,7 @@ with the shared `unanswered_tool_result` constructor.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
 from collections.abc import Callable
@@ -24,14 +25,24 @@ class StepRecovery:
     Use as a context manager around the step, entered before `step/start` is appended and
     exited after `step/end`.
 
+    A recorded `tool/call` that never became durable proves its body never ran (Law 5: a
+    body runs only once its `tool/call` is durable), so when the loop writes a store and a
+    flush failed, such a call is answered `TOOL_NOT_STARTED`, not `TOOL_OUTCOME_UNKNOWN`
+    (D14: a `tool/call` whose durable append failed was shown as "outcome unknown").
+
     Args:
         session: the live session.
         turn: the open turn.
+        durable_through: returns the last seq known durable, or None when nothing is
+            persisted (then every recorded `tool/call` counts as recorded).
     """
 
-    def __init__(self, session: Session, *, turn: int) -> None:
+    def __init__(
+        self, session: Session, *, turn: int, durable_through: Callable[[], int] | None = None
+    ) -> None:
         self._session = session
         self._turn = turn
+        self._durable_through = durable_through
         self._tracker = PendingToolCalls()
         self._unsubscribe: Callable[[], None] | None = None
         self.failure: Exception | None = None
@@ -56,8 +67,11 @@ class StepRecovery:
             The number of recovery results appended.
         """
         pending = self._tracker.pending()  # snapshot first: each append feeds the tracker
+        durable = self._durable_through() if self._durable_through is not None else None
         written: Counter[str] = Counter()
         for call in pending:
+            if durable is not None and call.call_seq is not None and call.call_seq > durable:
+                call = dataclasses.replace(call, call_seq=None)  # never durable: never ran
             result = unanswered_tool_result(call, turn=self._turn, seq=self._session.seq)
             try:
                 self._session.append(

@@ -268,7 +268,8 @@ class Turn:
         session = loop.session
         bound = bound_step_hooks(loop.hooks, self._context(step, entering))
         settings = dataclasses.replace(settings, **bound) if bound else settings
-        with StepRecovery(session, turn=turn) as recovery:
+        durable = (lambda: loop._durable_through) if loop.durability is not None else None
+        with StepRecovery(session, turn=turn, durable_through=durable) as recovery:
             session.append(STEP_START, {"turn": turn, "step": step}, copy=False)
             self.steps = step
             try:

@@ -14,6 +14,7 @@ from ._store import JsonlStore as JsonlStore
 from ._store import MemoryStore as MemoryStore
 from ._store import SessionStore as SessionStore
 from ._summary import SessionSummary as SessionSummary
+from ._tail import TornTail as TornTail
 from ._writer import SessionWriter as SessionWriter
 from ._writer import WriterStatistics as WriterStatistics
 
@@ -31,6 +32,7 @@ __all__ = [
     "SqliteStore",
     "StorageBackend",
     "StoredLog",
+    "TornTail",
     "WriteReceipt",
     "WriterStatistics",
     "read_log_file",

@@ -13,6 +13,8 @@ from typing import Protocol
 
 from duraloop.log import Event, SessionHeader
 
+from ._tail import TornTail
+
 
 @dataclass(frozen=True, slots=True)
 class StoredLog:
@@ -28,6 +30,7 @@ class StoredLog:
         recovered_events: how many of the final `events` lie inside the torn tail (a torn
             zstd frame still decodes in part): cutting at `torn` removes them from storage,
             so whoever truncates writes them again with its next batch.
+        cut: what the torn tail holds (None when `torn` is None).
     """
 
     header: SessionHeader
@@ -36,6 +39,7 @@ class StoredLog:
     path: str | None = None
     torn_bytes: int = 0
     recovered_events: int = 0
+    cut: TornTail | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +64,12 @@ class WriteReceipt:
     Args:
         bytes_written: bytes (or encoded bytes) stored.
         fsync_count: fsync calls made (0 for memory).
+        torn_copy: where a repair kept the torn tail it cut (`<log>.torn-<time>`), or None.
     """
 
     bytes_written: int
     fsync_count: int
+    torn_copy: str | None = None
 
 
 class StorageBackend(Protocol):
@@ -112,6 +118,10 @@ class StorageBackend(Protocol):
 
     def repair(self, session_id: str, torn: int | None, events: Sequence[Event]) -> WriteReceipt:
         """Cut a torn tail at `torn` (if not None), then append `events`: one durable repair.
+
+        What is cut is kept first, durably, beside the log (`<log>.torn-<UTC time>`, mode
+        0600; SQLite: the deleted rows as JSON lines beside the database), and the receipt
+        names that file (D12: nothing a repair removes is lost).
 
         The marker is the one `StoredLog.torn` reported; `events` start at the seq the cut
         log ends at (recovered events of a torn zstd frame, then closers or a batch). SQLite

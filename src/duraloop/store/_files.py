@@ -1,15 +1,19 @@
-"""File primitives of the JSONL backend: a stable whole-file read, a full write, a dir fsync."""
+"""File primitives of the stores: a stable whole-file read, a full write, a dir fsync, locks."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from duraloop.errors import SessionLockedError, StoreError
 
 _MAX_READ_ATTEMPTS = 8
+_LOCK_ATTEMPTS = 8
+_FILE_MODE = 0o600
 
 
 def fsync_dir(path: Path) -> None:
@@ -56,21 +60,34 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def lock_session_file(fd: int, lock_path: Path, session_id: str) -> Callable[[], None]:
+class StaleLockFileError(Exception):
+    """The lock file was unlinked (by a releasing writer) between its open and its flock."""
+
+
+def lock_session_file(
+    fd: int, lock_path: Path, session_id: str, *, on_release: Callable[[], None] | None = None
+) -> Callable[[], None]:
     """Take the single-writer lock on an open lock file with `flock`.
 
-    The OS releases it if the process dies, so a stale lock never blocks.
+    The OS releases it if the process dies, so a stale lock never blocks. A writer may
+    remove the lock file when it releases (`on_release`, while it still holds the lock):
+    a locker that raced with that removal locked an unlinked file, so after the flock the
+    path must still name the locked file, or `StaleLockFileError` tells the caller to open
+    the path again.
 
     Args:
         fd: the open lock file; it is closed if the lock cannot be taken.
         lock_path: its path, for messages.
         session_id: the session the lock guards.
+        on_release: called with the lock still held, right before it is released (e.g. to
+            remove the lock file of a session that was never stored).
 
     Returns:
         An idempotent function that releases the lock.
 
     Raises:
         SessionLockedError: if another process holds the lock.
+        StaleLockFileError: if the lock file was removed or replaced meanwhile (retry).
         StoreError: if locking fails for another reason.
     """
     try:
@@ -81,12 +98,124 @@ def lock_session_file(fd: int, lock_path: Path, session_id: str) -> Callable[[],
     except OSError as exc:
         os.close(fd)
         raise StoreError(f"cannot lock {lock_path}: {exc}") from exc
+    try:
+        held, current = os.fstat(fd), os.stat(lock_path)
+    except FileNotFoundError:
+        os.close(fd)
+        raise StaleLockFileError(str(lock_path)) from None
+    except OSError as exc:
+        os.close(fd)
+        raise StoreError(f"cannot stat {lock_path}: {exc}") from exc
+    if (held.st_dev, held.st_ino) != (current.st_dev, current.st_ino):
+        os.close(fd)
+        raise StaleLockFileError(str(lock_path))
     released = False
 
     def release() -> None:
         nonlocal released
         if not released:
             released = True
-            os.close(fd)
+            try:
+                if on_release is not None:
+                    on_release()
+            finally:
+                os.close(fd)
 
     return release
+
+
+def lock_directory(
+    lock_path: Path, session_id: str, *, mkdirs: Callable[[Path], None], stored: Callable[[], bool]
+) -> Callable[[], None]:
+    """Lock a session's `lock_path`, creating its directories; undo them if nothing is stored.
+
+    Releasing removes the lock file, and the directories this call created, when `stored()`
+    is False then (a run that failed before its first write, an append to an unknown id):
+    a failed command leaves no orphan `session.lock` (D14). Lockers that race with such a
+    removal open the path again (`StaleLockFileError`).
+
+    Args:
+        lock_path: the lock file, inside the session's directory.
+        session_id: the session, for messages.
+        mkdirs: creates the directory and its missing parents (durably).
+        stored: whether the session has a log beside the lock file.
+
+    Returns:
+        An idempotent function that releases the lock.
+
+    Raises:
+        SessionLockedError: if another process holds the lock.
+        StoreError: if the lock file cannot be opened or locked.
+    """
+    directory = lock_path.parent
+    for _ in range(_LOCK_ATTEMPTS):
+        created = _missing_dirs(directory)
+        try:
+            mkdirs(directory)
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, _FILE_MODE)
+        except FileNotFoundError:
+            continue  # a releasing writer removed the directory meanwhile
+        except OSError as exc:
+            raise StoreError(f"cannot open the lock file {lock_path}: {exc}") from exc
+
+        def drop_unused(created: list[Path] = created) -> None:
+            if stored():
+                return
+            with contextlib.suppress(FileNotFoundError):
+                lock_path.unlink()
+            for path in created:
+                try:
+                    path.rmdir()
+                except OSError:
+                    return  # not empty (another writer is there now) or already gone
+
+        try:
+            return lock_session_file(fd, lock_path, session_id, on_release=drop_unused)
+        except StaleLockFileError:
+            continue
+    raise StoreError(f"cannot lock {lock_path}: other processes kept removing it")
+
+
+def _missing_dirs(directory: Path) -> list[Path]:
+    """The directories from `directory` up that do not exist yet, deepest first."""
+    missing: list[Path] = []
+    current = directory
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    return missing
+
+
+def write_private_copy(path: Path, data: bytes) -> str:
+    """Write `data` to a new `<path>.torn-<UTC time>` (mode 0600), fsync it and its directory.
+
+    A repair keeps what it cuts this way before it cuts (D12). The name is the UTC time to the
+    millisecond; a name already taken gets a `-<n>` suffix.
+
+    Returns:
+        The new file's path.
+
+    Raises:
+        StoreError: if the file cannot be written.
+    """
+    now = time.time()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
+    for attempt in range(100):
+        copy = path.with_name(f"{path.name}.torn-{stamp}" + (f"-{attempt}" if attempt else ""))
+        try:
+            fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, _FILE_MODE)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise StoreError(f"cannot keep the torn tail of {path} in {copy}: {exc}") from exc
+        try:
+            try:
+                write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            fsync_dir(copy.parent)
+        except OSError as exc:
+            raise StoreError(f"cannot keep the torn tail of {path} in {copy}: {exc}") from exc
+        return str(copy)
+    raise StoreError(f"cannot keep the torn tail of {path}: 100 copies named {path.name}.torn-{stamp}* exist")

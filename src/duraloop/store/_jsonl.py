@@ -32,7 +32,14 @@ from duraloop.errors import (
 from duraloop.log import Event, SessionHeader
 
 from ._backend import DamagedLog, StoredLog, WriteReceipt
-from ._files import file_revision, fsync_dir, lock_session_file, read_stable, write_all
+from ._files import (
+    file_revision,
+    fsync_dir,
+    lock_directory,
+    read_stable,
+    write_all,
+    write_private_copy,
+)
 from ._jsonl_scan import header_frame_line, scan_log, scan_zstd_log
 from ._paths import (
     LOCK_FILE_NAME,
@@ -147,7 +154,8 @@ class JsonlBackend:
             self._ends[session_id] = result.size_bytes
         torn_bytes = result.size_bytes - result.committed_bytes
         return StoredLog(
-            header, result.events, result.torn_offset, str(path), torn_bytes, result.recovered_events
+            header, result.events, result.torn_offset, str(path), torn_bytes, result.recovered_events,
+            result.cut,
         )
 
     def revision(self, session_id: str) -> str | None:
@@ -254,18 +262,25 @@ class JsonlBackend:
         return WriteReceipt(len(payload), 1)
 
     def repair(self, session_id: str, torn: int | None, events: Sequence[Event]) -> WriteReceipt:
-        """Truncate at byte `torn` and fsync, then append `events`; see `StorageBackend.repair`."""
+        """Keep the torn tail, truncate at byte `torn` and fsync, then append `events`.
+
+        See `StorageBackend.repair`: the bytes from `torn` on are first written, fsynced, to
+        `<log>.torn-<UTC time>` (mode 0600) beside the log: three fsyncs (copy, its directory,
+        the truncated log), then one for the appended events.
+        """
         path = self._require(session_id)
         fsync_count = 0
+        copy: str | None = None
         if torn is not None:
-            self._truncate(path, session_id, torn)
-            fsync_count = 1
+            copy = self._truncate(path, session_id, torn)
+            fsync_count = 3
         receipt = self._append(path, session_id, events)
-        return WriteReceipt(receipt.bytes_written, receipt.fsync_count + fsync_count)
+        return WriteReceipt(receipt.bytes_written, receipt.fsync_count + fsync_count, copy)
 
-    def _truncate(self, path: Path, session_id: str, torn: int) -> None:
+    def _truncate(self, path: Path, session_id: str, torn: int) -> str:
+        """Keep the bytes from `torn` on beside the log, then truncate there; return the copy."""
         try:
-            fd = os.open(path, os.O_WRONLY)
+            fd = os.open(path, os.O_RDWR)
             try:
                 size = os.fstat(fd).st_size
                 if size < torn:
@@ -273,6 +288,7 @@ class JsonlBackend:
                         f"the torn tail of {path} changed since it was read (it started at byte "
                         f"{torn}, the file is {size} bytes); load the session again"
                     )
+                copy = write_private_copy(path, os.pread(fd, size - torn, torn))
                 os.ftruncate(fd, torn)
                 os.fsync(fd)
             finally:
@@ -281,8 +297,10 @@ class JsonlBackend:
             raise StoreError(f"cannot truncate the torn tail of {path}: {exc}") from exc
         self._ends[session_id] = torn
         logger.warning(
-            "session %s: truncated torn tail at byte %d (%d bytes)", session_id, torn, size - torn
+            "session %s: truncated torn tail at byte %d (%d bytes, kept in %s)",
+            session_id, torn, size - torn, copy,
         )
+        return copy
 
     def list_headers(self) -> list[SessionHeader | DamagedLog]:
         """Read the header record of every stored log; see `StorageBackend.list_headers`.
@@ -310,6 +328,10 @@ class JsonlBackend:
                     reason = str(exc).replace(f" of {path}", "")
                     headers.append(DamagedLog(decode_segment(directory.name), reason, str(path)))
                 else:
+                    if session_dir(self.root, header.id, header.cwd) != directory:
+                        reason = f'its header (id "{header.id}", cwd {header.cwd!r}) does not map to this file'
+                        headers.append(DamagedLog(decode_segment(directory.name), reason, str(path)))
+                        continue
                     headers.append(self._unique(header, path, seen))
         return headers
 
@@ -349,13 +371,16 @@ class JsonlBackend:
         return header_frame_line(text, path=str(path))
 
     def lock(self, session_id: str, *, cwd: str | None) -> Callable[[], None]:
-        """Take an exclusive `flock` on `session.lock`; see `StorageBackend.lock`."""
+        """Take an exclusive `flock` on `session.lock`; see `StorageBackend.lock`.
+
+        The lock of a session that has no log when it is released (a run that failed before
+        its first write, an append to an unknown id) is removed again, with the directories
+        it created, so a failed command leaves no orphan `session.lock` behind (D14).
+        """
         existing = self.locate(session_id)
         directory = existing.parent if existing is not None else session_dir(self.root, session_id, cwd)
-        lock_path = directory / LOCK_FILE_NAME
-        try:
-            self._mkdirs(directory)
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, _FILE_MODE)
-        except OSError as exc:
-            raise StoreError(f"cannot open the lock file {lock_path}: {exc}") from exc
-        return lock_session_file(fd, lock_path, session_id)
+
+        def stored() -> bool:
+            return (directory / self._file_name).exists() or (directory / self._other_file_name).exists()
+
+        return lock_directory(directory / LOCK_FILE_NAME, session_id, mkdirs=self._mkdirs, stored=stored)

@@ -31,15 +31,19 @@ from duraloop.log import vocabulary as v
 from ._packing import decode_row_line
 from ._records import (
     EVENT_DECODER,
+    MAX_LINE_DEPTH,
     ROW_LINE_PREFIXES,
     RecordError,
     decode_header,
     decode_record,
+    too_deep,
 )
-from ._zstd import decompress_complete, decompress_torn, scan_frames
+from ._tail import TornTail, fsync_evidence
+from ._zstd import decompress_complete, decompress_torn, later_complete_frame, scan_frames
 
-_TURN_END_BYTES = f'"{v.TURN_END}"'.encode()
 _MAX_SAFE = 2**53 - 1
+_FRAGMENT = "a torn final line (no newline)"
+_DEPTH_CHECK_BYTES = 2 * MAX_LINE_DEPTH  # a shorter line cannot nest deeper than the limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +57,7 @@ class ScanResult:
         size_bytes: the scanned length; a torn tail exists iff `committed_bytes < size_bytes`.
         recovered_events: how many of the final `events` were decoded from a torn zstd frame
             (cutting the torn tail removes them from the file; 0 for raw logs).
+        cut: what the torn tail holds (None when the file ends cleanly).
     """
 
     header: SessionHeader
@@ -60,6 +65,7 @@ class ScanResult:
     committed_bytes: int
     size_bytes: int
     recovered_events: int = 0
+    cut: TornTail | None = None
 
     @property
     def torn_offset(self) -> int | None:
@@ -122,11 +128,17 @@ def scan_log(data: bytes, *, path: str | None, projected: bool = False) -> ScanR
     # lines[0] is the header, lines[-1] the torn fragment (b"" when the file ends cleanly).
     lines = data.split(b"\n")
     events: list[Event] = []
-    accepted_to = _scan_lines(lines, events, path=path, projected=projected)
-    if accepted_to == len(lines) - 1:
-        return ScanResult(header, events, len(data) - len(lines[-1]), len(data))
+    accepted_to, cut = _scan_lines(lines, events, path=path, projected=projected)
+    fragment = 1 if lines[-1] else 0
+    if cut is None:
+        if not fragment:
+            return ScanResult(header, events, len(data), len(data))
+        torn = TornTail.of(len(lines[-1]), _FRAGMENT, [], unreadable_count=1)
+        return ScanResult(header, events, len(data) - len(lines[-1]), len(data), cut=torn)
     committed = sum(map(len, lines[:accepted_to])) + accepted_to
-    return ScanResult(header, events, committed, len(data))
+    reason = f"{cut.reason} at line {accepted_to + 1}"
+    torn = TornTail.of(len(data) - committed, reason, cut.events, unreadable_count=cut.unreadable_count + fragment)
+    return ScanResult(header, events, committed, len(data), cut=torn)
 
 
 def scan_zstd_log(data: bytes, *, path: str | None) -> ScanResult:
@@ -172,11 +184,24 @@ def scan_zstd_log(data: bytes, *, path: str | None) -> ScanResult:
         )
     if scan.torn_start is None:
         return ScanResult(header, events, len(data), len(data))
+    later = later_complete_frame(data, scan.torn_start, path=path)
+    if later is not None:
+        raise CorruptLogError(
+            f"the zstd frame at byte {scan.torn_start} is cut short, but a complete frame follows "
+            f"at byte {later}: each frame is fsynced before the next one is written, so this is "
+            "damage inside the durable log, not a torn tail",
+            path=path,
+        )
     complete = len(events)
     tail = decompress_torn(data[scan.torn_start :])
     tail_lines = [b"", *tail.split(b"\n")]
-    _scan_lines(tail_lines, events, path=path, projected=False, line_base=len(lines) - 1)
-    return ScanResult(header, events, scan.torn_start, len(data), len(events) - complete)
+    _, cut = _scan_lines(tail_lines, events, path=path, projected=False, line_base=len(lines) - 1)
+    reason = f"a torn zstd frame at byte {scan.torn_start}" + (f" ({cut.reason})" if cut else "")
+    unreadable = (cut.unreadable_count if cut else 0) + (1 if tail_lines[-1] else 0)
+    torn = TornTail.of(
+        len(data) - scan.torn_start, reason, cut.events if cut else [], unreadable_count=unreadable
+    )
+    return ScanResult(header, events, scan.torn_start, len(data), len(events) - complete, torn)
 
 
 def header_frame_line(plaintext: bytes, *, path: str | None) -> bytes:
@@ -202,29 +227,59 @@ def _scan_lines(
     path: str | None,
     projected: bool,
     line_base: int = 0,
-) -> int:
+) -> tuple[int, _Cut | None]:
     """Accept `lines[1:-1]` into `events` by the raw rules; return where acceptance stopped.
 
     Returns:
-        The index of the first line not accepted (`len(lines) - 1` when all were).
+        The index of the first line not accepted (`len(lines) - 1` when all were), and what
+        the lines from there on hold (None when all were accepted).
 
     Raises:
-        CorruptLogError: if the issue that stopped acceptance is fatal, or a later line
-            decodes to a `turn/end` (line numbers are `line_base + index + 1`).
+        CorruptLogError: if the issue that stopped acceptance is fatal, a later line decodes
+            to a `turn/end`, or a later event proves the damaged line was fsynced (D12,
+            `fsync_evidence`); line numbers are `line_base + index + 1`.
     """
     stop = len(lines) - 1
     with collector_paused():
         accepted_to, issue = _accept(lines, stop, events, projected=projected)
     if issue is None:
-        return accepted_to
+        return accepted_to, None
     line = line_base + accepted_to + 1
     if issue.fatal:
         raise CorruptLogError(issue.text, path=path, line=line)
     restore_seq = len(events) if projected else None
-    for index in range(accepted_to + 1, stop):
-        if _decodes_turn_end(lines[index], restore_seq):
-            raise CorruptLogError(issue.text, path=path, line=line)
-    return accepted_to
+    cut: list[Event] = []
+    later: list[Event] = []
+    unreadable = 0
+    for index in range(accepted_to, stop):
+        try:
+            decoded = decode_record(lines[index], restore_seq=restore_seq)
+        except RecordError:
+            unreadable += 1
+            continue
+        if index > accepted_to:
+            if _has_turn_end(decoded):
+                raise CorruptLogError(issue.text, path=path, line=line)
+            later += decoded
+        cut += decoded
+    evidence = fsync_evidence(events, later)
+    if evidence is not None:
+        raise CorruptLogError(
+            f"{issue.text}, and {evidence}: a crash tears only what no fsync covered, so this is "
+            "damage inside the durable log, not a torn tail",
+            path=path,
+            line=line,
+        )
+    return accepted_to, _Cut(issue.text, cut, unreadable)
+
+
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    """The complete lines from the first one not accepted on: why, and what decodes there."""
+
+    reason: str
+    events: list[Event]
+    unreadable_count: int
 
 
 def _accept(
@@ -240,7 +295,9 @@ def _accept(
     decode = EVENT_DECODER.decode
     for index in range(1, stop):
         line = lines[index]
-        if not line.startswith(ROW_LINE_PREFIXES):
+        if len(line) > _DEPTH_CHECK_BYTES and too_deep(line):
+            pass  # the general path reports it (D13: never handed to a decoder)
+        elif not line.startswith(ROW_LINE_PREFIXES):
             try:
                 event: Event | None = decode(line)
             except msgspec.DecodeError:
@@ -271,21 +328,6 @@ def _decode_contiguous(line: bytes, expected: int, *, projected: bool) -> list[E
             text = f"seq gap in committed region (expected {expected + offset}, got {event.seq})"
             return _Issue(text, fatal=_has_turn_end(decoded))
     return decoded
-
-
-def _decodes_turn_end(line: bytes, restore_seq: int | None) -> bool:
-    """Return whether a line after an issue decodes and holds a `turn/end`.
-
-    A line without the literal `"turn/end"` and without any escape cannot decode to one, so
-    it is skipped without decoding; an undecodable line holds nothing.
-    """
-    if _TURN_END_BYTES not in line and b"\\" not in line:
-        return False
-    try:
-        later = decode_record(line, restore_seq=restore_seq)
-    except RecordError:
-        return False
-    return _has_turn_end(later)
 
 
 def _has_turn_end(events: list[Event]) -> bool:

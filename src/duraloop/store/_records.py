@@ -6,6 +6,7 @@ row. Writers emit compact UTF-8 JSON, one record per `\n`-terminated line.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -13,6 +14,7 @@ import msgspec
 
 from duraloop.errors import CorruptLogError, EventRejectedError, SessionFormatUnsupportedError
 from duraloop.log import SESSION_FORMAT_VERSION, Event, SessionHeader
+from duraloop.log._json import MAX_JSON_DEPTH
 
 from ._packing import ROW_TYPES, MalformedRowError, decode_row_line, pack_events, unpack_row
 
@@ -23,10 +25,49 @@ ROW_LINE_PREFIXES: Final = tuple(f'{{"type":"{tag}"'.encode() for tag in sorted(
 """How a packed row line written by this store (or dsh) starts."""
 _encoder = msgspec.json.Encoder()
 _RETIRED_HEADER_KEYS = ("sandboxMode", "approvalPolicy")
+MAX_LINE_DEPTH: Final = MAX_JSON_DEPTH + 1
+"""How deep a stored line may nest: the event envelope plus `MAX_JSON_DEPTH` of data."""
+_JSON_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 
 
 class RecordError(ValueError):
     """Raised when one stored line is not a decodable storage record."""
+
+
+def too_deep(text: bytes, limit: int = MAX_LINE_DEPTH) -> bool:
+    """Return whether the JSON `text` nests containers deeper than `limit` (D13).
+
+    Checked before a decode so that no decoder, check or copy downstream meets Python's
+    recursion limit. Costs one length test for a line shorter than `2 * limit` bytes (no
+    deeper value fits), two byte counts otherwise, and a token scan (strings skipped) only
+    when the brackets could nest that deep.
+
+    Args:
+        text: one JSON document (a line, a column value).
+        limit: the deepest nesting allowed; the default is a stored line's.
+
+    Returns:
+        True if some container is nested deeper than `limit`.
+    """
+    if len(text) <= 2 * limit or text.count(b"[") + text.count(b"{") <= limit:
+        return False
+    depth = 0
+    for token in _JSON_TOKEN.findall(text):
+        if token in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in (b"]", b"}"):
+            depth -= 1
+    return False
+
+
+def depth_error(limit: int = MAX_LINE_DEPTH) -> RecordError:
+    """Return the RecordError for a value nested deeper than `limit`."""
+    return RecordError(
+        f"nested deeper than {limit} levels (duraloop writes at most MAX_JSON_DEPTH = "
+        f"{MAX_JSON_DEPTH} levels of event data)"
+    )
 
 
 def encode_header(header: SessionHeader) -> bytes:
@@ -89,6 +130,8 @@ def decode_header(line: bytes, *, path: str | None) -> SessionHeader:
         SessionFormatUnsupportedError: if `version` is a number other than 0.
         CorruptLogError: if the line is not JSON or not a valid header object.
     """
+    if too_deep(line):
+        raise CorruptLogError(f"session header is {depth_error()}", path=path, line=1)
     try:
         record = msgspec.json.decode(line)
     except msgspec.DecodeError as exc:
@@ -154,8 +197,11 @@ def decode_record(line: bytes, *, restore_seq: int | None = None) -> list[Event]
         The decoded events, envelope-checked.
 
     Raises:
-        RecordError: if the line is not JSON, not an event envelope, or a malformed row.
+        RecordError: if the line is not JSON, not an event envelope, a malformed row, or
+            nested deeper than `MAX_LINE_DEPTH`.
     """
+    if too_deep(line):
+        raise depth_error()
     if line.startswith(ROW_LINE_PREFIXES):
         members = decode_row_line(line) if restore_seq is None else None
         return members if members is not None else _decode_row_line(line, restore_seq)

@@ -23,7 +23,6 @@ import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from duraloop.errors import (
@@ -36,29 +35,27 @@ from duraloop.errors import (
     UsageError,
 )
 from duraloop.log import Event, SessionHeader
-from duraloop.log import vocabulary as v
 
 from ._backend import DamagedLog, StoredLog, WriteReceipt
-from ._files import lock_session_file
+from ._files import lock_session_file, write_private_copy
 from ._paths import check_session_id
 from ._records import RecordError
+from ._sqlite_file import check_same_file, damaged_store_error
 from ._sqlite_rows import (
     EVENT_COLUMNS,
-    PACKED,
     SESSION_COLUMNS,
     EventRow,
     SqlRow,
     decode_header_row,
-    decode_row,
     encode_rows,
     header_values,
     row_member_count,
 )
+from ._sqlite_scan import rows_as_json_lines, scan_rows
 from ._sqlite_schema import check_schema, connect, store_id
 from ._writer import check_batch
 
 logger = logging.getLogger(__name__)
-_TURN_END = v.TURN_END.encode()
 _LOCK_DIR_MODE = 0o700
 _LOCK_FILE_MODE = 0o600
 _INSERT_EVENT = (
@@ -70,15 +67,6 @@ _INSERT_SESSION = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
 )
 _BUMP_REVISION = "UPDATE sessions SET revision = revision + 1 WHERE id = ?"
-
-
-@dataclass(frozen=True, slots=True)
-class _Scan:
-    """The readable part of a session's rows: events, and the torn tail's first seq."""
-
-    events: list[Event]
-    torn: int | None
-    torn_rows: int
 
 
 def _check_id(session_id: str) -> None:
@@ -96,61 +84,101 @@ def _bytes_of(rows: Sequence[EventRow]) -> int:
 class SqliteBackend:
     """Session logs in one SQLite database, schema 17 (session-spec 6.8); dsh opens it too.
 
-    The database is opened (and a missing one created, mode 0600) by the constructor;
-    `close()` closes it. One connection serves every thread of the process, one call at a time.
+    The constructor opens and checks the database, creating a missing one (mode 0600), unless
+    `create_on_open` is False: then a missing database is created by the first write and
+    never by a read (E20: the CLI lists or loads from a new path without leaving a file).
+    `close()` closes it. One connection serves every
+    thread of the process, one call at a time. Every write first checks that the path still
+    names the file held open (device and inode): a database deleted or replaced mid-run fails
+    the write with `StoreError` instead of writing into an unlinked file (D14).
 
     Args:
         path: the database file, e.g. `~/.duraloop/sessions.db`.
         pack_chunks: store runs of >= 3 chunk events as packed rows.
+        create_on_open: create a missing database now (True) or at the first write (False).
 
     Raises:
-        StoreError: if the file is a symlink, not owned by the user, readable by others, in a
-            group/world-writable directory, or a database of another application or schema.
+        StoreError: if the file is not a SQLite database, is damaged, is a symlink, not owned
+            by the user, readable by others, in a group/world-writable directory, or a
+            database of another application or schema.
     """
 
-    def __init__(self, path: Path | str, *, pack_chunks: bool = True) -> None:
+    def __init__(self, path: Path | str, *, pack_chunks: bool = True, create_on_open: bool = True) -> None:
         self.path = Path(path).absolute()
         self.pack_chunks = pack_chunks
-        self._connection: sqlite3.Connection | None = connect(self.path)
+        self._connection: sqlite3.Connection | None = None
+        self._closed = False
         self._mutex = threading.Lock()
-        self._schema_version = check_schema(self._connection, self.path)
-        info = self.path.stat()
-        birth_ns = getattr(info, "st_birthtime_ns", 0)
-        self._identity = (
-            f"file:{info.st_dev}:{info.st_ino}:{birth_ns}:store:{store_id(self._connection, self.path)}"
-        )
+        self._schema_version = 0
+        self._identity = ""
+        self._file_id = (0, 0)
         self._locks_dir = self.path.with_name(f"{self.path.name}.locks")
+        if create_on_open or os.path.lexists(self.path):
+            self._open(create=create_on_open)
+
+    def _open(self, *, create: bool) -> sqlite3.Connection:
+        """Connect and validate; remember the file's identity (device, inode) for D14."""
+        connection = connect(self.path, create=create)
+        try:
+            self._schema_version = check_schema(connection, self.path)
+            info = os.stat(self.path)
+            birth_ns = getattr(info, "st_birthtime_ns", 0)
+            self._identity = (
+                f"file:{info.st_dev}:{info.st_ino}:{birth_ns}:store:{store_id(connection, self.path)}"
+            )
+        except (sqlite3.Error, UnicodeDecodeError) as exc:
+            connection.close()
+            raise damaged_store_error(self.path, "open", exc) from exc
+        except OSError as exc:
+            connection.close()
+            raise StoreError(f"cannot stat the SQLite store {self.path}: {exc}") from exc
+        except BaseException:
+            connection.close()
+            raise
+        self._file_id = (info.st_dev, info.st_ino)
+        self._connection = connection
+        return connection
 
     def close(self) -> None:
         """Close the database connection; idempotent."""
         with self._mutex:
+            self._closed = True
             if self._connection is not None:
                 self._connection.close()
                 self._connection = None
 
-    def _error(self, what: str, exc: sqlite3.Error) -> StoreError:
-        hint = ""
-        if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
-            hint = " (another process held the database for over 5 seconds; retry)"
-        return StoreError(f"SQLite store {self.path}: cannot {what}: {exc}{hint}")
+    def _error(self, what: str, exc: sqlite3.Error | UnicodeDecodeError) -> StoreError:
+        return damaged_store_error(self.path, what, exc)
+
+    def _missing(self) -> bool:
+        """Whether no database is open and none exists at the path (nothing is stored)."""
+        return self._connection is None and not self._closed and not os.path.lexists(self.path)
 
     @contextlib.contextmanager
     def _transaction(self, what: str, *, write: bool) -> Iterator[sqlite3.Connection]:
-        """Run the body in one transaction (`BEGIN IMMEDIATE` to write); roll back on error."""
+        """Run the body in one transaction (`BEGIN IMMEDIATE` to write); roll back on error.
+
+        The database is opened on first use: a writer creates a missing file, a reader only
+        opens an existing one (readers check `_missing()` first: reading never creates a
+        store file, E20).
+        """
         with self._mutex:
+            if self._closed:
+                raise StoreError(f"SQLite store {self.path} is closed")
             connection = self._connection
             if connection is None:
-                raise StoreError(f"SQLite store {self.path} is closed")
+                connection = self._open(create=write)
             try:
                 connection.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 if write:
+                    check_same_file(self.path, self._file_id, what)
                     self._check_schema(connection)
                 yield connection
                 connection.execute("COMMIT")
             except BaseException as exc:
                 if connection.in_transaction:
                     connection.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
+                if isinstance(exc, sqlite3.Error | UnicodeDecodeError):
                     raise self._error(what, exc) from exc
                 raise
 
@@ -177,63 +205,23 @@ class SqliteBackend:
             f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq", (session_id,)
         ).fetchall()
 
-    def _scan(self, session_id: str, rows: list[SqlRow]) -> _Scan:
-        """Apply the read rule of session-spec 6.8 to a session's rows, in seq order.
-
-        Raises:
-            CorruptLogError: for an undecodable row or a seq gap at or before the last row
-                that holds a `turn/end`.
-        """
-        decoded: list[list[Event] | RecordError | None] = [None] * len(rows)
-
-        def attempt(index: int) -> list[Event] | RecordError:
-            result = decoded[index]
-            if result is None:
-                try:
-                    result = decode_row(rows[index])
-                except RecordError as exc:
-                    result = exc
-                decoded[index] = result
-            return result
-
-        last_end = -1
-        for index in range(len(rows) - 1, -1, -1):
-            row = rows[index]
-            if row[1] == _TURN_END and row[-1] != PACKED and not isinstance(attempt(index), RecordError):
-                last_end = index
-                break
-        events: list[Event] = []
-        for index, row in enumerate(rows):
-            result = attempt(index)
-            if isinstance(result, RecordError):
-                problem = f"undecodable row ({result})"
-            elif row[0] != len(events):
-                problem = f"seq gap (expected {len(events)}, got {row[0]})"
-            else:
-                events.extend(result)
-                continue
-            if index <= last_end:
-                raise CorruptLogError(
-                    f'session "{session_id}": {problem} at seq {row[0]}, at or before the last '
-                    f"turn/end (seq {rows[last_end][0]}); the committed region is damaged",
-                    path=str(self.path),
-                )
-            return _Scan(events, row[0], len(rows) - index)
-        return _Scan(events, None, 0)
-
     def read(self, session_id: str) -> StoredLog:
         """Read a session's header and rows in one snapshot; see `StorageBackend.read`.
 
         `torn` is the seq of the first row of a torn tail and `torn_bytes` its row count.
         """
+        if self._missing():
+            raise SessionNotFoundError(session_id)
         with self._transaction(f'read session "{session_id}"', write=False) as connection:
             header = self._header(connection, session_id)
             rows = self._rows(connection, session_id)
-        scan = self._scan(session_id, rows)
-        return StoredLog(header, scan.events, scan.torn, None, scan.torn_rows)
+        scan = scan_rows(session_id, rows, path=self.path)
+        return StoredLog(header, scan.events, scan.torn, None, scan.torn_rows, cut=scan.cut)
 
     def exists(self, session_id: str) -> bool:
         """Return whether the session has a row (it was materialized)."""
+        if self._missing():
+            return False
         with self._transaction(f'look up session "{session_id}"', write=False) as connection:
             found = connection.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
         return found is not None
@@ -244,13 +232,15 @@ class SqliteBackend:
         The store identity is `file:<dev>:<ino>:<birthtime ns>:store:<store_id>` (birth time
         0 where the platform does not report it). None when the session is not stored.
         """
+        if self._missing():
+            return None
         with self._transaction(f'read the revision of session "{session_id}"', write=False) as connection:
             row = connection.execute(
                 "SELECT incarnation, revision FROM sessions WHERE id = ?", (session_id,)
             ).fetchone()
         if row is None:
             return None
-        return f"{self._identity}:incarnation:{bytes(row[0]).decode()}:revision:{row[1]}"
+        return f"{self._identity}:incarnation:{bytes(row[0]).decode(errors='backslashreplace')}:revision:{row[1]}"
 
     def materialize(self, header: SessionHeader, batch: Sequence[Event]) -> WriteReceipt:
         """Insert the session row and first batch in one transaction; see `StorageBackend.materialize`."""
@@ -273,6 +263,12 @@ class SqliteBackend:
         ).fetchone()
         if tail is None:
             return 0
+        if type(tail[0]) is not int:
+            raise CorruptLogError(
+                f'session "{session_id}": the last events row has a seq of SQLite type '
+                f"{type(tail[0]).__name__}, not an integer; the database is damaged",
+                path=str(self.path),
+            )
         try:
             return int(tail[0]) + row_member_count(tail)
         except RecordError as exc:
@@ -315,15 +311,19 @@ class SqliteBackend:
         if torn is None and not rows:
             return WriteReceipt(0, 0)
         deleted = 0
+        copy: str | None = None
         with self._transaction(f'repair session "{session_id}"', write=True) as connection:
             self._header(connection, session_id)
             if torn is not None:
-                current = self._scan(session_id, self._rows(connection, session_id)).torn
+                stored = self._rows(connection, session_id)
+                current = scan_rows(session_id, stored, path=self.path).torn
                 if current != torn:
                     raise StoreError(
                         f'the torn tail of session "{session_id}" changed since it was read (it '
                         f"started at seq {torn}, now {current}); load the session again"
                     )
+                # Kept before the rows go (D12); a failed copy aborts the whole repair.
+                copy = write_private_copy(self.path, rows_as_json_lines(session_id, stored, torn))
                 deleted = connection.execute(
                     "DELETE FROM events WHERE session_id = ? AND seq >= ?", (session_id, torn)
                 ).rowcount
@@ -331,11 +331,16 @@ class SqliteBackend:
             connection.executemany(_INSERT_EVENT, rows)
             connection.execute(_BUMP_REVISION, (session_id,))
         if deleted:
-            logger.warning("session %s: deleted a torn tail of %d rows from seq %d", session_id, deleted, torn)
-        return WriteReceipt(_bytes_of(rows), 1)
+            logger.warning(
+                "session %s: deleted a torn tail of %d rows from seq %d (kept in %s)",
+                session_id, deleted, torn, copy,
+            )
+        return WriteReceipt(_bytes_of(rows), 3 if copy else 1, copy)
 
     def list_headers(self) -> list[SessionHeader | DamagedLog]:
         """Return every session row's header, oldest first; see `StorageBackend.list_headers`."""
+        if self._missing():
+            return []
         with self._transaction("list sessions", write=False) as connection:
             rows = connection.execute(
                 f"SELECT {SESSION_COLUMNS} FROM sessions ORDER BY created_at, id"
@@ -345,7 +350,7 @@ class SqliteBackend:
             try:
                 headers.append(decode_header_row(row))
             except (RecordError, SessionFormatUnsupportedError) as exc:
-                session_id = bytes(row[0]).decode(errors="replace")
+                session_id = bytes(row[0]).decode(errors="replace") if isinstance(row[0], bytes) else repr(row[0])
                 headers.append(DamagedLog(session_id, f"invalid sessions row ({exc})"))
         return headers
 

@@ -23,9 +23,10 @@ import msgspec
 
 from duraloop.errors import EventRejectedError
 from duraloop.log import SESSION_FORMAT_VERSION, Event, SessionHeader
+from duraloop.log._json import MAX_JSON_DEPTH
 
 from ._packing import ROW_TYPES, MalformedRowError, pack_events, unpack_row
-from ._records import RecordError, checked, unsupported_version
+from ._records import RecordError, checked, depth_error, too_deep, unsupported_version
 from ._varint import VarintError, decode_seqs, encode_seqs
 
 COMPRESS_MIN_BYTES = 4096
@@ -78,9 +79,16 @@ def encode_data(value: Any) -> str | bytes:
     return raw.decode()
 
 
+def _decode_json(text: Any) -> Any:
+    """Decode one JSON column value; refuse one nested deeper than `MAX_JSON_DEPTH` (D13)."""
+    if isinstance(text, bytes | str) and too_deep(text if isinstance(text, bytes) else text.encode(), MAX_JSON_DEPTH):
+        raise depth_error(MAX_JSON_DEPTH)
+    return msgspec.json.decode(text)
+
+
 def _decode_data(kind: bytes, value: Any) -> Any:
     if kind == b"text":
-        return msgspec.json.decode(value)
+        return _decode_json(value)
     if kind == b"blob":
         zstandard = _zstandard()
         try:
@@ -90,7 +98,7 @@ def _decode_data(kind: bytes, value: Any) -> Any:
             raise RecordError(f"data BLOB does not decompress ({exc})") from exc
         if not reader.eof or reader.unused_data:
             raise RecordError("data BLOB is not exactly one complete zstd frame")
-        return msgspec.json.decode(plaintext)
+        return _decode_json(plaintext)
     raise RecordError(f"data is {kind.decode(errors='replace')}, not JSON text or a zstd BLOB")
 
 
@@ -179,12 +187,14 @@ def decode_row(row: SqlRow) -> list[Event]:
         event = Event(
             type_text, seq, time, value,
             None if seqs is None else decode_seqs(seqs),
-            None if surface_op is None else msgspec.json.decode(surface_op),
+            None if surface_op is None else _decode_json(surface_op),
             True if ignorable == 1 else None,
         )
         return [checked(event)]
     except (UnicodeDecodeError, msgspec.DecodeError, VarintError, MalformedRowError) as exc:
         raise RecordError(str(exc)) from exc
+    except TypeError as exc:  # a damaged column of another SQLite type (NULL, integer, ...)
+        raise RecordError(f"a column has the wrong SQLite type ({exc})") from exc
 
 
 def row_member_count(row: SqlRow) -> int:

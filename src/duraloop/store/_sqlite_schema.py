@@ -1,8 +1,7 @@
 """Open a SQLite session store: file checks, pragmas, identity and schema 17 (session-spec 6.8).
 
-The database file must be a regular file (not a symlink) owned by the current user with no
-group or world permissions, in a directory that is not group- or world-writable: a session log
-holds prompts and tool output. A missing file is created with mode 0600. Every connection sets
+The file checks (`_sqlite_file`) come first: a SQLite database, a regular file owned by the
+user, private. A missing file is created with mode 0600 when asked. Every connection sets
 the pragmas of 6.8. A pristine database is initialized in one transaction; a database with
 another `application_id`, another `user_version`, or unversioned but non-empty, is refused
 without being changed (there is no migration).
@@ -10,21 +9,19 @@ without being changed (there is no migration).
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import stat
 import uuid
 from pathlib import Path
 
 from duraloop.errors import StoreError
+
+from ._sqlite_file import check_file, damaged_store_error
 
 APPLICATION_ID = 0x44534850
 """`PRAGMA application_id` of a dsh/duraloop session store: "DSHP" (1146308688)."""
 SCHEMA_VERSION = 17
 """`PRAGMA user_version` of the schema this build reads and writes."""
 BUSY_TIMEOUT_MS = 5000
-_DIR_MODE = 0o700
-_FILE_MODE = 0o600
 
 _OTHER_JOURNAL_MODES = ("delete", "truncate", "persist")
 _CONNECTION_PRAGMAS = (
@@ -78,68 +75,12 @@ REQUIRED_COLUMNS = {
 }
 
 
-def check_file(path: Path) -> bool:
-    """Check the permissions of the database file and its directory; create them if missing.
-
-    Args:
-        path: the database file (absolute).
-
-    Returns:
-        Whether the file was created now.
-
-    Raises:
-        StoreError: if the file is a symlink or not a regular file, is owned by another user,
-            has group/world permissions, or its directory is group- or world-writable.
-    """
-    directory = path.parent
-    try:
-        if not directory.exists():
-            directory.mkdir(mode=_DIR_MODE, parents=True)
-        dir_mode = directory.stat().st_mode
-    except OSError as exc:
-        raise StoreError(f"cannot prepare the directory of the SQLite store {path}: {exc}") from exc
-    if dir_mode & 0o022:
-        raise StoreError(
-            f"the directory {directory} of the SQLite store {path} is group- or world-writable "
-            f"(mode {stat.S_IMODE(dir_mode):04o}); another user could replace the store. Run "
-            f"`chmod go-w {directory}` or choose another directory"
-        )
-    created = False
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, _FILE_MODE)
-    except FileExistsError:
-        pass
-    except OSError as exc:
-        raise StoreError(f"cannot create the SQLite store {path}: {exc}") from exc
-    else:
-        os.close(fd)
-        created = True
-    try:
-        info = path.lstat()
-    except OSError as exc:
-        raise StoreError(f"cannot stat the SQLite store {path}: {exc}") from exc
-    if stat.S_ISLNK(info.st_mode):
-        raise StoreError(f"the SQLite store {path} is a symlink; open the file it points to directly")
-    if not stat.S_ISREG(info.st_mode):
-        raise StoreError(f"the SQLite store {path} is not a regular file")
-    if info.st_uid != os.getuid():
-        raise StoreError(
-            f"the SQLite store {path} is owned by uid {info.st_uid}, not by the current user "
-            f"(uid {os.getuid()}); a session store is private to its user"
-        )
-    if info.st_mode & 0o077:
-        raise StoreError(
-            f"the SQLite store {path} has group/world permissions (mode "
-            f"{stat.S_IMODE(info.st_mode):04o}); run `chmod 600 {path}`"
-        )
-    return created
-
-
-def connect(path: Path) -> sqlite3.Connection:
+def connect(path: Path, *, create: bool = True) -> sqlite3.Connection:
     """Open the store: file checks, pragmas, identity check, schema initialization.
 
     Args:
         path: the database file.
+        create: create a missing file; False opens an existing one only.
 
     Returns:
         An autocommit connection (transactions are explicit), usable from any thread under
@@ -147,12 +88,17 @@ def connect(path: Path) -> sqlite3.Connection:
 
     Raises:
         StoreError: if the file checks fail, the database belongs to another application or
-            schema version, or SQLite fails.
+            schema version, is damaged (SQLite's "database disk image is malformed", a
+            schema or pragma text that is not UTF-8), or SQLite fails.
     """
-    check_file(path)
+    check_file(path, create=create)
     try:
         connection = sqlite3.connect(
-            path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            f"{path.as_uri()}?mode={'rwc' if create else 'rw'}",
+            uri=True,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            isolation_level=None,
+            check_same_thread=False,
         )
     except sqlite3.Error as exc:
         raise StoreError(f"cannot open the SQLite store {path}: {exc}") from exc
@@ -164,9 +110,9 @@ def connect(path: Path) -> sqlite3.Connection:
         _use_wal(connection)
         _initialize(connection, path)
         check_schema(connection, path)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, UnicodeDecodeError) as exc:
         connection.close()
-        raise StoreError(f"cannot open the SQLite store {path}: {exc}") from exc
+        raise damaged_store_error(path, "open", exc) from exc
     except BaseException:
         connection.close()
         raise

@@ -223,8 +223,9 @@ class SessionStore:
             # One durable repair: cut the torn tail, then store the recovered events as they
             # were read (no legacy import) and the closers.
             rewrite = _recovered(stored)
+            torn_copy = None
             if stored.torn is not None or closers:
-                self.backend.repair(session_id, stored.torn, rewrite + closers)
+                torn_copy = self.backend.repair(session_id, stored.torn, rewrite + closers).torn_copy
             if closers:
                 logger.warning(
                     "session %s: closed interrupted turn with %d closers", session_id, len(closers)
@@ -233,7 +234,8 @@ class SessionStore:
             self._remember_load(session_id, stored.header.cwd, events)
         finally:
             release()
-        return LoadedSession(stored.header, events, RepairReport(stored.torn_bytes, closers)), session
+        repair = RepairReport(stored.torn_bytes, closers, stored.cut, torn_copy)
+        return LoadedSession(stored.header, events, repair), session
 
     def inspect(self, session_id: str) -> LoadedSession:
         """Read a session and balance it in memory only; never writes.
@@ -255,7 +257,7 @@ class SessionStore:
         events = _readable(stored)
         report, session = judge(stored.header, events, path=stored.path)
         closers = list(session.events[len(events) : len(events) + report.closers_needed])
-        return LoadedSession(stored.header, events + closers, RepairReport(stored.torn_bytes, closers))
+        return LoadedSession(stored.header, events + closers, RepairReport(stored.torn_bytes, closers, stored.cut))
 
     def check(self, session_id: str) -> LogCheckReport:
         """Judge a stored session as `duraloop check` does; never writes.

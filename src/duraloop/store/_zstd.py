@@ -165,3 +165,38 @@ def _frame_end(data: bytes, start: int, *, path: str | None) -> int | None:
     if descriptor & 0x04:
         position += _CHECKSUM_BYTES
     return position if position <= size else None
+
+
+def later_complete_frame(data: bytes, torn_start: int, *, path: str | None) -> int | None:
+    """Return where a complete, checksum-valid frame starts after the torn frame, or None.
+
+    A torn frame is the last batch, cut by a crash before its fsync; the next batch is written
+    only after that fsync. A complete frame inside what the structural scan took for the torn
+    frame (a damaged block size can make a frame seem to run past the end of the file) was
+    therefore written after an fsync that covered the "torn" frame: damage, not a crash (D12).
+
+    Args:
+        data: the whole file.
+        torn_start: where the torn frame starts.
+        path: the file, for messages.
+
+    Returns:
+        The byte offset of the first such frame, or None.
+    """
+    position = data.find(_MAGIC, torn_start + 1)
+    while position >= 0:
+        if _is_complete_frame(data, position, path=path):
+            return position
+        position = data.find(_MAGIC, position + 1)
+    return None
+
+
+def _is_complete_frame(data: bytes, start: int, *, path: str | None) -> bool:
+    try:
+        end = _frame_end(data, start, path=path)
+        if end is None:
+            return False
+        decompress_complete(data[start:end], path=path, offset=start)
+    except CorruptLogError:
+        return False  # the magic bytes are compressed data, not a frame start
+    return True
