@@ -60,10 +60,7 @@ KINDS = ("uniform", "after-tool-call", "after-assistant-message", "after-side-ef
 POLL_SECONDS = 0.002
 PROCESS_TIMEOUT_SECONDS = 90.0
 TREE_FILES = 4000
-KNOWN: dict[str, str] = {
-    "head-result-not-durable": "issue 9 item 4, a finished parallel call's result is lost "
-    "while a later call of its group runs; delete this entry when its fix lands",
-}
+KNOWN: dict[str, str] = {}
 """Laws with a known, reported bug: counted and shown, but `--strict` alone fails on them."""
 _SCRUBBED = ("DURALOOP_MODEL", "DURALOOP_HOME", "DURALOOP_STORE", "OPENAI_API_KEY",
              "OPENAI_BASE_URL", "DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "ANTHROPIC_API_KEY",
