@@ -28,8 +28,10 @@ def _plain(params: list[Any]) -> None:
             param.metavar = param.name.upper()
 
 
-class PlainHelpCommand(TyperCommand):
-    """A typer command whose help shows flags without a value and arguments as `NAME`."""
+class _PlainParams:
+    """Mixin for a click command or group: its own params and `--help` shown plain."""
+
+    params: list[Any]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -37,9 +39,13 @@ class PlainHelpCommand(TyperCommand):
 
     def get_help_option(self, ctx: _click.Context) -> Any:
         """Return the `--help` option, shown as a plain flag."""
-        option = super().get_help_option(ctx)
+        option = super().get_help_option(ctx)  # type: ignore[misc]
         _plain([option])
         return option
+
+
+class PlainHelpCommand(_PlainParams, TyperCommand):
+    """A typer command whose help shows flags without a value and arguments as `NAME`."""
 
     def collect_usage_pieces(self, ctx: _click.Context) -> list[str]:
         """Return the usage line's pieces: `[OPTIONS]`, then `NAME` or `[NAME]` per argument."""
@@ -54,18 +60,8 @@ class PlainHelpCommand(TyperCommand):
         return pieces
 
 
-class PlainHelpGroup(TyperGroup):
+class PlainHelpGroup(_PlainParams, TyperGroup):
     """The top-level group, with its own flags (`--help`, `--version`) shown plain."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        _plain(self.params)
-
-    def get_help_option(self, ctx: _click.Context) -> Any:
-        """Return the `--help` option, shown as a plain flag."""
-        option = super().get_help_option(ctx)
-        _plain([option])
-        return option
 
 
 class DuraloopTyper(typer.Typer):
