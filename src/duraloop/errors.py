@@ -150,6 +150,19 @@ class UnpairedHistoryError(PairingError):
         self.call_ids = call_ids
         self.rescue_seq = rescue_seq
         self.rescue = rescue
+        self.damaged_steps = damaged_steps
+
+    def with_rescue(self, rescue: str) -> UnpairedHistoryError:
+        """Return the same error naming another rescue command (the CLI adds `--store`)."""
+        return UnpairedHistoryError(
+            session_id=self.session_id,
+            turn=self.turn,
+            step=self.step,
+            call_ids=self.call_ids,
+            rescue_seq=self.rescue_seq,
+            rescue=rescue,
+            damaged_steps=self.damaged_steps,
+        )
 
 
 class WirePairingError(PairingError):

@@ -361,3 +361,31 @@ def test_the_token_count_continues_across_a_resumed_chat(cli: Cli) -> None:
     again = _piped(cli, "again\n", "--model", cli.script([{"text": "two"}]), "--session", _piped_session(first))
     assert again.returncode == 0, again.stderr
     assert f"[running · step 1 · 0 tools running · {tokens} tokens]" in again.stderr.splitlines()
+
+
+def test_a_piped_line_that_is_not_utf8_is_refused_like_a_run_prompt_and_the_chat_exits_1(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    script = cli.script([{"text": "One."}, {"text": "Two."}])
+    result = subprocess.run(
+        cli.argv("chat", "--model", script), input=b"caf\xe9\nfine\n", capture_output=True,
+        env=clean_env(tmp_path), cwd=tmp_path, timeout=90, check=False,
+    )
+    stderr = result.stderr.decode()
+    assert result.returncode == 1, stderr
+    assert "UsageError: the input line is not UTF-8 text" in stderr and "was not sent" in stderr
+    (session_id,) = cli.session_ids()
+    prompts = [e["data"]["content"][0]["text"] for e in cli.events(session_id)
+               if e["type"] == "user/message"]
+    assert prompts == ["fine"]
+
+
+def test_chat_fork_prints_a_continue_command_naming_the_store(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    script = cli.script([{"text": "One."}])
+    result = subprocess.run(
+        cli.argv("chat", "--model", script), input="a\n/fork\n", capture_output=True, text=True,
+        env=clean_env(tmp_path), cwd=tmp_path, timeout=90, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    line = next(line for line in result.stdout.splitlines() if "continue it with:" in line)
+    assert line.endswith(f" --store jsonl:{cli.store}")

@@ -14,13 +14,14 @@ Real `python -m duraloop` subprocesses on a temp store, a scripted model, no net
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from duraloop.log import Event, SessionHeader
+from duraloop.log import Event, SessionHeader, rescue_command
 from duraloop.store import JsonlStore
 
 from ._support import (
@@ -93,7 +94,7 @@ def test_resume_run_and_chat_of_a_closed_unanswered_turn_write_nothing_and_name_
     session_id, closed_at = _wedged_session(cli)
     path = cli.log_path(session_id)
     before = _snapshot(path)
-    rescue = f"`duraloop fork {session_id} --at {closed_at - 1}`"
+    rescue = f"`duraloop fork {session_id} --at {closed_at - 1} --store jsonl:{cli.store}`"
     script = cli.script([{"text": "never sent"}])
     for result in (
         cli("resume", session_id),
@@ -112,9 +113,11 @@ def test_check_prints_the_rescue_and_show_and_ls_still_read_the_log(cli: Cli) ->
     before = _snapshot(path)
     checked = cli("check", session_id)
     assert checked.returncode == 1 and "INVALID" in checked.stdout
-    assert f"rescue: duraloop fork {session_id} --at {closed_at - 1}" in checked.stdout
+    rescue = f"duraloop fork {session_id} --at {closed_at - 1} --store jsonl:{cli.store}"
+    assert f"rescue: {rescue}" in checked.stdout
+    assert f"`{rescue}`" in checked.stdout  # the problem line names the same command
     as_json = json.loads(cli("check", session_id, "--json").stdout)
-    assert as_json["rescue"] == f"duraloop fork {session_id} --at {closed_at - 1}"
+    assert as_json["rescue"] == rescue
     assert "Reading." in ok(cli("show", session_id)).stdout
     assert session_id in ok(cli("ls")).stdout
     assert _snapshot(path) == before
@@ -229,3 +232,15 @@ def test_ls_lists_a_log_whose_key_two_flipped_bytes_renamed_as_damaged(cli: Cli)
     assert row["id"] == "flip" and row["lastTurnEnd"] == "unknown"
     assert "invariant violated at seq 2" in row["damaged"]
     assert _snapshot(path) == before
+
+
+# --- the rescue command works as printed (user-trial findings) --------------------------------
+
+
+def test_the_printed_rescue_of_an_id_starting_with_a_dash_runs_as_printed(cli: Cli) -> None:
+    assert rescue_command("-dash", 24) == "duraloop fork --at 24 -- -dash"
+    assert rescue_command("-dash", 24, store="sqlite:a b") == "duraloop fork --at 24 --store 'sqlite:a b' -- -dash"
+    assert rescue_command("plain", 3, store="jsonl:/s") == "duraloop fork plain --at 3 --store jsonl:/s"
+    ok(cli("run", "Read a.", "--session", "-dash", "--model", cli.script(READ_ONE)))
+    child = ok(cli(*shlex.split(rescue_command("-dash", 3, store=f"jsonl:{cli.store}"))[1:], store=False))
+    assert child.stdout.strip() in cli.session_ids()

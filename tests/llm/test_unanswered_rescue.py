@@ -94,10 +94,10 @@ def test_a_closed_unanswered_turn_is_refused_then_rescued_and_continued_on_both_
     found = re.search(r"`(duraloop fork [^`]+)`", refused[0].stderr)
     assert found is not None
     rescue = shlex.split(found.group(1))
-    assert rescue == ["duraloop", "fork", "wedged", "--at", "4"]
+    assert rescue == ["duraloop", "fork", "wedged", "--at", "4", "--store", f"jsonl:{cli.store}"]
 
     # The rescue, run as printed, keeps seqs 0-4 and closes the cut as crash repair would.
-    child = ok(cli(*rescue[1:], "--id", "rescued")).stdout.strip()
+    child = ok(cli(*rescue[1:], "--id", "rescued", store=False)).stdout.strip()
     events = cli.events(child)
     assert [e["type"] for e in events[5:]] == [
         "tool/result", "tool/result", "step/end", "turn/end", "session/end-seed",
@@ -116,7 +116,7 @@ def test_a_closed_unanswered_turn_is_refused_then_rescued_and_continued_on_both_
     assert "outcome is unknown" in results[0][1] and "before the Harness recorded it" in results[1][1]
 
     # A second rescue continues through Anthropic Messages, with the same history.
-    other = ok(cli(*rescue[1:], "--id", "rescued-anthropic")).stdout.strip()
+    other = ok(cli(*rescue[1:], "--id", "rescued-anthropic", store=False)).stdout.strip()
     anthropic_server.queue_events(text_reply("Recovered too."))
     anthropic = ["--model", "anthropic:claude-test", "--base-url", anthropic_server.base_url]
     ok(cli("run", "Carry on.", "--session", other, *anthropic, env=env))

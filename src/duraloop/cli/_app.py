@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -14,7 +15,7 @@ import anyio
 import typer
 from rich.console import Console
 
-from ..errors import CorruptLogError, DuraloopError
+from ..errors import CorruptLogError, DuraloopError, UnpairedHistoryError
 from ..log import Event, SessionHeader, check_log, rescue_command
 from ..loop import LoopConfig, open_session, resume_session, start_session
 from ..store import read_log_file
@@ -45,7 +46,7 @@ from ._runner import (
     run_turn_live,
     system_prompt,
 )
-from ._stores import StoreSpec, open_store, session_log_file, store_option
+from ._stores import StoreSpec, open_store, opened_store_text, session_log_file, store_option
 
 app = DuraloopTyper(
     name="duraloop",
@@ -294,7 +295,11 @@ def check(
             out.print(styled(target, ": INVALID (the log cannot be read)"))
             out.print(styled("  - ", str(exc)))
         raise typer.Exit(1) from None
-    rescue = None if report.rescue_seq is None else rescue_command(session_id, report.rescue_seq)
+    rescue = None
+    if report.rescue_seq is not None:
+        rescue = rescue_command(session_id, report.rescue_seq, store=opened_store_text())
+        library = rescue_command(session_id, report.rescue_seq)
+        report = replace(report, problems=[p.replace(library, rescue) for p in report.problems])
     if as_json:
         _print_json(
             {
@@ -367,6 +372,8 @@ def main() -> None:
     try:
         app()
     except DuraloopError as exc:
+        if isinstance(exc, UnpairedHistoryError):  # name the store, so the rescue runs as printed
+            exc = exc.with_rescue(rescue_command(exc.session_id, exc.rescue_seq, store=opened_store_text()))
         err.print(styled((type(exc).__name__, "red"), ": ", str(exc)))
         sys.exit(2 if isinstance(exc, ShowFlagsError) else 1)
     except OSError as exc:

@@ -6,7 +6,8 @@ plain line steers it (`AgentLoop.steer`, entered at the next step boundary) and 
 starting with `/` is a command (`/show`, `/fork`, `/quit`, `/help`). When stdin is not a
 terminal (a pipe, a file) it is a script: each line is its own turn (a line read while a
 turn runs is queued with `AgentLoop.followup`), and a command or the end of input waits for
-the turns before it. The chat exits 1 if a turn ended `error` or `blocked`.
+the turns before it. The chat exits 1 if a turn ended `error` or `blocked`, or a line was
+not UTF-8 (refused, like `run` refuses such a prompt).
 
 Ctrl-C (SIGINT) during a turn cancels it the durable way (running tools drain, the log
 closes `aborted`) and the prompt returns; a second Ctrl-C while cancelling exits at once
@@ -16,12 +17,15 @@ cancels a running turn durably and ends the chat with 143.
 
 Output stays line-oriented (no cursor control): the stream and the transcript go to stdout,
 a one-line status after each step, tool and turn change goes to stderr.
+
+Size: 405 lines; the reader, dispatcher and signal watcher share the chat's state, and
+splitting them would pass that state around.
 """
 
 from __future__ import annotations
 
-import codecs
 import os
+import shlex
 import signal
 import sys
 from collections.abc import Sequence
@@ -32,6 +36,7 @@ from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from rich.console import Console
 
+from ..errors import UsageError
 from ..log import Event
 from ..log._vocabulary import (
     ASSISTANT_MESSAGE,
@@ -46,7 +51,8 @@ from ..loop import AgentLoop
 from ..store import SessionStore
 from ..tools._bash_tool import kill_running_commands
 from ._render import LiveRenderer, ident, render_transcript, safe, styled
-from ._runner import close_model
+from ._runner import close_model, utf8_text
+from ._stores import opened_store_text
 
 EXIT_AT_ONCE = 130
 EXIT_TERMINATED = 143
@@ -171,6 +177,7 @@ class Chat:
         self.status = StatusLine(errors, loop.session.events)
         self.exit_code = 0
         self.turn_failed = False  # a turn ended `error` or `blocked`: the chat exits 1
+        self.input_refused = False  # a line was not UTF-8: it was not sent; the chat exits 1
         self._turn_done: anyio.Event | None = None  # set while a turn runs
         self._cancelling = False
         self._send: MemoryObjectSendStream[_Item]
@@ -203,8 +210,8 @@ class Chat:
         """Run the chat until `/quit`, EOF or Ctrl-C while idle.
 
         Returns:
-            The exit code: 143 after SIGTERM, else 1 if a turn ended `error` or `blocked`,
-            else 0.
+            The exit code: 143 after SIGTERM, else 1 if a turn ended `error` or `blocked` or
+            an input line was refused (not UTF-8), else 0.
         """
         renderer = self.loop.session.observe(LiveRenderer(self.console))
         status = self.loop.session.observe(self.status)
@@ -219,7 +226,7 @@ class Chat:
         finally:
             status()
             renderer()
-        return self.exit_code or (1 if self.turn_failed else 0)
+        return self.exit_code or (1 if self.turn_failed or self.input_refused else 0)
 
     def _prompt(self) -> None:
         self.console.file.write(PROMPT)
@@ -279,7 +286,8 @@ class Chat:
             return
         child = self.store.fork(self.loop.session.id, boundary=boundary)
         self.console.print(styled("forked: ", ident(child)))
-        self.console.print(styled("continue it with: duraloop chat --session ", ident(child)))
+        where = "" if (store := opened_store_text()) is None else f" --store {shlex.quote(store)}"
+        self.console.print(styled("continue it with: duraloop chat --session ", ident(shlex.quote(child)), where))
 
     async def _turn(self, prompt: str) -> None:
         """Run a turn for `prompt`, then one per follow-up queued meanwhile (a pipe's lines)."""
@@ -350,8 +358,7 @@ class Chat:
         polled) is read in a worker thread.
         """
         fd = sys.stdin.fileno()
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        pending = ""
+        pending = b""
         pollable = True
         while True:
             if pollable:
@@ -360,15 +367,25 @@ class Chat:
                 except OSError:
                     pollable = False
             chunk = os.read(fd, _READ_SIZE) if pollable else await anyio.to_thread.run_sync(os.read, fd, _READ_SIZE)
-            pending += decoder.decode(chunk, final=not chunk)
-            *lines, pending = pending.split("\n")
-            for line in lines:
-                self._send.send_nowait(line)
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            if not chunk and pending:
+                lines.append(pending)
+            for data in lines:
+                self._send_line(data)
             if not chunk:
-                if pending:
-                    self._send.send_nowait(pending)
                 self._send.send_nowait(None)
                 return
+
+    def _send_line(self, data: bytes) -> None:
+        """Queue one input line; a line that is not UTF-8 is refused (as `run` refuses it)."""
+        try:
+            line = utf8_text(data, source="the input line", fix="type UTF-8 text; the line was not sent")
+        except UsageError as exc:
+            self.input_refused = True
+            self.errors.print(styled(("UsageError", "red"), ": ", str(exc)))
+            return
+        self._send.send_nowait(line)
 
 
 async def run_chat(

@@ -100,6 +100,19 @@ def default_store_spec() -> StoreSpec:
     return StoreSpec("jsonl", home / "sessions")
 
 
+_OPENED: list[StoreSpec] = []
+"""The stores this command opened by `--store`/`DURALOOP_STORE` (a process runs one command)."""
+
+
+def opened_store_text() -> str | None:
+    """Return the `--store` value of the store this command opened; None for the default.
+
+    Commands the CLI prints for the user to run next (a rescue fork, `chat --session CHILD`)
+    carry it, so they work as printed.
+    """
+    return str(_OPENED[-1]) if _OPENED else None
+
+
 def open_store(spec: StoreSpec | None) -> SessionStore:
     """Open the store a command works on (every command goes through here).
 
@@ -113,6 +126,8 @@ def open_store(spec: StoreSpec | None) -> SessionStore:
         UsageError: if a JSONL root is a file, a zstd root would be mixed into a raw one, or
             SQLite stores are not available in this build.
     """
+    if spec is not None:
+        _OPENED.append(spec)
     spec = spec if spec is not None else default_store_spec()
     if spec.kind == "sqlite":
         return _sqlite_store(spec.path)

@@ -66,9 +66,22 @@ class LogCheckReport:
         return self.unanswered[0].rescue_seq if self.unanswered else None
 
 
-def rescue_command(session_id: str, seq: int) -> str:
-    """Return the exact command that rescues a session's history up to `seq` into a fork."""
-    return f"duraloop fork {shlex.quote(session_id)} --at {seq}"
+def rescue_command(session_id: str, seq: int, *, store: str | None = None) -> str:
+    """Return the exact command that rescues a session's history up to `seq` into a fork.
+
+    Args:
+        session_id: the damaged session; shell-quoted, and after `--` when it starts with
+            `-` (it would otherwise read as an option).
+        seq: the fork cut (`--at`).
+        store: the `--store` value the session was opened with; None for the default store.
+
+    Returns:
+        A shell command line, e.g. `duraloop fork ID --at 24 --store sqlite:db.sqlite`.
+    """
+    where = "" if store is None else f" --store {shlex.quote(store)}"
+    if session_id.startswith("-"):
+        return f"duraloop fork --at {seq}{where} -- {shlex.quote(session_id)}"
+    return f"duraloop fork {shlex.quote(session_id)} --at {seq}{where}"
 
 
 def check_log(session_id: str, events: Sequence[Event]) -> LogCheckReport:
