@@ -12,7 +12,7 @@ import inspect
 import pytest
 
 import duraloop.errors as errors
-from duraloop.errors import DuraloopError
+from duraloop.errors import CorruptLogError, DuraloopError
 
 ERROR_CLASSES = [
     obj for _, obj in sorted(vars(errors).items())
@@ -45,3 +45,10 @@ def test_turn_cancelled_is_a_signal_not_an_error() -> None:
     from duraloop.tools._signal import TurnCancelled
 
     assert not issubclass(TurnCancelled, DuraloopError)
+
+
+def test_corrupt_log_error_names_its_file_in_parentheses_without_a_line() -> None:
+    assert str(CorruptLogError("damaged; nothing was changed", path="/s/x.jsonl")) == (
+        "damaged; nothing was changed (in /s/x.jsonl)"
+    )
+    assert str(CorruptLogError("bad event", path="p", line=2)) == "bad event at line 2 of p"

@@ -240,9 +240,9 @@ class CorruptLogError(DuraloopError):
     def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
         where = ""
         if line is not None:
-            where += f" at line {line}"
-        if path is not None:
-            where += f" of {path}"
+            where = f" at line {line}" + ("" if path is None else f" of {path}")
+        elif path is not None:
+            where = f" (in {path})"
         super().__init__(f"{message}{where}")
         self.path = path
         self.line = line
