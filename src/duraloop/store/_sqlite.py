@@ -40,7 +40,7 @@ from ._backend import DamagedLog, StoredLog, WriteReceipt
 from ._files import lock_session_file, write_private_copy
 from ._paths import check_session_id
 from ._records import RecordError
-from ._sqlite_file import check_same_file, damaged_database_error, damaged_store_error, sessions_damage
+from ._sqlite_file import check_same_file, check_sessions, damaged_store_error
 from ._sqlite_rows import (
     EVENT_COLUMNS,
     SESSION_COLUMNS,
@@ -175,7 +175,7 @@ class SqliteBackend:
                     check_same_file(self.path, self._file_id, what)
                     self._check_schema(connection)
                     if not self._checked:  # once per open: never write into a damaged index
-                        self._check_sessions(connection, what)
+                        check_sessions(connection, self.path, what)
                         self._checked = True
                 yield connection
                 connection.execute("COMMIT")
@@ -185,12 +185,6 @@ class SqliteBackend:
                 if isinstance(exc, sqlite3.Error | UnicodeDecodeError):
                     raise self._error(what, exc) from exc
                 raise
-
-    def _check_sessions(self, connection: sqlite3.Connection, what: str) -> None:
-        """Raise `StoreError` if the sessions table or its index fails `quick_check`."""
-        detail = sessions_damage(connection)
-        if detail is not None:
-            raise damaged_database_error(self.path, what, detail)
 
     def _check_schema(self, connection: sqlite3.Connection) -> None:
         """Validate the schema again if it changed since it was last validated."""
@@ -203,7 +197,7 @@ class SqliteBackend:
             f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
         ).fetchone()
         if row is None:
-            self._check_sessions(connection, f'read session "{session_id}"')
+            check_sessions(connection, self.path, f'read session "{session_id}"')
             raise SessionNotFoundError(session_id)
         try:
             return decode_header_row(row)
@@ -245,7 +239,7 @@ class SqliteBackend:
         with self._transaction(f'look up session "{session_id}"', write=False) as connection:
             found = connection.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
             if found is None:  # a damaged index must not make a stored session look new
-                self._check_sessions(connection, f'look up session "{session_id}"')
+                check_sessions(connection, self.path, f'look up session "{session_id}"')
         return found is not None
 
     def revision(self, session_id: str) -> str | None:
@@ -375,7 +369,7 @@ class SqliteBackend:
                 f"SELECT {SESSION_COLUMNS} FROM sessions ORDER BY created_at, id"
             ).fetchall()
             if any(not isinstance(row[0], bytes) for row in rows):
-                self._check_sessions(connection, "list sessions")
+                check_sessions(connection, self.path, "list sessions")
         headers: list[SessionHeader | DamagedLog] = []
         for row in rows:
             try:

@@ -181,6 +181,17 @@ def damaged_database_error(path: Path, what: str, detail: str) -> StoreError:
     )
 
 
+def check_sessions(connection: sqlite3.Connection, path: Path, what: str) -> None:
+    """Refuse `what` when the sessions table, its index or `persistence_state` is damaged.
+
+    Raises:
+        StoreError: `damaged_database_error`, when `sessions_damage` finds damage.
+    """
+    detail = sessions_damage(connection)
+    if detail is not None:
+        raise damaged_database_error(path, what, detail)
+
+
 def check_same_file(path: Path, file_id: tuple[int, int], what: str) -> None:
     """Refuse to write once `path` no longer names the database file held open.
 
