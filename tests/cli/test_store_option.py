@@ -282,3 +282,26 @@ def test_sqlite_store_on_a_text_file_says_it_is_not_a_database_not_chmod(cli: Cl
     assert failed.returncode == 1 and failed.stdout == ""
     assert "is not a SQLite database" in failed.stderr and "chmod" not in failed.stderr
     assert notes.read_text(encoding="utf-8") == '{"notes": []}\n'
+
+
+def test_ls_on_a_sqlite_store_with_a_damaged_page_lists_that_session_damaged_and_the_other(cli: Cli) -> None:
+    # Issue 9 item 13: one damaged events page made `ls` exit 1 for the whole store.
+    from store.test_sqlite_damage import _damage, _page_holding, _root_page, _two_sessions
+
+    db = cli.tmp / "db" / "db.sqlite"
+    _two_sessions(db)
+    sessions_db = cli.tmp / "sessions-damaged" / "db.sqlite"
+    _two_sessions(sessions_db)
+    _damage(db, _page_holding(db, b"first-session 15 "))
+    assert "damaged: session" in ok(_at(cli, f"sqlite:{db}", "ls")).stdout
+    rows = {row["id"]: row for row in json.loads(ok(_at(cli, f"sqlite:{db}", "ls", "--json")).stdout)}
+    assert "malformed" in rows["Q1"]["damaged"] and "damaged" not in rows["Q1c"], rows
+    damaged = _damage(sessions_db, _root_page(sessions_db, "sessions"))
+    failed = _at(cli, f"sqlite:{sessions_db}", "ls")
+    assert failed.returncode == 1 and "StoreError" in failed.stderr and "recover" in failed.stderr
+    script = cli.script([{"text": "Hi."}])
+    for args in (("run", "Hi", "--session", "Q1c"), ("run", "Hi")):
+        refused = _at(cli, f"sqlite:{sessions_db}", *args, "--model", script)
+        assert refused.returncode == 1 and "damaged" in refused.stderr, refused.stderr
+        assert "resume repairs" not in refused.stderr
+    assert sessions_db.read_bytes() == damaged

@@ -40,7 +40,7 @@ from ._backend import DamagedLog, StoredLog, WriteReceipt
 from ._files import lock_session_file, write_private_copy
 from ._paths import check_session_id
 from ._records import RecordError
-from ._sqlite_file import check_same_file, damaged_store_error
+from ._sqlite_file import check_same_file, check_sessions, damaged_store_error
 from ._sqlite_rows import (
     EVENT_COLUMNS,
     SESSION_COLUMNS,
@@ -112,6 +112,7 @@ class SqliteBackend:
         self._schema_version = 0
         self._identity = ""
         self._file_id = (0, 0)
+        self._checked = False
         self._locks_dir = self.path.with_name(f"{self.path.name}.locks")
         if create_on_open or os.path.lexists(self.path):
             self._open(create=create_on_open)
@@ -173,6 +174,9 @@ class SqliteBackend:
                 if write:
                     check_same_file(self.path, self._file_id, what)
                     self._check_schema(connection)
+                    if not self._checked:  # once per open: never write into a damaged index
+                        check_sessions(connection, self.path, what)
+                        self._checked = True
                 yield connection
                 connection.execute("COMMIT")
             except BaseException as exc:
@@ -193,6 +197,7 @@ class SqliteBackend:
             f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
         ).fetchone()
         if row is None:
+            check_sessions(connection, self.path, f'read session "{session_id}"')
             raise SessionNotFoundError(session_id)
         try:
             return decode_header_row(row)
@@ -214,7 +219,16 @@ class SqliteBackend:
             raise SessionNotFoundError(session_id)
         with self._transaction(f'read session "{session_id}"', write=False) as connection:
             header = self._header(connection, session_id)
-            rows = self._rows(connection, session_id)
+            try:
+                rows = self._rows(connection, session_id)
+            except sqlite3.DatabaseError as exc:
+                if isinstance(exc, sqlite3.OperationalError):
+                    raise  # below: a damaged events page; the other sessions may still read
+                raise CorruptLogError(
+                    f'session "{session_id}": its events rows cannot be read ({exc}); the database '
+                    "is damaged: restore it from a backup, or run `sqlite3 FILE .recover`",
+                    path=str(self.path),
+                ) from exc
         scan = scan_rows(session_id, rows, path=self.path)
         return StoredLog(header, scan.events, scan.torn, None, scan.torn_rows, cut=scan.cut)
 
@@ -224,6 +238,8 @@ class SqliteBackend:
             return False
         with self._transaction(f'look up session "{session_id}"', write=False) as connection:
             found = connection.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            if found is None:  # a damaged index must not make a stored session look new
+                check_sessions(connection, self.path, f'look up session "{session_id}"')
         return found is not None
 
     def revision(self, session_id: str) -> str | None:
@@ -250,7 +266,14 @@ class SqliteBackend:
         with self._transaction(f'create session "{header.id}"', write=True) as connection:
             if connection.execute("SELECT 1 FROM sessions WHERE id = ?", (header.id,)).fetchone():
                 raise SessionExistsError(f'session "{header.id}" already has a persisted log; resume it instead')
-            connection.execute(_INSERT_SESSION, (*header_values(header), str(uuid.uuid4())))
+            try:
+                connection.execute(_INSERT_SESSION, (*header_values(header), str(uuid.uuid4())))
+            except sqlite3.IntegrityError as exc:  # the lookup missed a row that exists
+                raise SessionExistsError(
+                    f'session "{header.id}" already has a row in {self.path} that could not be '
+                    f"found ({exc}): the database is damaged; nothing was written. Restore it "
+                    f"from a backup, or run `sqlite3 {self.path} .recover`"
+                ) from exc
             connection.executemany(_INSERT_EVENT, rows)
             connection.execute(_BUMP_REVISION, (header.id,))
         return WriteReceipt(_bytes_of(rows), 1)
@@ -345,6 +368,8 @@ class SqliteBackend:
             rows = connection.execute(
                 f"SELECT {SESSION_COLUMNS} FROM sessions ORDER BY created_at, id"
             ).fetchall()
+            if any(not isinstance(row[0], bytes) for row in rows):
+                check_sessions(connection, self.path, "list sessions")
         headers: list[SessionHeader | DamagedLog] = []
         for row in rows:
             try:

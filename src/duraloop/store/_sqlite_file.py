@@ -139,6 +139,57 @@ def damaged_store_error(path: Path, what: str, exc: sqlite3.Error | UnicodeDecod
     return StoreError(f"SQLite store {path}: cannot {what}: {exc}{hint}")
 
 
+def sessions_damage(connection: sqlite3.Connection) -> str | None:
+    """Run `PRAGMA quick_check` on the `sessions` table, its index and `persistence_state`.
+
+    Every write and every lookup by id goes through these b-trees, so damage there makes a
+    stored session look new (its id is not found) or a new one collide with it. Checking
+    only these small tables costs well under a millisecond (the events table is not walked).
+
+    Args:
+        connection: an open connection to the store.
+
+    Returns:
+        SQLite's first complaint, on one line, or None when the tables are intact.
+    """
+    for table in ("persistence_state", "sessions"):
+        try:
+            result = connection.execute(f"PRAGMA quick_check({table})").fetchone()
+        except sqlite3.DatabaseError as exc:
+            return str(exc)
+        text = bytes(result[0]).decode(errors="replace") if result else "no result"
+        if text != "ok":
+            lines = [line for line in text.splitlines() if not line.startswith("***")]
+            return (lines[0] if lines else text)[:200]
+    return None
+
+
+def damaged_database_error(path: Path, what: str, detail: str) -> StoreError:
+    """Return the StoreError for a store whose integrity check failed; nothing is written.
+
+    Args:
+        path: the database file.
+        what: the operation, e.g. `create session "x"`.
+        detail: SQLite's complaint (from `sessions_damage`).
+
+    Returns:
+        `SQLite store <path>: cannot <what>: the database is damaged (...)` plus what to do.
+    """
+    return StoreError(
+        f"SQLite store {path}: cannot {what}: the database is damaged ({detail}); nothing was "
+        f"written. Restore it from a backup, or run `sqlite3 {path} .recover` into a new file"
+    )
+
+
+def check_sessions(connection: sqlite3.Connection, path: Path, what: str) -> None:
+    """Refuse `what` when the sessions table, its index or `persistence_state` is damaged.
+
+    Raises:
+        StoreError: `damaged_database_error`, when `sessions_damage` finds damage.
+    """
+    detail = sessions_damage(connection)
+    if detail is not None:
+        raise damaged_database_error(path, what, detail)
 
 
 def check_same_file(path: Path, file_id: tuple[int, int], what: str) -> None:
