@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from conformance._builders import SE, SS, TC, TE, TR, TS, A, U, build, call
-from duraloop.log import Event, check_log
+from duraloop.errors import EventRejectedError
+from duraloop.log import Event, Session, check_log
 
 
 def answered_log(**renamed: str) -> list[Event]:
@@ -96,3 +99,12 @@ def test_a_content_block_that_is_not_an_object_with_a_type_is_invalid() -> None:
     assert check_log("s", log).problems == [
         "user/message at seq 1: content[1] must be an object with a string type"
     ]
+
+
+def test_a_live_append_refuses_the_shape_a_load_would_refuse_and_appends_nothing() -> None:
+    session = Session("s")
+    before = len(session.events)
+    with pytest.raises(EventRejectedError, match=r"^user/message at seq \d+: text block content\[0\] needs 'text'"):
+        session.append("user/message", {"id": "m", "role": "user", "content": [{"type": "text"}],
+                                        "source": {"kind": "user"}}, surface_op="append")
+    assert len(session.events) == before and session.messages == []
