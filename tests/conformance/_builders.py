@@ -39,7 +39,12 @@ def TS(turn: int) -> Spec:  # noqa: N802 - the spec's notation
 
 
 def TE(turn: int, kind: str = "completed", **reason: Any) -> Spec:  # noqa: N802
-    return Spec("turn/end", {"turn": turn, "reason": {"kind": kind, **reason}})
+    # An error or aborted reason needs its failure or cause (session-spec 2.2): default one.
+    defaults: dict[str, Any] = {
+        "error": {"error": {"message": "boom", "code": "UNKNOWN"}},
+        "aborted": {"reason": {"kind": "user"}},
+    }.get(kind, {})
+    return Spec("turn/end", {"turn": turn, "reason": {"kind": kind, **defaults, **reason}})
 
 
 def SS(turn: int, step: int) -> Spec:  # noqa: N802

@@ -83,7 +83,9 @@ def test_check_log_reports_a_tool_call_block_without_an_id_instead_of_crashing()
     log = build(TS(1), SS(1, 1), A(1, 1, block), TC(1, 1, "c1"), TR(1, 1, "c1"), SE(1, 1), TE(1))
     report = check_log("s", log)
     assert not report.valid
-    assert report.damage and report.damage[0].startswith("provider pairing: ")
+    assert report.damage == [
+        "assistant/message at seq 2: tool-call block content[0] needs 'id' as a non-empty string"
+    ]
 
 
 def test_rescue_command_quotes_an_id_a_shell_would_split() -> None:

@@ -133,8 +133,9 @@ class Session:
             The committed event.
 
         Raises:
-            EventRejectedError: if the data is not lossless JSON, a surface or relational rule
-                is broken, or it is called from inside an observer.
+            EventRejectedError: if the data is not lossless JSON, its payload shape is one a
+                load would refuse, a surface or relational rule is broken, or it is called
+                from inside an observer.
             Exception: whatever a validator raises to veto the append, unchanged.
         """
         if self._notifying:
@@ -229,6 +230,9 @@ class Session:
         if self._invariants is not None:
             self._invariants.check(event)
         if run_validators:
+            # A live append gets the shape check a load runs (after the surface and relational
+            # rules, whose messages the spec's cases pin): nothing a load refuses is written.
+            check_message_shape(event)
             for validator in list(self._validators):
                 validator(event)
         self._events.append(event)

@@ -1,4 +1,12 @@
-"""Seed and load validation: legacy vocabulary and message shapes (session-spec 5.1, 6.7)."""
+"""Seed and load validation: legacy vocabulary and payload shapes (session-spec 5.1, 6.7).
+
+The shapes checked are the ones the adapters and the loop read without a fallback: every
+content block is an object with a string `type`; a known block type has its required fields
+with their types (session-spec 2.1); a `tool/result` block has a boolean `isError` (dsh's
+`createToolResultMessage` always writes one); a `turn/end` has a `reason` with a string
+`kind`, and a known kind its required fields (session-spec 2.2). Unknown block types, unknown
+reason kinds and extra keys are tolerated (merge-extensible).
+"""
 
 from __future__ import annotations
 
@@ -9,8 +17,11 @@ from ._event import Event
 from ._vocabulary import (
     ASSISTANT_MESSAGE,
     LEGACY_REJECTED_TYPES,
+    REASON_ABORTED,
+    REASON_ERROR,
     REQUEST_HEADER,
     TOOL_RESULT,
+    TURN_END,
     USER_MESSAGE,
 )
 
@@ -30,7 +41,11 @@ def check_vocabulary(event: Event) -> None:
 
 
 def check_message_shape(event: Event) -> None:
-    """Check the message shape of a seed's message event (session-spec 6.7, last paragraph).
+    """Check the payload shape of a seed's event (session-spec 6.7, last paragraph).
+
+    Message events get their message and content blocks checked, `turn/end` its reason and
+    `request/header` its provider/model; other events are left to the surface and invariant
+    checks.
 
     Raises:
         EventRejectedError: naming the seq and the missing or malformed field.
@@ -69,6 +84,12 @@ def check_message_shape(event: Event) -> None:
             raise EventRejectedError(
                 f"tool/result at seq {event.seq} must hold exactly one tool-result block for {call_id!r}"
             )
+        if type(content[0].get("isError")) is not bool:
+            raise EventRejectedError(
+                f"tool/result at seq {event.seq}: its tool-result block needs a boolean isError"
+            )
+    elif event.type == TURN_END:
+        _check_turn_end_reason(event)
     elif event.type == REQUEST_HEADER:
         header = data.get("header") if isinstance(data, dict) else None
         config = header.get("config") if isinstance(header, dict) else None
@@ -86,8 +107,74 @@ def _check_message(event: Event, message: Any, *, role: str) -> None:
     source = message.get("source")
     if not isinstance(source, dict) or not _nonempty(source.get("kind")):
         raise EventRejectedError(f"{event.type} at seq {event.seq} needs a source with a kind")
-    if not isinstance(message.get("content"), list):
+    content = message.get("content")
+    if not isinstance(content, list):
         raise EventRejectedError(f"{event.type} at seq {event.seq} needs a content array")
+    _check_blocks(event, content, "content")
+
+
+# The fields a known content block type requires, with their types (session-spec 2.1).
+_BLOCK_FIELDS: dict[str, tuple[tuple[str, type, bool], ...]] = {
+    # (field, type, must be non-empty)
+    "text": (("text", str, False),),
+    "reasoning": (("text", str, False),),
+    "tool-call": (("id", str, True), ("name", str, True), ("arguments", str, False)),
+    "tool-result": (("toolCallId", str, True), ("content", list, False)),
+    "image": (("attachment", dict, False),),
+}
+
+
+def _check_blocks(event: Event, blocks: list[Any], where: str) -> None:
+    for index, block in enumerate(blocks):
+        at = f"{where}[{index}]"
+        if not isinstance(block, dict) or type(block.get("type")) is not str:
+            raise EventRejectedError(
+                f"{event.type} at seq {event.seq}: {at} must be an object with a string type"
+            )
+        kind = block["type"]
+        for name, expected, nonempty in _BLOCK_FIELDS.get(kind, ()):
+            value = block.get(name)
+            if not isinstance(value, expected) or (nonempty and not value):
+                raise EventRejectedError(
+                    f"{event.type} at seq {event.seq}: {kind} block {at} needs "
+                    f"{name!r} as {_wanted(expected, nonempty=nonempty)}"
+                )
+        if kind == "tool-result":
+            if "isError" in block and type(block["isError"]) is not bool:
+                raise EventRejectedError(
+                    f"{event.type} at seq {event.seq}: tool-result block {at} has a non-boolean isError"
+                )
+            _check_blocks(event, block["content"], f"{at}.content")
+
+
+def _wanted(expected: type, *, nonempty: bool) -> str:
+    if expected is str:
+        return "a non-empty string" if nonempty else "a string"
+    return "an array" if expected is list else "an object"
+
+
+def _check_turn_end_reason(event: Event) -> None:
+    data = event.data
+    reason = data.get("reason") if isinstance(data, dict) else None
+    if not isinstance(reason, dict) or not _nonempty(reason.get("kind")):
+        raise EventRejectedError(
+            f"turn/end at seq {event.seq} needs a reason object with a string kind"
+        )
+    kind = reason["kind"]
+    if kind == REASON_ABORTED:
+        cause = reason.get("reason")
+        if not isinstance(cause, dict) or not _nonempty(cause.get("kind")):
+            raise EventRejectedError(
+                f"turn/end at seq {event.seq}: an aborted reason needs a reason object with a kind"
+            )
+    elif kind == REASON_ERROR:
+        failure = reason.get("error")
+        if not isinstance(failure, dict) or not isinstance(failure.get("message"), str) or not (
+            _nonempty(failure.get("code"))
+        ):
+            raise EventRejectedError(
+                f"turn/end at seq {event.seq}: an error reason needs an error with message and code"
+            )
 
 
 def _nonempty(value: object) -> bool:
