@@ -113,3 +113,29 @@ def test_the_write_check_walks_only_the_small_tables_and_passes_an_intact_store(
     with sqlite3.connect(db) as connection:
         connection.text_factory = bytes
         assert sessions_damage(connection) is None, "events damage is found by the read of its session"
+
+
+def _flip_id_bytes(db: Path, page: int, session_id: bytes) -> None:
+    """XOR the bytes of `session_id` where it stands on `page` (an index key or a row's id)."""
+    with sqlite3.connect(db) as connection:
+        size = int(connection.execute("PRAGMA page_size").fetchone()[0])
+    data = bytearray(db.read_bytes())
+    start = data.index(session_id, (page - 1) * size, page * size)
+    data[start : start + len(session_id)] = bytes(byte ^ 0x20 for byte in session_id)
+    db.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("where", ["sqlite_autoindex_sessions_1", "sessions"])
+def test_a_damaged_id_in_the_sessions_index_or_row_is_a_store_error_never_a_new_or_valid_session(
+    db: Path, where: str
+) -> None:
+    # quick_check passes both (only integrity_check matches index keys with rows): the
+    # index case made Q1 look new, the row case read as valid and took writes.
+    _flip_id_bytes(db, _root_page(db, where), b"Q1c")
+    before = db.read_bytes()
+    with SqliteStore(db, create_on_open=False) as store:
+        for attempt in (store.list, lambda: store.load("Q1c"), lambda: store.read("Q1c"),
+                        lambda: store.append("Q1c", [ts(6, 3)])):
+            with pytest.raises(StoreError, match=r"the database is damaged.*\.recover"):
+                attempt()
+    assert db.read_bytes() == before

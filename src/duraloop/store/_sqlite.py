@@ -193,11 +193,12 @@ class SqliteBackend:
             self._schema_version = check_schema(connection, self.path)
 
     def _header(self, connection: sqlite3.Connection, session_id: str) -> SessionHeader:
+        # Every read checks the small sessions b-trees: a damaged id must not read as valid.
+        check_sessions(connection, self.path, f'read session "{session_id}"')
         row = connection.execute(
             f"SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?", (session_id,)
         ).fetchone()
         if row is None:
-            check_sessions(connection, self.path, f'read session "{session_id}"')
             raise SessionNotFoundError(session_id)
         try:
             return decode_header_row(row)
@@ -368,8 +369,7 @@ class SqliteBackend:
             rows = connection.execute(
                 f"SELECT {SESSION_COLUMNS} FROM sessions ORDER BY created_at, id"
             ).fetchall()
-            if any(not isinstance(row[0], bytes) for row in rows):
-                check_sessions(connection, self.path, "list sessions")
+            check_sessions(connection, self.path, "list sessions")
         headers: list[SessionHeader | DamagedLog] = []
         for row in rows:
             try:

@@ -140,11 +140,13 @@ def damaged_store_error(path: Path, what: str, exc: sqlite3.Error | UnicodeDecod
 
 
 def sessions_damage(connection: sqlite3.Connection) -> str | None:
-    """Run `PRAGMA quick_check` on the `sessions` table, its index and `persistence_state`.
+    """Run `PRAGMA integrity_check` on the `sessions` table, its index and `persistence_state`.
 
     Every write and every lookup by id goes through these b-trees, so damage there makes a
-    stored session look new (its id is not found) or a new one collide with it. Checking
-    only these small tables costs well under a millisecond (the events table is not walked).
+    stored session look new (its id is not found) or a new one collide with it.
+    `integrity_check`, unlike `quick_check`, also finds an index entry that no longer matches
+    its row (a damaged id). Checking only these small tables costs well under a millisecond
+    (the events table is not walked).
 
     Args:
         connection: an open connection to the store.
@@ -154,7 +156,7 @@ def sessions_damage(connection: sqlite3.Connection) -> str | None:
     """
     for table in ("persistence_state", "sessions"):
         try:
-            result = connection.execute(f"PRAGMA quick_check({table})").fetchone()
+            result = connection.execute(f"PRAGMA integrity_check({table})").fetchone()
         except sqlite3.DatabaseError as exc:
             return str(exc)
         text = bytes(result[0]).decode(errors="replace") if result else "no result"
