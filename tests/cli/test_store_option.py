@@ -305,3 +305,22 @@ def test_ls_on_a_sqlite_store_with_a_damaged_page_lists_that_session_damaged_and
         assert refused.returncode == 1 and "damaged" in refused.stderr, refused.stderr
         assert "resume repairs" not in refused.stderr
     assert sessions_db.read_bytes() == damaged
+
+
+def test_commands_named_in_an_error_carry_the_store_in_use(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    result = cli("show", "nope")
+    assert result.returncode == 1
+    assert f"`duraloop ls --store jsonl:{cli.store}`" in result.stderr
+
+
+def test_name_the_store_leaves_commands_that_name_one_or_end_in_a_positional_after_dashes() -> None:
+    from duraloop.cli import _stores
+
+    _stores._OPENED[:] = [_stores.parse_store_spec("sqlite:a b.db")]
+    try:
+        assert _stores.name_the_store("run `duraloop check x` now") == "run `duraloop check x --store 'sqlite:a b.db'` now"
+        kept = "`duraloop fork --at 3 --store s -- -d` and `duraloop fork --at 3 -- -d` and `duraloop demo`"
+        assert _stores.name_the_store(kept) == kept
+    finally:
+        _stores._OPENED.clear()

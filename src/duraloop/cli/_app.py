@@ -46,7 +46,14 @@ from ._runner import (
     run_turn_live,
     system_prompt,
 )
-from ._stores import StoreSpec, open_store, opened_store_text, session_log_file, store_option
+from ._stores import (
+    StoreSpec,
+    name_the_store,
+    open_store,
+    opened_store_text,
+    session_log_file,
+    store_option,
+)
 
 app = DuraloopTyper(
     name="duraloop",
@@ -374,7 +381,7 @@ def main() -> None:
     except DuraloopError as exc:
         if isinstance(exc, UnpairedHistoryError):  # name the store, so the rescue runs as printed
             exc = exc.with_rescue(rescue_command(exc.session_id, exc.rescue_seq, store=opened_store_text()))
-        err.print(styled((type(exc).__name__, "red"), ": ", str(exc)))
+        err.print(styled((type(exc).__name__, "red"), ": ", name_the_store(str(exc))))
         sys.exit(2 if isinstance(exc, ShowFlagsError) else 1)
     except OSError as exc:
         # A file system failure no library call translated (an unreadable --store root such

@@ -52,7 +52,7 @@ from ..store import SessionStore
 from ..tools._bash_tool import kill_running_commands
 from ._render import LiveRenderer, ident, render_transcript, safe, styled
 from ._runner import close_model, utf8_text
-from ._stores import opened_store_text
+from ._stores import name_the_store, opened_store_text
 
 EXIT_AT_ONCE = 130
 EXIT_TERMINATED = 143
@@ -200,7 +200,7 @@ class Chat:
         self.console.print(
             safe(
                 f"── recent history: the last {shown} of {total} turn(s); "
-                f"`duraloop show {ident(self.loop.session.id)}` prints all",
+                + name_the_store(f"`duraloop show {shlex.quote(ident(self.loop.session.id))}` prints all"),
                 "dim",
             )
         )

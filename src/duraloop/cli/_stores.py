@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,6 +112,30 @@ def opened_store_text() -> str | None:
     carry it, so they work as printed.
     """
     return str(_OPENED[-1]) if _OPENED else None
+
+
+_STORE_COMMAND = re.compile(r"`(duraloop (?:check|fork|ls|resume|show)\b[^`]*)`")
+
+
+def name_the_store(message: str) -> str:
+    """Add the `--store` in use to each `duraloop check|fork|ls|resume|show …` in `message`.
+
+    Library errors name the commands that help (`duraloop check ID`); on a non-default store
+    they work as printed only with its `--store`. A command that already names one, or ends
+    in `-- ARG` (where an option would read as an argument), is left as it is.
+    """
+    store = opened_store_text()
+    if store is None:
+        return message
+    flag = f" --store {shlex.quote(store)}"
+
+    def add(match: re.Match[str]) -> str:
+        command = match.group(1)
+        if "--store" in command or " -- " in command:
+            return match.group(0)
+        return f"`{command}{flag}`"
+
+    return _STORE_COMMAND.sub(add, message)
 
 
 def open_store(spec: StoreSpec | None) -> SessionStore:
