@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -147,7 +148,8 @@ def test_markup_looking_ids_and_text_print_as_written_in_every_command(cli: Cli,
 
     chat = ok(_run(cli, "chat", "--session", session_id, "--model", cli.script([{"text": "chat [/z]"}]),
                    stdin="hello [/q]\n"))
-    assert f"`duraloop show {session_id}` prints all" in chat.stdout  # the resumed history
+    # the resumed history's hint: the id shell-quoted, the store in use named
+    assert f"`duraloop show {shlex.quote(session_id)} --store jsonl:{cli.store}` prints all" in chat.stdout
     assert "chat [/z]" in chat.stdout
     assert chat.stdout.rstrip().endswith(f"session: {session_id}")
 

@@ -123,7 +123,7 @@ def test_fork_of_a_session_whose_only_turn_is_open_suggests_how_to_find_a_bounda
     (log,) = cli.store.glob(f"*/{session_id}/session.jsonl")
     log.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:2]))  # header, turn/start
     line = _one_line_error(cli("fork", session_id), "SessionForkError")
-    assert f"`duraloop show {session_id} --events`" in line and "OPEN_TURN" in line
+    assert f"`duraloop show {session_id} --events --store jsonl:{cli.store}`" in line and "OPEN_TURN" in line
 
 
 def test_help_shows_option_defaults_in_brackets(cli: Cli) -> None:
