@@ -78,7 +78,7 @@ class GroupCommit:
         return self.writer is not None
 
     def durable_through(self) -> int:
-        """Return the last seq known durable (every seq when nothing is persisted)."""
+        """Return the last seq known durable (-1 before the first flush)."""
         return self._durable_through
 
     def flush(self) -> None:
