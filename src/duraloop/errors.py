@@ -20,8 +20,7 @@ DuraloopError
 │   ├── SessionLockedError              another process writes this session
 │   └── AppendConflictError             a batch whose first seq is not the stored next seq
 ├── LlmError                            a model request failed (code + retryable)
-├── ToolError                           raised by a tool body: an error result with a code
-└── TurnFailedError                     a turn ended with an error; carries the original
+└── ToolError                           raised by a tool body: an error result with a code
 ```
 """
 
@@ -45,7 +44,6 @@ __all__ = [
     "StoreError",
     "ToolDefinitionError",
     "ToolError",
-    "TurnFailedError",
     "UnpairedHistoryError",
     "UsageError",
     "WirePairingError",
@@ -356,18 +354,3 @@ class ToolError(DuraloopError):
         super().__init__(message)
         self.message = message
         self.code = code
-
-
-class TurnFailedError(DuraloopError):
-    """Raised by `AgentLoop.run_turn` when a turn ends with an error; the log is closed.
-
-    The original exception is `__cause__`. `reason` is the recorded `turn/end` reason.
-
-    Args:
-        message: the original failure text.
-        reason: the `turn/end` reason JSON.
-    """
-
-    def __init__(self, message: str, *, reason: dict[str, object]) -> None:
-        super().__init__(message)
-        self.reason = reason

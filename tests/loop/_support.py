@@ -18,8 +18,7 @@ from duraloop.llm import (
     text_delta,
 )
 from duraloop.log import Event, Message, Session
-from duraloop.loop import AgentLoop, LoopConfig
-from duraloop.loop._agent import Durability
+from duraloop.loop import AgentLoop, Durability, LoopConfig
 from duraloop.tools import (
     Tool,
     ToolCallRequest,

@@ -311,7 +311,7 @@ async def test_b54_failed_recovery_append_keeps_original_error_and_closes_turn(
             recoveries.append(self)
             return super().__enter__()
 
-    monkeypatch.setattr("duraloop.loop._turn.StepRecovery", CapturingRecovery)
+    monkeypatch.setattr("duraloop.loop._step.StepRecovery", CapturingRecovery)
     session, _model, loop = make_loop(
         tmp_path, [tools_step(call("c1"), call("c2"))], [recorder_tool("p", [])]
     )

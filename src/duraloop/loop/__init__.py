@@ -1,11 +1,12 @@
 """The AgentLoop driver: turns, steps, inbox, hooks, cancellation, live step recovery."""
 
 from ._agent import AgentLoop as AgentLoop
-from ._agent import Durability as Durability
 from ._config import LoopConfig as LoopConfig
+from ._durability import Durability as Durability
 from ._hooks import LoopHooks as LoopHooks
 from ._hooks import Reject as Reject
 from ._hooks import RequestConfig as RequestConfig
+from ._hooks import Steering as Steering
 from ._hooks import StepContext as StepContext
 from ._inbox import Inbox as Inbox
 from ._open import fork_session as fork_session
@@ -25,6 +26,7 @@ __all__ = [
     "LoopHooks",
     "Reject",
     "RequestConfig",
+    "Steering",
     "StepContext",
     "StepRecovery",
     "TurnResult",

@@ -2,7 +2,9 @@
 
 The public surface: `send` (and its three named forms `followup`, `steer`, `inject`),
 `cancel`, `dispose`, `run_turn`/`run_pending`, `wait_idle`, `events`, `flush`, `close`. The
-turn algorithm itself is `_turn.Turn`.
+loop owns the state its turns share (`LoopState`) and builds what each turn depends on
+(`TurnDeps`); the turn algorithm is `_turn.Turn`, who runs turns is `_driver.TurnDriver`,
+durable flushes are `_durability.GroupCommit`.
 
 Two ways to drive turns:
 
@@ -17,65 +19,32 @@ Two ways to drive turns:
   never latched. `await loop.wait_idle()` returns the results of the turns finished since.
 
 `dispose()` is dsh's disposal (F17) minus the inbox discard: pending messages stay durable.
-
-Size: over 400 lines because the public API of a long-lived agent (the send forms, cancel,
-dispose, both ways of driving turns, flush, close) shares the driver's state and is
-documented here in full; the turn algorithm is `_turn.py`, the inbox and hooks are their
-own modules.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, Protocol
-
-import anyio
-import anyio.abc
+from typing import Any, Literal
 
 from ..errors import UsageError
 from ..llm import Model
-from ..log import Event, Message, PairingCheck, Session, user_message
-from ..log._vocabulary import (
-    INBOX_NEXT_STEP,
-    INBOX_NEXT_TURN,
-    REASON_COMPLETED,
-    REASON_MAX_TOKENS,
-    REQUEST_CONTEXT,
-    REQUEST_HEADER,
-    TURN_START,
-)
+from ..log import Event, Message, Session, user_message
+from ..log._vocabulary import INBOX_NEXT_STEP, INBOX_NEXT_TURN, REASON_COMPLETED, REASON_MAX_TOKENS
 from ..tools import CancelSignal, Tool, ToolHooks, ToolPipeline, ToolRegistry
 from ._config import LoopConfig
+from ._driver import TurnDriver
+from ._durability import Durability, GroupCommit
 from ._events import session_events
 from ._hooks import LoopHooks
 from ._inbox import Inbox
-from ._step import RequestState
-from ._turn import Turn, TurnResult, run_guarded
+from ._state import LoopState, TurnDeps
+from ._turn import Turn, TurnResult
 
 SendTarget = Literal["next-turn", "next-step"]
 """Where `send` queues a message: the next turn's prompt queue, or the next step."""
-
-logger = logging.getLogger(__name__)
-
-
-class Durability(Protocol):
-    """What the loop needs from persistence (`duraloop.store.SessionWriter` satisfies it).
-
-    `flush()` makes every committed event durable (one write + one fsync); the loop may
-    call it from a worker thread (never two at once), so it must take one snapshot of the
-    session's events. `close()` flushes and releases the session's writer lock. None (no
-    store) means in-memory only.
-    """
-
-    def flush(self) -> None:
-        """Write and fsync every buffered event."""
-
-    def close(self) -> None:
-        """Flush, then release the writer."""
 
 
 class AgentLoop:
@@ -133,7 +102,6 @@ class AgentLoop:
             self.registry = ToolRegistry()
             for item in tools:
                 self.registry.register(item)
-        self.durability = durability
         self.pipeline = pipeline_factory(
             self.registry,
             hooks=tool_hooks,
@@ -142,25 +110,24 @@ class AgentLoop:
             max_output_bytes=self.config.max_tool_output_bytes,
             cancel_grace_seconds=self.config.tool_cancel_grace_seconds,
         )
-        self._signal: CancelSignal | None = None
-        self._turn_done: anyio.Event | None = None
-        self._durable_through = session.seq - 1
-        self._flushing: anyio.Event | None = None
+        self._durability = GroupCommit(session, durability)
         self._closed = False
-        self._driver: anyio.abc.TaskGroup | None = None
-        self._exit_stack: AsyncExitStack | None = None
-        self._wake_requested = False
-        self._results: list[TurnResult] = []
-        self._last_turn, header, context = _scan_log(session)
-        self._request_state = RequestState(header=header, context=context)
-        self._pairing = PairingCheck()
+        self._state = LoopState.of_log(session)
         self.hooks = hooks or LoopHooks()
         self.inbox = Inbox(session)
+        self._driver = TurnDriver(
+            self._open_turn, inbox=self.inbox, session_id=session.id, closed=lambda: self._closed
+        )
 
     @property
     def last_turn(self) -> int:
         """The number of the last turn started in this session (0 if none)."""
-        return self._last_turn
+        return self._state.last_turn
+
+    @property
+    def durability(self) -> Durability | None:
+        """The store writer that makes the log durable (None without a store, or once closed)."""
+        return self._durability.writer
 
     def send(
         self, message: str | Message, *, target: SendTarget = "next-turn", wakeup: bool = True
@@ -193,13 +160,13 @@ class AgentLoop:
         self._check_open()
         if target not in (INBOX_NEXT_TURN, INBOX_NEXT_STEP):
             raise UsageError(f"unknown send target {target!r}; use 'next-turn' or 'next-step'")
-        signal = self._signal
+        signal = self._driver.signal
         waking_after_abort = wakeup and signal is not None and signal.aborted
         effective = INBOX_NEXT_TURN if waking_after_abort else target
         stored = self.inbox.insert(effective, user_message(message) if isinstance(message, str) else message)
-        if wakeup and self._wake(after_abort=waking_after_abort):
+        if wakeup and self._driver.wake(after_abort=waking_after_abort):
             return stored
-        if self._signal is None:
+        if self._driver.signal is None:
             self.flush()  # idle: nothing else will make the queued message durable soon
         return stored
 
@@ -258,23 +225,6 @@ class AgentLoop:
         """
         return self.send(message, target=INBOX_NEXT_STEP, wakeup=False)
 
-    def _wake(self, *, after_abort: bool) -> bool:
-        """Wake the background driver; return whether a turn is (or will be) running.
-
-        Running: latch the wake when the turn is being aborted (not for disposal); a live
-        turn claims queued work itself. Idle with a driver: open the next turn now, then run
-        it in the driver task. Idle without one (no `async with`): nothing to wake.
-        """
-        signal = self._signal
-        if signal is not None:
-            if after_abort and (signal.reason or {}).get("kind") != "disposed":
-                self._wake_requested = True
-            return True
-        if self._driver is None:
-            return False
-        self._start_drain()
-        return True
-
     def cancel(self, reason: dict[str, Any] | None = None, *, keep_inbox: bool = False) -> None:
         """Cancel the running turn and, unless `keep_inbox`, discard every pending message.
 
@@ -288,13 +238,10 @@ class AgentLoop:
             reason: the cause recorded in `turn/end`, default `{"kind": "user"}`.
             keep_inbox: keep pending messages for a later turn.
         """
-        if self._signal is not None:
-            self._signal.cancel(reason)
-        if not keep_inbox:
-            self._wake_requested = False
+        self._driver.cancel(reason, keep_inbox=keep_inbox)
         if not keep_inbox and self.inbox.pending:
             self.inbox.clear()
-            if self._signal is None and not self._closed:
+            if self._driver.signal is None and not self._closed:
                 self.flush()
 
     def flush(self) -> None:
@@ -303,18 +250,12 @@ class AgentLoop:
         Raises:
             UsageError: if a background flush is still running (it never is between steps).
         """
-        if self._flushing is not None:
-            raise UsageError("a durable flush is already running on this AgentLoop")
-        if self.durability is not None:
-            self.durability.flush()
-        self._durable_through = self.session.seq - 1
+        self._durability.flush()
 
     def close(self) -> None:
         """Flush and release the session's writer; later `run_turn` calls are refused."""
         self._closed = True
-        if self.durability is not None:
-            self.durability.close()
-            self.durability = None
+        self._durability.close()
 
     async def dispose(self) -> None:
         """Cancel the running turn as `{"kind": "disposed"}`, wait for it to close, then close.
@@ -328,10 +269,7 @@ class AgentLoop:
         it waits for that turn to end; use `cancel()` there.
         """
         self._closed = True
-        signal, done = self._signal, self._turn_done
-        if signal is not None and done is not None:
-            signal.cancel({"kind": "disposed"})
-            await done.wait()
+        await self._driver.dispose()
         self.close()
 
     def events(self) -> AbstractAsyncContextManager[AsyncIterator[Event]]:
@@ -348,30 +286,6 @@ class AgentLoop:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    async def _ensure_durable(self, seq: int) -> None:
-        """Make the log durable through `seq` before a tool body runs (Law 5).
-
-        Group commit: one flush at a time runs in a worker thread, so the event loop keeps
-        committing and starting other calls meanwhile; a caller whose seq the running flush
-        does not cover waits for it and then flushes everything appended since.
-        """
-        while seq > self._durable_through:
-            if self._flushing is not None:
-                await self._flushing.wait()
-                continue
-            durability = self.durability
-            if durability is None:
-                self._durable_through = self.session.seq - 1
-                return
-            target = self.session.seq - 1
-            self._flushing = anyio.Event()
-            try:
-                await anyio.to_thread.run_sync(durability.flush)
-                self._durable_through = target
-            finally:
-                self._flushing.set()
-                self._flushing = None
 
     def _check_open(self) -> None:
         if self._closed:
@@ -403,7 +317,7 @@ class AgentLoop:
                 are in the log.
         """
         self._check_open()
-        if self._signal is not None:
+        if self._driver.signal is not None:
             raise UsageError("a turn is already running on this AgentLoop; await it or cancel it")
         if prompt is None and not self.inbox.pending:
             raise UsageError(
@@ -411,15 +325,7 @@ class AgentLoop:
                 "queued; pass a prompt or call followup() first"
             )
         message = user_message(prompt) if isinstance(prompt, str) else prompt
-        signal = CancelSignal()
-        self._signal = signal
-        done = self._turn_done = anyio.Event()
-        try:
-            result = await run_guarded(Turn.open(self, message, signal))
-        finally:
-            self._signal = None
-            self._turn_done = None
-            done.set()
+        result = await self._driver.run(message)
         if result.error is not None:
             raise result.error
         return result
@@ -453,19 +359,12 @@ class AgentLoop:
             in order; an `error` turn's original exception is its `error` (not raised).
             Turns run by `run_turn()` are not included (their caller has them).
         """
-        while self._driver is not None and self._turn_done is not None:
-            await self._turn_done.wait()
-        results, self._results = self._results, []
-        return results
+        return await self._driver.wait_idle()
 
     async def __aenter__(self) -> AgentLoop:
         """Start the background driver: waking sends now start turns (loop-spec 2.1)."""
         self._check_open()
-        if self._driver is not None:
-            raise UsageError("this AgentLoop is already running its driver (nested `async with`)")
-        stack = AsyncExitStack()
-        self._driver = await stack.enter_async_context(anyio.create_task_group())
-        self._exit_stack = stack
+        await self._driver.start()
         return self
 
     async def __aexit__(
@@ -477,89 +376,22 @@ class AgentLoop:
         group); a cancellation of the body's scope cancels the running turn durably
         (`aborted {parent}`) before it continues outward.
         """
-        stack, self._exit_stack = self._exit_stack, None
         try:
             if exc is None:
                 await self.wait_idle()
             else:
                 await self.dispose()
         finally:
-            self._driver = None
             try:
-                if stack is not None:
-                    # The body's exception is the caller's, not the driver's: don't hand it
-                    # to the task group, which would wrap it in an ExceptionGroup.
-                    await stack.__aexit__(None, None, None)
+                await self._driver.stop()
             finally:
                 self.close()
 
-    def _start_drain(self) -> None:
-        """Open the next turn now and run the drain in the driver task (loop-spec 2.1 wake)."""
-        driver = self._driver
-        if driver is None:
-            raise UsageError("no background driver: use `async with loop:` to run turns in the background")
-        self._turn_done = anyio.Event()
-        try:
-            turn = self._open_next_turn()
-        except BaseException:
-            self._idle()
-            raise
-        driver.start_soon(self._drain, turn)
-
-    def _open_next_turn(self) -> Turn:
-        """Open a drain's next turn with a fresh cancel signal (loop-spec 2.2 step 8)."""
-        self._signal = CancelSignal()
-        self._wake_requested = False
-        return Turn.open(self, None, self._signal)
-
-    async def _drain(self, turn: Turn) -> None:
-        """Run turns while each ends completed/max-tokens and work is queued (loop-spec 2.2.8)."""
-        try:
-            while True:
-                result = await run_guarded(turn)
-                self._results.append(result)
-                if result.error is not None:
-                    logger.warning(
-                        "session %s: turn %d failed: %s", self.session.id, result.turn, result.reason
-                    )
-                if result.kind not in (REASON_COMPLETED, REASON_MAX_TOKENS) or not self.inbox.pending:
-                    break
-                turn = self._open_next_turn()
-        except Exception:
-            logger.exception("session %s: the background driver stopped", self.session.id)
-        finally:
-            latched = self._wake_requested and not self._closed
-            self._idle()
-            if latched and self.inbox.pending and self._driver is not None:
-                self._start_drain()  # the wake latch replays (B30)
-
-    def _idle(self) -> None:
-        done = self._turn_done
-        self._signal = None
-        self._turn_done = None
-        self._wake_requested = False
-        if done is not None:
-            done.set()
-
-    def _accept_context(self, message: Message) -> None:
-        """Queue a committed tool result's context in `next-step` (loop-spec 4.2).
-
-        Also after a cancel: the contexts then stay parked for a later turn (loop-spec 4.4).
-        """
-        self.inbox.insert(INBOX_NEXT_STEP, message)
-
-def _scan_log(session: Session) -> tuple[int, dict[str, Any] | None, dict[str, Any] | None]:
-    """Return the last `turn/start` number and the latest request header and context."""
-    last_turn = 0
-    header: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    for event in reversed(session.events):
-        if event.type == TURN_START and last_turn == 0:
-            last_turn = int(event.data.get("turn", 0))
-        elif event.type == REQUEST_HEADER and header is None:
-            header = event.data.get("header")
-        elif event.type == REQUEST_CONTEXT and context is None:
-            context = event.data
-        if last_turn and header is not None and context is not None:
-            break
-    return last_turn, header, context
+    def _open_turn(self, prompt: Message | None, signal: CancelSignal) -> Turn:
+        """Open a turn over what it depends on now (`turn/start` and the first claim)."""
+        deps = TurnDeps(
+            session=self.session, model=self.model, registry=self.registry,
+            pipeline=self.pipeline, config=self.config, hooks=self.hooks, inbox=self.inbox,
+            workspace=self.cwd, durability=self._durability, steering=self,
+        )
+        return Turn.open(deps, self._state, prompt, signal)

@@ -10,16 +10,32 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
+from typing import Any, Final, Protocol, TypeAlias, TypeVar
 
 from ..errors import UsageError
 from ..log import Message
 from ..tools import CancelSignal
 
-if TYPE_CHECKING:
-    from ._agent import AgentLoop
-
 _T = TypeVar("_T")
+
+
+class Steering(Protocol):
+    """What a hook may do to the running loop: queue messages, or cancel the turn.
+
+    `AgentLoop` satisfies it; each method is the `AgentLoop` method of the same name.
+    """
+
+    def steer(self, message: str | Message) -> Message:
+        """Queue steering (`next-step`, waking): it enters the running turn at its next step."""
+
+    def inject(self, message: str | Message) -> Message:
+        """Queue context for the next step (`next-step`, not waking)."""
+
+    def followup(self, message: str | Message) -> Message:
+        """Queue a follow-up (`next-turn`, waking): the prompt of its own later turn."""
+
+    def cancel(self, reason: dict[str, Any] | None = None, *, keep_inbox: bool = False) -> None:
+        """Cancel the running turn and, unless `keep_inbox`, discard every pending message."""
 
 
 @dataclass(frozen=True)
@@ -27,7 +43,8 @@ class StepContext:
     """What a loop hook sees.
 
     Args:
-        loop: the running loop; a hook may `steer`, `inject` or `followup` through it.
+        loop: the running loop, seen through `Steering`: a hook may `steer`, `inject` or
+            `followup` through it, or `cancel` the turn.
         turn: the open turn.
         step: the step about to start (`pre_step`), being requested (`request`), or the
             last step of the turn (`turn_stopping`).
@@ -36,7 +53,7 @@ class StepContext:
         signal: the turn's cancellation signal.
     """
 
-    loop: AgentLoop
+    loop: Steering
     turn: int
     step: int
     messages: tuple[Message, ...]
@@ -109,30 +126,47 @@ HOOK_RETRY: Final = "retry"
 """The `request_error` hook's answer that retries the failed request in the same step."""
 
 
-def bound_step_hooks(hooks: LoopHooks, context: StepContext) -> dict[str, Any]:
-    """Return the `StepSettings` fields binding the `request` and `request_error` hooks.
+class StepHooks:
+    """The `request` and `request_error` hooks bound to one step's context, results checked.
 
-    `configure` checks what `request` returns; `recover` checks what `request_error`
-    returns (`"retry"` or None, else `UsageError`).
+    Each method is the `LoopHooks` hook of the same name; without that hook it returns what
+    the loop does by default (the proposed config; no retry).
+
+    Args:
+        hooks: the loop's hooks.
+        context: the step's context, handed to each hook.
     """
-    request, request_error = hooks.request, hooks.request_error
-    fields: dict[str, Any] = {}
-    if request is not None:
 
-        async def configure(config: RequestConfig) -> RequestConfig:
-            return checked_request_config(await call_hook(request(context, config)))
+    def __init__(self, hooks: LoopHooks, context: StepContext) -> None:
+        self._hooks = hooks
+        self._context = context
 
-        fields["configure"] = configure
-    if request_error is not None:
+    async def request(self, config: RequestConfig) -> RequestConfig:
+        """Return the config to send, as the `request` hook decides.
 
-        async def recover(failure: dict[str, Any]) -> str | None:
-            action = await call_hook(request_error(context, dict(failure)))
-            if action is not None and action != HOOK_RETRY:
-                raise UsageError(f"LoopHooks.request_error must return 'retry' or None, got {action!r}")
-            return action
+        Raises:
+            UsageError: if the hook returns no valid `RequestConfig`.
+        """
+        hook = self._hooks.request
+        if hook is None:
+            return config
+        return checked_request_config(await call_hook(hook(self._context, config)))
 
-        fields["recover"] = recover
-    return fields
+    async def request_error(self, failure: dict[str, Any]) -> str | None:
+        """Return `"retry"` or None for an in-band failure, as the `request_error` hook decides.
+
+        The hook gets a copy of `failure`.
+
+        Raises:
+            UsageError: if the hook returns anything else.
+        """
+        hook = self._hooks.request_error
+        if hook is None:
+            return None
+        action = await call_hook(hook(self._context, dict(failure)))
+        if action is not None and action != HOOK_RETRY:
+            raise UsageError(f"LoopHooks.request_error must return 'retry' or None, got {action!r}")
+        return action
 
 
 async def call_hook(result: _T | Awaitable[_T]) -> _T:

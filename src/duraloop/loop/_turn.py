@@ -11,37 +11,30 @@ results first (`StepRecovery`), and the ORIGINAL failure is recorded in `turn/en
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
-from ..errors import LlmError
 from ..llm import ToolSchema
-from ..log import Message, Session
+from ..log import Message, Session, text_of
 from ..log._vocabulary import (
     REASON_ABORTED,
     REASON_BLOCKED,
     REASON_COMPLETED,
     REASON_ERROR,
     REASON_MAX_TOKENS,
-    STEP_END,
-    STEP_START,
     TURN_END,
     TURN_START,
 )
 from ..tools import CancelSignal, TurnCancelled
-from ._hooks import Reject, StepContext, bound_step_hooks, call_hook, entering_messages
+from ._failure import failure_of
+from ._hooks import Reject, StepContext, call_hook, entering_messages
 from ._prompt import default_system_prompt
-from ._recovery import StepRecovery
-from ._step import StepSettings, run_step
-
-if TYPE_CHECKING:
-    from ._agent import AgentLoop
+from ._state import LoopState, StepSettings, TurnDeps
+from ._step import Step
 
 logger = logging.getLogger(__name__)
 
@@ -71,35 +64,26 @@ class TurnResult:
         return str(self.reason.get("kind"))
 
 
-def failure_of(exc: BaseException) -> dict[str, Any]:
-    """Return the `LlmFailure` JSON for a turn's failure (loop-spec 1: errorChain).
-
-    Args:
-        exc: what failed the turn.
-
-    Returns:
-        An `LlmError`'s failure verbatim, else `{message: the exception chain, code: UNKNOWN}`.
-    """
-    if isinstance(exc, LlmError):
-        return exc.failure()
-    chain = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    cause = exc.__cause__
-    while cause is not None:
-        chain += " <- " + "".join(traceback.format_exception_only(type(cause), cause)).strip()
-        cause = cause.__cause__
-    return {"message": chain, "code": "UNKNOWN"}
-
-
 class Turn:
     """One turn of an `AgentLoop`: opened synchronously, then run to its `turn/end`.
 
-    Build it with `Turn.open()`; `run()` once. It is the loop's own algorithm, so it
-    reads and updates the loop's private state (turn number, request state, pairing check).
+    Build it with `Turn.open()`; `run()` once. It reads what it depends on from `deps` and
+    updates the loop's mutable `state` (turn number, request state, pairing check).
+
+    Args:
+        deps: what the turn depends on (session, model, tools, config, hooks, inbox, ...).
+        state: the loop's mutable state, shared with the loop's other turns.
+        number: the turn's number.
+        prompt: the turn's prompt, or None (it comes from `next-turn`).
+        signal: the turn's cancellation signal.
     """
 
-    def __init__(self, loop: AgentLoop, turn: int, prompt: Message | None, signal: CancelSignal) -> None:
-        self.loop = loop
-        self.turn = turn
+    def __init__(
+        self, deps: TurnDeps, state: LoopState, number: int, prompt: Message | None, signal: CancelSignal
+    ) -> None:
+        self.deps = deps
+        self.state = state
+        self.turn = number
         self.prompt = prompt
         self.signal = signal
         self.steps = 0
@@ -108,14 +92,15 @@ class Turn:
         self.first_claim: list[Message] = []
 
     @classmethod
-    def open(cls, loop: AgentLoop, prompt: Message | None, signal: CancelSignal) -> Turn:
+    def open(cls, deps: TurnDeps, state: LoopState, prompt: Message | None, signal: CancelSignal) -> Turn:
         """Append `turn/start` and claim the first step's messages, synchronously.
 
         The claim takes every `next-step` message, then the head of `next-turn` when no
         prompt is given (loop-spec 2.3 step 1); `prompt` is entered after them.
 
         Args:
-            loop: the loop the turn runs on.
+            deps: what the turn depends on.
+            state: the loop's mutable state; its `last_turn` becomes this turn's number.
             prompt: the turn's prompt, or None to take it from `next-turn`.
             signal: the turn's cancel signal.
 
@@ -126,11 +111,11 @@ class Turn:
             EventRejectedError: if `turn/start` or the claim is refused (no turn exists
                 then; the inbox is unchanged).
         """
-        number = loop.last_turn + 1
-        loop.session.append(TURN_START, {"turn": number})
-        loop._last_turn = number
-        turn = cls(loop, number, prompt, signal)
-        turn.first_claim = loop.inbox.claim(next_turn=prompt is None)
+        number = state.last_turn + 1
+        deps.session.append(TURN_START, {"turn": number})
+        state.last_turn = number
+        turn = cls(deps, state, number, prompt, signal)
+        turn.first_claim = deps.inbox.claim(next_turn=prompt is None)
         if prompt is not None:
             turn.first_claim.append(prompt)
         return turn
@@ -164,10 +149,10 @@ class Turn:
             else:
                 self.reason = {"kind": REASON_ERROR, "error": failure_of(exc)}
         reason = self.reason or {"kind": REASON_ERROR, "error": {"message": "no reason", "code": "UNKNOWN"}}
-        session = self.loop.session
+        session = self.deps.session
         try:
             session.append(TURN_END, {"turn": self.turn, "reason": reason})
-            self.loop.flush()
+            self.deps.durability.flush()
         except Exception as exc:
             if error is None:
                 raise
@@ -186,33 +171,28 @@ class Turn:
         return TurnResult(turn=self.turn, reason=reason, text=self.text, steps=self.steps, error=error)
 
     def _settings(self) -> StepSettings:
-        loop = self.loop
-        config = loop.config
+        deps = self.deps
+        config = deps.config
         return StepSettings(
-            model=loop.model,
+            turn=self.turn,
+            signal=self.signal,
             system=config.system_prompt
             if config.system_prompt is not None
-            else default_system_prompt(loop.cwd, [tool.name for tool in loop.registry]),
-            tools=[ToolSchema(**schema) for schema in loop.registry.schemas()],
-            max_tokens=config.max_tokens,
-            max_parallel_tool_calls=config.max_parallel_tool_calls,
-            flush=loop.flush,
-            ensure_durable=loop._ensure_durable,
-            retry=config.retry,
-            stream_idle_timeout_seconds=config.stream_idle_timeout_seconds,
-            accept_context=loop._accept_context,
+            else default_system_prompt(deps.workspace, [tool.name for tool in deps.registry]),
+            tools=[ToolSchema(**schema) for schema in deps.registry.schemas()],
         )
 
     async def _steps(self) -> None:
-        loop, signal = self.loop, self.signal
+        deps, signal = self.deps, self.signal
+        max_steps = deps.config.max_steps
         settings = self._settings()
         turn_ends: str | None = None
         while True:
             signal.throw_if_aborted()
-            if self.steps >= loop.config.max_steps:
+            if self.steps >= max_steps:
                 self.reason = {
                     "kind": REASON_BLOCKED,
-                    "message": f"the turn reached max_steps={loop.config.max_steps} before the "
+                    "message": f"the turn reached max_steps={max_steps} before the "
                     "model finished; run another turn to continue, or raise max_steps",
                 }
                 return
@@ -221,7 +201,7 @@ class Turn:
             if first:
                 claimed, self.first_claim = self.first_claim, []
             else:
-                claimed = loop.inbox.claim(next_turn=False)
+                claimed = deps.inbox.claim(next_turn=False)
             entering = await self._pre_step(step, claimed)
             if isinstance(entering, Reject):
                 self.reason = {"kind": REASON_BLOCKED}
@@ -238,19 +218,21 @@ class Turn:
             if turn_ends != REASON_MAX_TOKENS:  # max-tokens is sticky for the turn
                 turn_ends = step_end
             signal.throw_if_aborted()
-            if turn_ends is not None and not loop.inbox.next_step:
+            if turn_ends is not None and not deps.inbox.next_step:
                 await self._turn_stopping()
                 signal.throw_if_aborted()
-            if turn_ends is not None and not loop.inbox.next_step:
+            if turn_ends is not None and not deps.inbox.next_step:
                 break
         self.reason = {"kind": turn_ends}
 
     def _context(self, step: int, messages: Sequence[Message]) -> StepContext:
-        return StepContext(loop=self.loop, turn=self.turn, step=step, messages=tuple(messages), signal=self.signal)
+        return StepContext(
+            loop=self.deps.steering, turn=self.turn, step=step, messages=tuple(messages), signal=self.signal
+        )
 
     async def _pre_step(self, step: int, claimed: list[Message]) -> list[Message] | Reject:
         """Run the `pre_step` hook over the claimed messages (loop-spec 2.3)."""
-        hook = self.loop.hooks.pre_step
+        hook = self.deps.hooks.pre_step
         if hook is None:
             return claimed
         decision = await call_hook(hook(self._context(step, claimed)))
@@ -259,32 +241,19 @@ class Turn:
 
     async def _turn_stopping(self) -> None:
         """Run the `turn_stopping` hook; it continues the turn by steering or injecting."""
-        hook = self.loop.hooks.turn_stopping
+        hook = self.deps.hooks.turn_stopping
         if hook is not None:
             await call_hook(hook(self._context(self.steps, ())))
 
-    async def _step(self, step: int, entering: list[Message], settings: StepSettings) -> str | None:
-        loop, turn = self.loop, self.turn
-        session = loop.session
-        bound = bound_step_hooks(loop.hooks, self._context(step, entering))
-        settings = dataclasses.replace(settings, **bound) if bound else settings
-        durable = (lambda: loop._durable_through) if loop.durability is not None else None
-        with StepRecovery(session, turn=turn, durable_through=durable) as recovery:
-            session.append(STEP_START, {"turn": turn, "step": step}, copy=False)
-            self.steps = step
-            try:
-                result = await run_step(
-                    session, turn=turn, step=step, entering=entering, settings=settings,
-                    pipeline=loop.pipeline, signal=self.signal, state=loop._request_state,
-                    pairing=loop._pairing,
-                )
-            except BaseException:
-                recovery.record_recovery_results()
-                raise
-            finally:
-                session.append(STEP_END, {"turn": turn, "step": step}, copy=False)
-            self.text = _last_assistant_text(session) or self.text
-            return result
+    async def _step(self, number: int, entering: list[Message], settings: StepSettings) -> str | None:
+        step = Step(self.deps, self.state, settings, number, entering)
+        try:
+            result = await step.run()
+        finally:
+            if step.started:
+                self.steps = number
+        self.text = _last_assistant_text(self.deps.session) or self.text
+        return result
 
 
 async def run_guarded(turn: Turn) -> TurnResult:
@@ -342,7 +311,5 @@ def _last_assistant_text(session: Session) -> str:
     messages = session.messages
     for message in reversed(messages[-8:]):
         if message.get("role") == "assistant":
-            return "".join(
-                block.get("text", "") for block in message["content"] if block.get("type") == "text"
-            )
+            return text_of(message)
     return ""

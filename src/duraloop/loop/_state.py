@@ -1,0 +1,111 @@
+"""What a turn works with: the loop's mutable state and the frozen things it depends on.
+
+`AgentLoop` owns both and hands them to each `Turn`, which hands them to each `Step`, so
+neither reads the loop itself: `LoopState` is what turns carry from one to the next (the
+last turn number, the request bookkeeping, the incremental pairing check), `TurnDeps` the
+collaborators a turn uses and never replaces, `StepSettings` what its steps share.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..llm import Model, ToolSchema
+from ..log import PairingCheck, Session
+from ..log._vocabulary import REQUEST_CONTEXT, REQUEST_HEADER, TURN_START
+from ..tools import CancelSignal, ToolPipeline, ToolRegistry
+from ._config import LoopConfig
+from ._durability import LogDurability
+from ._hooks import LoopHooks, Steering
+from ._inbox import Inbox
+from ._request import RequestState
+
+
+@dataclass
+class LoopState:
+    """The mutable state a loop's turns share, replayed from the log when the loop is built.
+
+    Args:
+        last_turn: the number of the last turn started in the session (0 if none).
+        request: what this loop instance has logged about its requests.
+        pairing: the incremental provider pairing check run on each request's messages.
+    """
+
+    last_turn: int
+    request: RequestState
+    pairing: PairingCheck = field(default_factory=PairingCheck)
+
+    @classmethod
+    def of_log(cls, session: Session) -> LoopState:
+        """Return the state a loop over `session` starts with (its log read backwards once)."""
+        last_turn, header, context = _scan_log(session)
+        return cls(last_turn=last_turn, request=RequestState(header=header, context=context))
+
+
+@dataclass(frozen=True)
+class TurnDeps:
+    """The things a turn and its steps depend on; the loop builds them when a turn opens.
+
+    Args:
+        session: the live session.
+        model: the model to request.
+        registry: the tools the model may call.
+        pipeline: prepares, dispatches and finalizes each tool call.
+        config: the loop's options.
+        hooks: the loop-level hooks.
+        inbox: the pending user messages.
+        workspace: the directory tools are confined to (in the default system prompt).
+        durability: makes the log durable at the step's boundaries.
+        steering: what hooks may do to the loop (`StepContext.loop`).
+    """
+
+    session: Session
+    model: Model
+    registry: ToolRegistry
+    pipeline: ToolPipeline
+    config: LoopConfig
+    hooks: LoopHooks
+    inbox: Inbox
+    workspace: Path
+    durability: LogDurability
+    steering: Steering
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """Inputs of a step that stay fixed for the turn.
+
+    Args:
+        turn: the open turn.
+        signal: the turn's cancellation signal.
+        system: the system prompt ("" for none).
+        tools: the tool schemas sent with each request.
+        jitter: the uniform `[0, 1)` source of the retry backoff's jitter.
+    """
+
+    turn: int
+    signal: CancelSignal
+    system: str
+    tools: Sequence[ToolSchema]
+    jitter: Callable[[], float] = random.random
+
+
+def _scan_log(session: Session) -> tuple[int, dict[str, Any] | None, dict[str, Any] | None]:
+    """Return the last `turn/start` number and the latest request header and context."""
+    last_turn = 0
+    header: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
+    for event in reversed(session.events):
+        if event.type == TURN_START and last_turn == 0:
+            last_turn = int(event.data.get("turn", 0))
+        elif event.type == REQUEST_HEADER and header is None:
+            header = event.data.get("header")
+        elif event.type == REQUEST_CONTEXT and context is None:
+            context = event.data
+        if last_turn and header is not None and context is not None:
+            break
+    return last_turn, header, context
