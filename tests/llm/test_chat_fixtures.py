@@ -21,8 +21,8 @@ import pytest
 
 from duraloop.llm import BlockAssembler, ModelRequest, OpenAIChatModel, StreamChunk, ToolSchema
 from duraloop.llm._chat_completions import ChatCompletionsModel
-from duraloop.llm._deepseek import DeepSeekChatModel
-from duraloop.llm._openai_stream import ChunkTranslator
+from duraloop.llm._chat_completions import DeepSeekChatModel
+from duraloop.llm._chat_completions._stream import ChunkTranslator
 from duraloop.log._messages import Message, assistant_message, tool_result_message, user_message
 
 from ._wire_chat import Raw, WireChatServer

@@ -28,11 +28,11 @@ from __future__ import annotations
 from functools import partial
 from typing import Final
 
-from ..errors import ConfigError
-from ..log._json import JsonObject
-from ._chat_completions import ChatCompletionsModel
-from ._openai_request import ReasoningEcho, body_options
-from ._options import validate_adapter_options
+from ...errors import ConfigError
+from ...log._json import JsonObject
+from .._options import validate_adapter_options
+from ._request import ReasoningEcho, body_options
+from ._transport import ChatCompletionsModel
 
 DEEPSEEK_BASE_URL: Final = "https://api.deepseek.com"
 DEEPSEEK_EFFORTS: Final = ("off", "low", "high", "max")

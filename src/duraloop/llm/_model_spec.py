@@ -239,14 +239,14 @@ class _Options(TypedDict, total=False):
 def _construct(provider: str, model: str, *, api_key: str, options: _Options) -> Model:
     """Import the provider's adapter (deferred: the SDKs are slow to import) and build it."""
     if provider == "openai":
-        from ._openai import OpenAIChatModel
+        from ._chat_completions._openai import OpenAIChatModel
 
         return OpenAIChatModel(model, api_key=api_key, **options)
     if provider == "deepseek":
-        from ._deepseek import DeepSeekChatModel
+        from ._chat_completions._deepseek import DeepSeekChatModel
 
         return DeepSeekChatModel(model, api_key=api_key, **options)
-    from ._anthropic import AnthropicMessagesModel
+    from ._anthropic._model import AnthropicMessagesModel
 
     return AnthropicMessagesModel(model, api_key=api_key, **options)
 

@@ -41,11 +41,11 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 import msgspec
 
-from ..errors import LlmError
-from ..log._json import JsonObject
-from ._activity import note_stream_activity
-from ._chunks import StreamChunk
-from ._errors import (
+from ...errors import LlmError
+from ...log._json import JsonObject
+from .._activity import note_stream_activity
+from .._chunks import StreamChunk
+from .._errors import (
     EMPTY_RESPONSE,
     MALFORMED_RESPONSE,
     STREAM_CLOSED,
@@ -55,11 +55,11 @@ from ._errors import (
     code_for_status,
     parse_retry_after_ms,
 )
-from ._model import ModelRequest
-from ._openai_request import ReasoningEcho, RequestEncoder
-from ._openai_stream import ChunkTranslator, stream_error
-from ._redact import SecretRedactor, redacted_stream
-from ._sse import SseComment, SseEvent, SseParser
+from .._model import ModelRequest
+from .._redact import SecretRedactor, redacted_stream
+from .._sse import SseComment, SseEvent, SseParser
+from ._request import ReasoningEcho, RequestEncoder
+from ._stream import ChunkTranslator, stream_error
 
 if TYPE_CHECKING:
     import httpx2

@@ -19,10 +19,10 @@ from __future__ import annotations
 from functools import partial
 from typing import Final
 
-from ..errors import ConfigError
-from ._chat_completions import ChatCompletionsModel
-from ._openai_request import body_options
-from ._options import validate_adapter_options
+from ...errors import ConfigError
+from .._options import validate_adapter_options
+from ._request import body_options
+from ._transport import ChatCompletionsModel
 
 OPENAI_BASE_URL: Final = "https://api.openai.com/v1"
 OPENAI_EFFORTS: Final = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
