@@ -20,8 +20,7 @@ from typing import Any
 import pytest
 
 from duraloop.llm import BlockAssembler, ModelRequest, OpenAIChatModel, StreamChunk, ToolSchema
-from duraloop.llm._chat_completions import ChatCompletionsModel
-from duraloop.llm._chat_completions import DeepSeekChatModel
+from duraloop.llm._chat_completions import ChatCompletionsModel, DeepSeekChatModel
 from duraloop.llm._chat_completions._stream import ChunkTranslator
 from duraloop.log._messages import Message, assistant_message, tool_result_message, user_message
 

@@ -20,10 +20,9 @@ import pytest
 
 from duraloop.errors import LlmError, WirePairingError
 from duraloop.llm import ModelRequest, OpenAIChatModel, ToolSchema
+from duraloop.llm._chat_completions import ChatCompletionsModel, DeepSeekChatModel
 from duraloop.llm._chat_completions import _pairing as _wire_pairing
 from duraloop.llm._chat_completions import _request as _openai_request
-from duraloop.llm._chat_completions import ChatCompletionsModel
-from duraloop.llm._chat_completions import DeepSeekChatModel
 from duraloop.llm._chat_completions._request import convert_message
 from duraloop.log._json import JsonObject
 from duraloop.log._messages import Message, assistant_message, tool_result_message, user_message

@@ -18,8 +18,8 @@ import pytest
 
 from duraloop.errors import ConfigError
 from duraloop.llm import Model, ScriptedModel, _model_spec, parse_model_spec
-from duraloop.llm._replay import ReplayModel
 from duraloop.llm._model_spec import ProviderSettings, setting_problem, spec_problem
+from duraloop.llm._replay import ReplayModel
 from duraloop.log import Event, Session, assistant_message, user_message
 
 FORMS = ("scripted:PATH", "replay:PATH", "openai:MODEL", "deepseek:MODEL", "anthropic:MODEL")

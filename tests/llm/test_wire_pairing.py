@@ -23,9 +23,15 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from duraloop.errors import PairingError, WirePairingError
-from duraloop.llm import ModelRequest, StreamChunk, failure_from_exception, stream_chunks
+from duraloop.llm import (
+    ModelRequest,
+    StreamChunk,
+    check_anthropic_messages,
+    check_chat_completions_messages,
+    failure_from_exception,
+    stream_chunks,
+)
 from duraloop.llm._retry import RetryPolicy
-from duraloop.llm import check_anthropic_messages, check_chat_completions_messages
 from duraloop.log import (
     ASSISTANT_CONTENT_MISSING,
     DUPLICATE_TOOL_CALL_ID,
