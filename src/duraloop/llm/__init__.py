@@ -26,10 +26,10 @@ from ._chunks import text_delta as text_delta
 from ._chunks import tool_call_delta as tool_call_delta
 from ._chunks import usage_chunk as usage_chunk
 from ._errors import code_for_status as code_for_status
-from ._errors import failure_from_exception as failure_from_exception
 from ._errors import is_context_window_exceeded as is_context_window_exceeded
 from ._errors import is_quota_exceeded as is_quota_exceeded
 from ._errors import parse_retry_after_ms as parse_retry_after_ms
+from ._failure import failure_from_exception as failure_from_exception
 from ._model import Model as Model
 from ._model import ModelRequest as ModelRequest
 from ._model import ToolSchema as ToolSchema
