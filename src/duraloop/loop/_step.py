@@ -355,13 +355,7 @@ def _last_retry_of_chain(
 
 def _llm_error(failure: dict[str, Any]) -> LlmError:
     """Rebuild the `LlmError` carrying a failed attempt's `LlmFailure` verbatim."""
-    return LlmError(
-        str(failure.get("message", "model request failed")),
-        code=str(failure.get("code", UNKNOWN)),
-        status=failure.get("status"),
-        provider_retry_after_ms=failure.get("providerRetryAfterMs"),
-        request_id=failure.get("requestId"),
-    )
+    return LlmError.from_failure(failure)
 
 
 def _append_interrupted(

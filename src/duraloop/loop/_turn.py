@@ -13,15 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..errors import LlmError
 from ..llm import ToolSchema
+from ..llm._failure import turn_failure
 from ..log import Message, Session
 from ..log._vocabulary import (
     REASON_ABORTED,
@@ -80,14 +79,7 @@ def failure_of(exc: BaseException) -> dict[str, Any]:
     Returns:
         An `LlmError`'s failure verbatim, else `{message: the exception chain, code: UNKNOWN}`.
     """
-    if isinstance(exc, LlmError):
-        return exc.failure()
-    chain = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    cause = exc.__cause__
-    while cause is not None:
-        chain += " <- " + "".join(traceback.format_exception_only(type(cause), cause)).strip()
-        cause = cause.__cause__
-    return {"message": chain, "code": "UNKNOWN"}
+    return turn_failure(exc)
 
 
 class Turn:
