@@ -28,7 +28,7 @@ from ...log._json import JsonObject
 from .._chunks import StreamChunk
 from .._errors import MALFORMED_RESPONSE, UNSUPPORTED_OPTION
 from .._model import ModelRequest
-from .._options import validate_adapter_options
+from .._options import DEFAULT_TIMEOUT_SECONDS, AdapterOptions
 from .._redact import SecretRedactor, redacted_stream
 from .._tool_ids import ANTHROPIC_IDS, ToolIdMap
 from ._convert import MessageConverter
@@ -91,17 +91,17 @@ class AnthropicMessagesModel:
         *,
         api_key: str,
         base_url: str | None = None,
-        timeout_seconds: float = 600,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         max_tokens: int | None = None,
         reasoning_effort: str | None = None,
     ) -> None:
-        key = validate_adapter_options(
-            label="Anthropic",
+        options = AdapterOptions(
             api_key=api_key,
-            model=model,
+            base_url=base_url,
             timeout_seconds=timeout_seconds,
             max_tokens=max_tokens,
-        )
+            reasoning_effort=reasoning_effort,
+        ).checked(label="Anthropic", model=model)
         if reasoning_effort is not None and reasoning_effort not in REASONING_EFFORTS:
             raise ConfigError(
                 f"unknown reasoning effort {reasoning_effort!r} for anthropic; use one of "
@@ -123,16 +123,19 @@ class AnthropicMessagesModel:
 
         self.provider = "anthropic"
         self.model = model
-        self._base_url = base_url or DEFAULT_BASE_URL
-        self._max_tokens = max_tokens
+        self._base_url = options.base_url or DEFAULT_BASE_URL
+        self._max_tokens = options.max_tokens
         self._budget = budget
         self._warned_temperature = False
         self._client = anthropic.AsyncAnthropic(
-            api_key=key, base_url=self._base_url, max_retries=0, timeout=timeout_seconds
+            api_key=options.api_key,
+            base_url=self._base_url,
+            max_retries=0,
+            timeout=options.timeout_seconds,
         )
         self._stream_cls: type[anthropic.AsyncStream[object]] = anthropic.AsyncStream[object]
         self._encoder = self._new_encoder()
-        self._redactor = SecretRedactor([key], base_url=self._base_url)
+        self._redactor = SecretRedactor([options.api_key], base_url=self._base_url)
 
     def _new_encoder(self) -> MessagesEncoder:
         converter = MessageConverter(self.provider, self.model, ToolIdMap(ANTHROPIC_IDS))

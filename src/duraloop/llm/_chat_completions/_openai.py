@@ -20,7 +20,7 @@ from functools import partial
 from typing import Final
 
 from ...errors import ConfigError
-from .._options import validate_adapter_options
+from .._options import DEFAULT_TIMEOUT_SECONDS, AdapterOptions
 from ._request import body_options
 from ._transport import ChatCompletionsModel
 
@@ -57,17 +57,17 @@ class OpenAIChatModel(ChatCompletionsModel):
         *,
         api_key: str,
         base_url: str | None = None,
-        timeout_seconds: float = 600,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         max_tokens: int | None = None,
         reasoning_effort: str | None = None,
     ) -> None:
-        key = validate_adapter_options(
-            label="OpenAI",
+        options = AdapterOptions(
             api_key=api_key,
-            model=model,
+            base_url=base_url,
             timeout_seconds=timeout_seconds,
             max_tokens=max_tokens,
-        )
+            reasoning_effort=reasoning_effort,
+        ).checked(label="OpenAI", model=model)
         if reasoning_effort is not None and reasoning_effort not in OPENAI_EFFORTS:
             raise ConfigError(
                 f"unknown OpenAI reasoning effort {reasoning_effort!r}; use one of "
@@ -79,14 +79,13 @@ class OpenAIChatModel(ChatCompletionsModel):
             model,
             provider="openai",
             label="OpenAI",
-            api_key=key,
-            base_url=base_url or OPENAI_BASE_URL,
-            timeout_seconds=timeout_seconds,
+            options=options,
+            default_base_url=OPENAI_BASE_URL,
             echo="never",
-            options=partial(
+            body_options=partial(
                 body_options,
                 extra=extra,
                 max_tokens_field="max_completion_tokens",
-                default_max_tokens=max_tokens,
+                default_max_tokens=options.max_tokens,
             ),
         )

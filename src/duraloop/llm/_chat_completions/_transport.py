@@ -47,6 +47,7 @@ from .._activity import note_stream_activity
 from .._chunks import StreamChunk
 from .._errors import EMPTY_RESPONSE, MALFORMED_RESPONSE, STREAM_CLOSED, UNKNOWN
 from .._model import ModelRequest
+from .._options import AdapterOptions
 from .._redact import SecretRedactor, redacted_stream
 from .._sse import SseComment, SseEvent, SseParser
 from ._errors import map_openai_errors, map_read_errors, request_id_of
@@ -69,18 +70,19 @@ _POST_OPTIONS: Final[Any] = {
 class ChatCompletionsModel:
     """A model behind a Chat Completions endpoint: the transport both dialects share.
 
-    Subclasses (`OpenAIChatModel`, `DeepSeekChatModel`) validate their options, then call
+    Subclasses (`OpenAIChatModel`, `DeepSeekChatModel`) check their options, then call
     this constructor with the body options of their dialect.
 
     Args:
         model: the provider's model id, sent verbatim.
         provider: the route recorded in message sources (`openai`, `deepseek`).
         label: the provider's display name, for messages.
-        api_key: the validated API key.
-        base_url: the API root (the request goes to `<base_url>/chat/completions`).
-        timeout_seconds: the SDK's timeout for connecting and for each read, in seconds.
+        options: the checked adapter options; `base_url` is the API root (the request goes
+            to `<base_url>/chat/completions`) and `timeout_seconds` the SDK's timeout for
+            connecting and for each read.
+        default_base_url: the API root when `options.base_url` is None.
         echo: how assistant reasoning goes back (`ReasoningEcho`).
-        options: builds the body keys after `messages` (see `RequestEncoder`).
+        body_options: builds the body keys after `messages` (see `RequestEncoder`).
 
     Attributes:
         last_activity_seconds: the event-loop clock (`anyio.current_time()`), in seconds,
@@ -93,16 +95,16 @@ class ChatCompletionsModel:
         *,
         provider: str,
         label: str,
-        api_key: str,
-        base_url: str,
-        timeout_seconds: float,
+        options: AdapterOptions,
+        default_base_url: str,
         echo: ReasoningEcho,
-        options: Callable[[ModelRequest], JsonObject],
+        body_options: Callable[[ModelRequest], JsonObject],
     ) -> None:
         # Deferred to here: the SDK costs about 1 s to import.
         import httpx2
         import openai
 
+        api_key, base_url = options.api_key, options.base_url or default_base_url
         self.provider = provider
         self.model = model
         self.base_url = base_url
@@ -111,9 +113,9 @@ class ChatCompletionsModel:
         self._openai = openai
         self._httpx = httpx2
         self._client = openai.AsyncOpenAI(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_seconds
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=options.timeout_seconds
         )
-        self._encoder = RequestEncoder(model, provider=provider, echo=echo, options=options)
+        self._encoder = RequestEncoder(model, provider=provider, echo=echo, options=body_options)
         self._redactor = SecretRedactor([api_key], base_url=base_url)
 
     async def aclose(self) -> None:
