@@ -1,8 +1,8 @@
 """The DeepSeek adapter: DeepSeek's Chat Completions dialect (llm-spec 2.1, 3.3, 6).
 
-Built on the shared Chat Completions transport (`_chat_completions`: the official `openai`
+Built on the shared Chat Completions transport (`_transport`: the official `openai`
 SDK's client with retries off, a spec-strict SSE read that sees `[DONE]`, exact error
-mapping) and the shared request encoder (`_openai_request`). What is DeepSeek's own:
+mapping) and the shared request encoder (`_request`). What is DeepSeek's own:
 
 - Thinking and effort (llm-spec 2.1 mapping table; DeepSeek's "Thinking Mode" guide):
   effort `off` sends `thinking: {type: disabled}` and no `reasoning_effort`; `low`,

@@ -1,8 +1,8 @@
 """The OpenAI Chat Completions adapter (OpenAI, and servers that speak its dialect).
 
-Built on the shared Chat Completions transport (`_chat_completions`: the official `openai`
+Built on the shared Chat Completions transport (`_transport`: the official `openai`
 SDK's client with retries off, raw SSE read, exact error mapping) and the shared request
-encoder (`_openai_request`). What is OpenAI's own:
+encoder (`_request`). What is OpenAI's own:
 
 - `reasoning_effort` is OpenAI's native body parameter; the accepted values are those the
   Chat Completions reference lists: `none`, `minimal`, `low`, `medium`, `high`, `xhigh`,
