@@ -26,6 +26,9 @@ DuraloopError
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 __all__ = [
     "AppendConflictError",
     "ConfigError",
@@ -307,6 +310,7 @@ class LlmError(DuraloopError):
     """
 
     RETRYABLE_CODES = frozenset({"EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"})
+    """The codes retried by default (llm-spec 1.9); the one spelling (`RetryPolicy` uses it)."""
 
     def __init__(
         self,
@@ -340,6 +344,26 @@ class LlmError(DuraloopError):
         if self.request_id is not None:
             out["requestId"] = self.request_id
         return out
+
+    @classmethod
+    def from_failure(cls, failure: Mapping[str, Any]) -> LlmError:
+        """Rebuild the error a recorded `LlmFailure` describes (the inverse of `failure()`).
+
+        Args:
+            failure: `{message, code, status?, providerRetryAfterMs?, requestId?}`; a missing
+                message reads `model request failed`, a missing code `UNKNOWN`.
+
+        Returns:
+            An `LlmError` whose `failure()` is the record (its keys in the order above);
+            `retryable` defaults from the code.
+        """
+        return cls(
+            str(failure.get("message", "model request failed")),
+            code=str(failure.get("code", "UNKNOWN")),
+            status=failure.get("status"),
+            provider_retry_after_ms=failure.get("providerRetryAfterMs"),
+            request_id=failure.get("requestId"),
+        )
 
 
 class ToolError(DuraloopError):

@@ -18,8 +18,8 @@ import pytest
 
 from duraloop.cli._config import build_model, config_path, load_config, read_replay_log
 from duraloop.errors import ConfigError, UsageError
-from duraloop.llm import ScriptedModel, _spec
-from duraloop.llm._spec import ProviderSettings
+from duraloop.llm import ScriptedModel, _model_spec
+from duraloop.llm._model_spec import ProviderSettings
 
 from ._support import Cli, clean_env, ok, session_id_of
 
@@ -137,7 +137,7 @@ def test_build_model_merges_flags_environment_and_config(tmp_path: Path, monkeyp
         seen.append((provider, model, api_key, options))
         return ScriptedModel([])
 
-    monkeypatch.setattr(_spec, "_construct", construct)
+    monkeypatch.setattr(_model_spec, "_construct", construct)
     env = _home(tmp_path, EXAMPLE) | {"MY_DEEPSEEK_KEY": "sk-mine", "DEEPSEEK_API_KEY": "sk-not-this"}
     build_model(None, env=env)
     assert seen[-1] == ("deepseek", "deepseek-chat", "sk-mine", {

@@ -9,7 +9,7 @@ not JSON, a stall (the server stops writing until the test ends), and a connecti
 
 Every request is validated by `request_violations`, an independent reading of the API's
 rules (llm-spec 3.2, plus the thinking and empty-text rules of the API's own 400s), not
-duraloop's `_wire_pairing`. A violation is recorded, answered with a 400 like the real
+duraloop's pairing views. A violation is recorded, answered with a 400 like the real
 API's, and fails the test in the fixture's teardown unless the test takes it with
 `take_violations()`.
 """

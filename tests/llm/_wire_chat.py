@@ -6,7 +6,7 @@ stall), ended by `[DONE]`, by a clean close without it, or by a connection reset
 error with a provider-style body; or a reset before any response. A real socket, not a
 mock, so the SDK's transport and duraloop's SSE reader are the ones users get.
 
-Every request is validated, independently of duraloop's own `_wire_pairing`, against the
+Every request is validated, independently of duraloop's own pairing views, against the
 Chat Completions pairing rule (llm-spec 3.1) and, for the DeepSeek dialect, the thinking
 mode rules (3.3): a request that breaks one is recorded in `violations` and answered with
 the provider's 400, and `stop()` fails the test unless the test took the violations.

@@ -21,7 +21,7 @@ import pytest
 
 from duraloop.llm import BlockAssembler, ModelRequest, StreamChunk, ToolSchema
 from duraloop.llm._anthropic import AnthropicMessagesModel
-from duraloop.llm._anthropic_stream import EventTranslator
+from duraloop.llm._anthropic._stream import EventTranslator
 from duraloop.log._messages import Message, tool_result_message, user_message
 
 from ._wire_anthropic import AnthropicWireServer, Reply, message_events, parse_sse, text_reply

@@ -15,7 +15,8 @@ import pytest
 
 from duraloop.errors import LlmError
 from duraloop.llm import BlockAssembler, StreamChunk
-from duraloop.llm._anthropic_stream import EventTranslator, stream_error_code
+from duraloop.llm._anthropic._errors import stream_error_code
+from duraloop.llm._anthropic._stream import EventTranslator
 
 from ._wire_anthropic import (
     message_end,

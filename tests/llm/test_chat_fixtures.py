@@ -20,9 +20,8 @@ from typing import Any
 import pytest
 
 from duraloop.llm import BlockAssembler, ModelRequest, OpenAIChatModel, StreamChunk, ToolSchema
-from duraloop.llm._chat_completions import ChatCompletionsModel
-from duraloop.llm._deepseek import DeepSeekChatModel
-from duraloop.llm._openai_stream import ChunkTranslator
+from duraloop.llm._chat_completions import ChatCompletionsModel, DeepSeekChatModel
+from duraloop.llm._chat_completions._stream import ChunkTranslator
 from duraloop.log._messages import Message, assistant_message, tool_result_message, user_message
 
 from ._wire_chat import Raw, WireChatServer

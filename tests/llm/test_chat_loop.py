@@ -23,8 +23,7 @@ import pytest
 
 from duraloop.errors import LlmError, ToolError
 from duraloop.llm import OpenAIChatModel, RetryPolicy
-from duraloop.llm._chat_completions import ChatCompletionsModel
-from duraloop.llm._deepseek import DeepSeekChatModel
+from duraloop.llm._chat_completions import ChatCompletionsModel, DeepSeekChatModel
 from duraloop.log import Session
 from duraloop.loop import AgentLoop, LoopConfig, TurnResult, resume_session, start_session
 from duraloop.store import JsonlStore, MemoryStore

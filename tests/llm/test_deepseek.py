@@ -19,7 +19,7 @@ import pytest
 
 from duraloop.errors import ConfigError, LlmError
 from duraloop.llm import BlockAssembler, ModelRequest, StreamChunk, ToolSchema
-from duraloop.llm._deepseek import DeepSeekChatModel
+from duraloop.llm._chat_completions import DeepSeekChatModel
 from duraloop.log._messages import (
     Message,
     assistant_message,

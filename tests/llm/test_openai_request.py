@@ -19,10 +19,14 @@ from typing import Any
 import pytest
 
 from duraloop.errors import LlmError, WirePairingError
-from duraloop.llm import ModelRequest, OpenAIChatModel, ToolSchema, _openai_request, _wire_pairing
-from duraloop.llm._chat_completions import ChatCompletionsModel
-from duraloop.llm._deepseek import DeepSeekChatModel
-from duraloop.llm._openai_request import convert_message
+from duraloop.llm import ModelRequest, OpenAIChatModel, ToolSchema
+from duraloop.llm._chat_completions import (
+    ChatCompletionsModel,
+    DeepSeekChatModel,
+    _pairing,
+    _request,
+)
+from duraloop.llm._chat_completions._request import convert_message
 from duraloop.log._json import JsonObject
 from duraloop.log._messages import Message, assistant_message, tool_result_message, user_message
 
@@ -62,7 +66,7 @@ class _Counter:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.ids: list[str] = []
         self.checked: list[int] = []
-        check = _wire_pairing.check_chat_completions_messages
+        check = _pairing.check_chat_completions_messages
 
         def converting(message: Message, **options: Any) -> list[JsonObject]:
             self.ids.append(message["id"])
@@ -72,8 +76,8 @@ class _Counter:
             self.checked.append(len(messages))
             check(messages, provider=provider)
 
-        monkeypatch.setattr(_openai_request, "convert_message", converting)
-        monkeypatch.setattr(_openai_request, "check_chat_completions_messages", checking)
+        monkeypatch.setattr(_request, "convert_message", converting)
+        monkeypatch.setattr(_request, "check_chat_completions_messages", checking)
 
     def take(self) -> list[str]:
         ids, self.ids, self.checked = self.ids, [], []

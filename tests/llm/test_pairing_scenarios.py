@@ -35,12 +35,15 @@ from conformance._builders import (
     call,
     txt,
 )
-from duraloop.llm import ModelRequest, ToolSchema
+from duraloop.llm import (
+    ModelRequest,
+    ToolSchema,
+    check_anthropic_messages,
+    check_chat_completions_messages,
+)
 from duraloop.llm._anthropic import AnthropicMessagesModel
-from duraloop.llm._deepseek import DeepSeekChatModel
-from duraloop.llm._openai import OpenAIChatModel
+from duraloop.llm._chat_completions import DeepSeekChatModel, OpenAIChatModel
 from duraloop.llm._tool_ids import ANTHROPIC_IDS, CHAT_COMPLETIONS_IDS, ToolIdRule, wire_tool_id
-from duraloop.llm._wire_pairing import check_anthropic_messages, check_chat_completions_messages
 from duraloop.log import (
     Message,
     Session,

@@ -1,7 +1,7 @@
 """The wire server's own request validator catches what a provider rejects (llm-spec 3.1, 3.3).
 
 The adapter tests rely on the server failing them when a request is invalid; this pins that
-the validator (independent of duraloop's `_wire_pairing`) does fail, one rule at a time,
+the validator (independent of duraloop's pairing views) does fail, one rule at a time,
 and that the server answers such a request with a 400 and fails its test at `stop()`.
 """
 

@@ -23,9 +23,16 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from duraloop.errors import PairingError, WirePairingError
-from duraloop.llm import ModelRequest, StreamChunk, failure_from_exception, stream_chunks
+from duraloop.llm import (
+    ModelRequest,
+    StreamChunk,
+    check_anthropic_messages,
+    check_chat_completions_messages,
+    failure_from_exception,
+    stream_chunks,
+)
 from duraloop.llm._retry import RetryPolicy
-from duraloop.llm._wire_pairing import (
+from duraloop.log import (
     ASSISTANT_CONTENT_MISSING,
     DUPLICATE_TOOL_CALL_ID,
     DUPLICATE_TOOL_RESULT,
@@ -34,8 +41,6 @@ from duraloop.llm._wire_pairing import (
     TOOL_RESULTS_NOT_FIRST,
     UNANSWERED_TOOL_CALL,
     UNEXPECTED_TOOL_RESULT,
-    check_anthropic_messages,
-    check_chat_completions_messages,
 )
 
 JsonMessage = dict[str, Any]

@@ -13,6 +13,10 @@ import pytest
 
 from duraloop.errors import PairingError
 from duraloop.log import (
+    DUPLICATE_TOOL_RESULT,
+    TOOL_RESULT_ORDER,
+    UNEXPECTED_TOOL_RESULT,
+    CallGroup,
     Message,
     assistant_message,
     check_pairing,
@@ -74,3 +78,32 @@ def test_user_message_between_call_and_result_is_rejected() -> None:
 def test_assistant_message_between_call_and_result_is_rejected() -> None:
     with pytest.raises(PairingError, match="unanswered before message 1"):
         check_pairing([asks("a"), asks(text="again"), answer("a")])
+
+
+# The rule engine the derived-history check and both wire dialect views share.
+
+
+def test_call_group_answers_calls_in_call_order_and_names_each_broken_rule() -> None:
+    group = CallGroup()
+    group.open(3)
+    assert [group.add_call(c) for c in ("a", "b", "c")] == [True, True, True]
+    assert (group.owner, group.pending, group.due) == (3, True, "a")
+    assert group.answer("b") == TOOL_RESULT_ORDER  # a rule broken changes nothing
+    assert group.answer("x") == UNEXPECTED_TOOL_RESULT
+    assert group.answer("a") is None
+    assert group.answer("a") == DUPLICATE_TOOL_RESULT
+    assert (group.answered, group.missing()) == (1, ["b", "c"])
+    assert group.answer("b") is None and group.answer("c") is None
+    assert not group.pending and group.missing() == []
+
+
+def test_call_group_keeps_repeated_and_missing_ids_of_a_foreign_log() -> None:
+    group = CallGroup()
+    group.open(0)
+    assert group.add_call("a") and not group.add_call("a")
+    assert group.add_call(None)
+    assert group.answer("a") is None and group.answer("a") is None
+    assert (group.due, group.answer("a")) == (None, DUPLICATE_TOOL_RESULT)
+    group.open(-1)
+    assert (group.calls, group.owner, group.pending) == ([], -1, False)
+    assert group.answer("a") == UNEXPECTED_TOOL_RESULT

@@ -35,7 +35,7 @@ from typing import Any, Final
 
 from ..errors import ConfigError, UsageError
 from ..llm import Model
-from ..llm._spec import (
+from ..llm._model_spec import (
     PROVIDERS,
     SPEC_FORMS,
     ProviderSettings,

@@ -3,7 +3,11 @@
 from ._activity import note_stream_activity as note_stream_activity
 from ._activity import watching_stream_activity as watching_stream_activity
 from ._anthropic import AnthropicMessagesModel as AnthropicMessagesModel
+from ._anthropic import check_anthropic_messages as check_anthropic_messages
 from ._assembler import BlockAssembler as BlockAssembler
+from ._chat_completions import DeepSeekChatModel as DeepSeekChatModel
+from ._chat_completions import OpenAIChatModel as OpenAIChatModel
+from ._chat_completions import check_chat_completions_messages as check_chat_completions_messages
 from ._chunks import BlockEndChunk as BlockEndChunk
 from ._chunks import BlockStartChunk as BlockStartChunk
 from ._chunks import FinishChunk as FinishChunk
@@ -21,30 +25,26 @@ from ._chunks import reasoning_delta as reasoning_delta
 from ._chunks import text_delta as text_delta
 from ._chunks import tool_call_delta as tool_call_delta
 from ._chunks import usage_chunk as usage_chunk
-from ._deepseek import DeepSeekChatModel as DeepSeekChatModel
 from ._errors import code_for_status as code_for_status
-from ._errors import failure_from_exception as failure_from_exception
 from ._errors import is_context_window_exceeded as is_context_window_exceeded
 from ._errors import is_quota_exceeded as is_quota_exceeded
 from ._errors import parse_retry_after_ms as parse_retry_after_ms
+from ._failure import failure_from_exception as failure_from_exception
 from ._model import Model as Model
 from ._model import ModelRequest as ModelRequest
 from ._model import ToolSchema as ToolSchema
 from ._model import stream_chunks as stream_chunks
-from ._openai import OpenAIChatModel as OpenAIChatModel
+from ._model_spec import ProviderSettings as ProviderSettings
+from ._model_spec import parse_model_spec as parse_model_spec
 from ._replay import RecordedResponse as RecordedResponse
 from ._replay import ReplayModel as ReplayModel
 from ._retry import RetryPolicy as RetryPolicy
 from ._scripted import ScriptedModel as ScriptedModel
-from ._spec import ProviderSettings as ProviderSettings
-from ._spec import parse_model_spec as parse_model_spec
 from ._tool_ids import ANTHROPIC_IDS as ANTHROPIC_IDS
 from ._tool_ids import CHAT_COMPLETIONS_IDS as CHAT_COMPLETIONS_IDS
 from ._tool_ids import ToolIdMap as ToolIdMap
 from ._tool_ids import ToolIdRule as ToolIdRule
 from ._tool_ids import wire_tool_id as wire_tool_id
-from ._wire_pairing import check_anthropic_messages as check_anthropic_messages
-from ._wire_pairing import check_chat_completions_messages as check_chat_completions_messages
 
 __all__ = [
     "ANTHROPIC_IDS",

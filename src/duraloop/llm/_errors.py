@@ -11,9 +11,6 @@ import re
 import time
 from typing import Final
 
-from ..errors import LlmError, PairingError
-from ..log._json import JsonObject
-
 RATE_LIMIT: Final = "RATE_LIMIT"
 SERVER: Final = "SERVER"
 AUTH: Final = "AUTH"
@@ -187,24 +184,3 @@ def parse_retry_after_ms(value: str | None, *, now_seconds: float | None = None)
     delay_ms = int((when.timestamp() - now) * 1000)
     return delay_ms if delay_ms > 0 else None
 
-
-def failure_from_exception(exc: BaseException) -> JsonObject:
-    """Normalise a raised value into an `LlmFailure` JSON object (llm-spec 1.8).
-
-    Args:
-        exc: the exception raised by an adapter.
-
-    Returns:
-        `exc.failure()` for an `LlmError`; `{"message", "code": "PAIRING_VIOLATION"}` for a
-        `PairingError` (a `WirePairingError` raised by an adapter's pre-send check: nothing
-        was sent, and since the same history gives the same payload, the code is outside
-        the retryable set); otherwise `{"message", "code": "UNKNOWN"}` where the message is
-        the exception text (or its type name when the text is empty). Third party codes are
-        not trusted as taxonomy.
-    """
-    if isinstance(exc, LlmError):
-        return exc.failure()
-    if isinstance(exc, PairingError):
-        return {"message": str(exc), "code": PAIRING_VIOLATION}
-    message = str(exc) or f"LLM adapter failed ({type(exc).__name__})"
-    return {"message": message, "code": UNKNOWN}

@@ -14,18 +14,19 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Final, Literal, TypeAlias
 
-from ..errors import ConfigError
-from ._errors import EMPTY_RESPONSE, RATE_LIMIT, SERVER, TIMEOUT, TRANSPORT
+from ..errors import ConfigError, LlmError
+from ._errors import PAIRING_VIOLATION
 
 RetryMode: TypeAlias = Literal["normal", "always"]
 RETRY_NORMAL: Final = "normal"
 RETRY_ALWAYS: Final = "always"
-NEVER_RETRIED_CODES: Final = frozenset({"PAIRING_VIOLATION"})
+NEVER_RETRIED_CODES: Final = frozenset({PAIRING_VIOLATION})
 """Codes no mode retries: the request itself is wrong (a pairing violation found before
 sending is a duraloop bug), so sending it again would fail the same way, forever."""
 
-DEFAULT_RETRYABLE_CODES: Final = frozenset({EMPTY_RESPONSE, RATE_LIMIT, SERVER, TIMEOUT, TRANSPORT})
-"""The codes the normal mode retries by default (llm-spec 1.9)."""
+DEFAULT_RETRYABLE_CODES: Final = LlmError.RETRYABLE_CODES
+"""The codes the normal mode retries by default (llm-spec 1.9): `EMPTY_RESPONSE`,
+`RATE_LIMIT`, `SERVER`, `TIMEOUT`, `TRANSPORT`, spelled once, in `LlmError`."""
 
 MAX_TIMER_MS: Final = 2**31 - 1
 """The longest delay a policy may name (dsh validates against Node's timer limit)."""

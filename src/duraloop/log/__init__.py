@@ -26,6 +26,15 @@ from ._messages import text_of as text_of
 from ._messages import tool_calls_of as tool_calls_of
 from ._messages import tool_result_message as tool_result_message
 from ._messages import user_message as user_message
+from ._pairing import ASSISTANT_CONTENT_MISSING as ASSISTANT_CONTENT_MISSING
+from ._pairing import DUPLICATE_TOOL_CALL_ID as DUPLICATE_TOOL_CALL_ID
+from ._pairing import DUPLICATE_TOOL_RESULT as DUPLICATE_TOOL_RESULT
+from ._pairing import INVALID_TOOL_CALL_ID as INVALID_TOOL_CALL_ID
+from ._pairing import TOOL_RESULT_ORDER as TOOL_RESULT_ORDER
+from ._pairing import TOOL_RESULTS_NOT_FIRST as TOOL_RESULTS_NOT_FIRST
+from ._pairing import UNANSWERED_TOOL_CALL as UNANSWERED_TOOL_CALL
+from ._pairing import UNEXPECTED_TOOL_RESULT as UNEXPECTED_TOOL_RESULT
+from ._pairing import CallGroup as CallGroup
 from ._pairing import PairingCheck as PairingCheck
 from ._pairing import check_pairing as check_pairing
 from ._pending import PendingCall as PendingCall
@@ -38,7 +47,16 @@ from ._session import now_ms as now_ms
 from ._validate import check_vocabulary as check_vocabulary
 
 __all__ = [
+    "ASSISTANT_CONTENT_MISSING",
+    "DUPLICATE_TOOL_CALL_ID",
+    "DUPLICATE_TOOL_RESULT",
+    "INVALID_TOOL_CALL_ID",
     "SESSION_FORMAT_VERSION",
+    "TOOL_RESULTS_NOT_FIRST",
+    "TOOL_RESULT_ORDER",
+    "UNANSWERED_TOOL_CALL",
+    "UNEXPECTED_TOOL_RESULT",
+    "CallGroup",
     "Event",
     "InvariantChecker",
     "JsonObject",

@@ -12,11 +12,11 @@ from typing import Any
 
 import anyio
 
+from ..errors import LlmError
 from ..llm._retry import RETRY_ALWAYS, RETRY_NORMAL
 from ..log import Session
 from ..log._messages import new_message_id
 from ..log._vocabulary import LLM_RETRY, LLM_RETRY_STARTED, RETRY_ORIGIN_HOOK, STEP_START
-from ._failure import _llm_error
 from ._hooks import HOOK_RETRY
 from ._state import StepSettings, TurnDeps
 
@@ -68,7 +68,7 @@ class StepRetries:
         if action == HOOK_RETRY:  # dsh's checker knows only these modes: the origin is apart
             mode, policy_key = RETRY_ALWAYS, RETRY_ORIGIN_HOOK
         elif policy is None:
-            raise _llm_error(failure)
+            raise LlmError.from_failure(failure)
         else:
             mode, policy_key = policy.mode, policy.policy_key
         previous, retry_id = _last_retry_of_chain(
@@ -80,7 +80,7 @@ class StepRetries:
         else:
             delay_ms = policy.retry_delay_ms(failure, retry=retry, random=settings.jitter)
         if delay_ms is None:
-            raise _llm_error(failure)
+            raise LlmError.from_failure(failure)
         data: dict[str, Any] = {
             "retryId": retry_id, "turn": turn, "step": step, "provider": provider,
             "mode": mode, "policyKey": policy_key, "retry": retry,

@@ -26,7 +26,7 @@ import anyio
 
 from ..llm import BlockAssembler, ModelRequest, stream_chunks
 from ..llm._chunks import FINISH, FINISH_ABORTED, FINISH_ERROR
-from ..llm._errors import UNKNOWN
+from ..llm._failure import unknown_failure
 from ..log import Message, assistant_message, tool_calls_of
 from ..log._vocabulary import (
     ASSISTANT_CHUNK,
@@ -125,7 +125,7 @@ class Step:
             finish = assembler.finish
             if finish["kind"] not in _FAILED_FINISHES:
                 break
-            failure = dict(finish.get("failure") or {"message": "model request failed", "code": UNKNOWN})
+            failure = dict(finish.get("failure") or unknown_failure("model request failed"))
             await retries.retry_or_raise(failure, self.hooks.request_error)
         message = assembler.message(model.provider, model.model)
         data: dict[str, Any] = {"turn": turn, "step": step, "message": message}

@@ -19,6 +19,7 @@ from typing import Any
 import anyio
 
 from ..llm import ToolSchema
+from ..llm._failure import turn_failure, unknown_failure
 from ..log import Message, Session, text_of
 from ..log._vocabulary import (
     REASON_ABORTED,
@@ -30,7 +31,6 @@ from ..log._vocabulary import (
     TURN_START,
 )
 from ..tools import CancelSignal, TurnCancelled
-from ._failure import failure_of
 from ._hooks import Reject, StepContext, call_hook, entering_messages
 from ._prompt import default_system_prompt
 from ._state import LoopState, StepSettings, TurnDeps
@@ -147,8 +147,8 @@ class Turn:
                 # The caller's own cancel scope (or KeyboardInterrupt) stopped the turn.
                 self.reason = {"kind": REASON_ABORTED, "reason": {"kind": "parent"}}
             else:
-                self.reason = {"kind": REASON_ERROR, "error": failure_of(exc)}
-        reason = self.reason or {"kind": REASON_ERROR, "error": {"message": "no reason", "code": "UNKNOWN"}}
+                self.reason = {"kind": REASON_ERROR, "error": turn_failure(exc)}
+        reason = self.reason or {"kind": REASON_ERROR, "error": unknown_failure("no reason")}
         session = self.deps.session
         try:
             session.append(TURN_END, {"turn": self.turn, "reason": reason})

@@ -1,8 +1,8 @@
 """The DeepSeek adapter: DeepSeek's Chat Completions dialect (llm-spec 2.1, 3.3, 6).
 
-Built on the shared Chat Completions transport (`_chat_completions`: the official `openai`
+Built on the shared Chat Completions transport (`_transport`: the official `openai`
 SDK's client with retries off, a spec-strict SSE read that sees `[DONE]`, exact error
-mapping) and the shared request encoder (`_openai_request`). What is DeepSeek's own:
+mapping) and the shared request encoder (`_request`). What is DeepSeek's own:
 
 - Thinking and effort (llm-spec 2.1 mapping table; DeepSeek's "Thinking Mode" guide):
   effort `off` sends `thinking: {type: disabled}` and no `reasoning_effort`; `low`,
@@ -28,11 +28,11 @@ from __future__ import annotations
 from functools import partial
 from typing import Final
 
-from ..errors import ConfigError
-from ..log._json import JsonObject
-from ._chat_completions import ChatCompletionsModel
-from ._openai_request import ReasoningEcho, body_options
-from ._options import validate_adapter_options
+from ...errors import ConfigError
+from ...log._json import JsonObject
+from .._options import DEFAULT_TIMEOUT_SECONDS, AdapterOptions
+from ._request import ReasoningEcho, body_options
+from ._transport import ChatCompletionsModel
 
 DEEPSEEK_BASE_URL: Final = "https://api.deepseek.com"
 DEEPSEEK_EFFORTS: Final = ("off", "low", "high", "max")
@@ -66,17 +66,17 @@ class DeepSeekChatModel(ChatCompletionsModel):
         *,
         api_key: str,
         base_url: str | None = None,
-        timeout_seconds: float = 600,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         max_tokens: int | None = None,
         reasoning_effort: str | None = None,
     ) -> None:
-        key = validate_adapter_options(
-            label="DeepSeek",
+        options = AdapterOptions(
             api_key=api_key,
-            model=model,
+            base_url=base_url,
             timeout_seconds=timeout_seconds,
             max_tokens=max_tokens,
-        )
+            reasoning_effort=reasoning_effort,
+        ).checked(label="DeepSeek", model=model)
         extra: JsonObject
         echo: ReasoningEcho = "always"
         if reasoning_effort is None:
@@ -95,11 +95,10 @@ class DeepSeekChatModel(ChatCompletionsModel):
             model,
             provider="deepseek",
             label="DeepSeek",
-            api_key=key,
-            base_url=base_url or DEEPSEEK_BASE_URL,
-            timeout_seconds=timeout_seconds,
+            options=options,
+            default_base_url=DEEPSEEK_BASE_URL,
             echo=echo,
-            options=partial(
-                body_options, extra=extra, max_tokens_field="max_tokens", default_max_tokens=max_tokens
+            body_options=partial(
+                body_options, extra=extra, max_tokens_field="max_tokens", default_max_tokens=options.max_tokens
             ),
         )

@@ -1,8 +1,8 @@
 """The OpenAI Chat Completions adapter (OpenAI, and servers that speak its dialect).
 
-Built on the shared Chat Completions transport (`_chat_completions`: the official `openai`
+Built on the shared Chat Completions transport (`_transport`: the official `openai`
 SDK's client with retries off, raw SSE read, exact error mapping) and the shared request
-encoder (`_openai_request`). What is OpenAI's own:
+encoder (`_request`). What is OpenAI's own:
 
 - `reasoning_effort` is OpenAI's native body parameter; the accepted values are those the
   Chat Completions reference lists: `none`, `minimal`, `low`, `medium`, `high`, `xhigh`,
@@ -19,10 +19,10 @@ from __future__ import annotations
 from functools import partial
 from typing import Final
 
-from ..errors import ConfigError
-from ._chat_completions import ChatCompletionsModel
-from ._openai_request import body_options
-from ._options import validate_adapter_options
+from ...errors import ConfigError
+from .._options import DEFAULT_TIMEOUT_SECONDS, AdapterOptions
+from ._request import body_options
+from ._transport import ChatCompletionsModel
 
 OPENAI_BASE_URL: Final = "https://api.openai.com/v1"
 OPENAI_EFFORTS: Final = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
@@ -57,17 +57,17 @@ class OpenAIChatModel(ChatCompletionsModel):
         *,
         api_key: str,
         base_url: str | None = None,
-        timeout_seconds: float = 600,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         max_tokens: int | None = None,
         reasoning_effort: str | None = None,
     ) -> None:
-        key = validate_adapter_options(
-            label="OpenAI",
+        options = AdapterOptions(
             api_key=api_key,
-            model=model,
+            base_url=base_url,
             timeout_seconds=timeout_seconds,
             max_tokens=max_tokens,
-        )
+            reasoning_effort=reasoning_effort,
+        ).checked(label="OpenAI", model=model)
         if reasoning_effort is not None and reasoning_effort not in OPENAI_EFFORTS:
             raise ConfigError(
                 f"unknown OpenAI reasoning effort {reasoning_effort!r}; use one of "
@@ -79,14 +79,13 @@ class OpenAIChatModel(ChatCompletionsModel):
             model,
             provider="openai",
             label="OpenAI",
-            api_key=key,
-            base_url=base_url or OPENAI_BASE_URL,
-            timeout_seconds=timeout_seconds,
+            options=options,
+            default_base_url=OPENAI_BASE_URL,
             echo="never",
-            options=partial(
+            body_options=partial(
                 body_options,
                 extra=extra,
                 max_tokens_field="max_completion_tokens",
-                default_max_tokens=max_tokens,
+                default_max_tokens=options.max_tokens,
             ),
         )

@@ -22,8 +22,8 @@ arrives the message is committed as it is and, having no tool calls, ends the tu
 `completed`; the user continues it with a new message. A stop without any content (no
 tool call, no reasoning, no visible text) is the retryable `EMPTY_RESPONSE` (llm-spec 6.3).
 
-Size: 400+ lines: the in-stream error classification sits with the translator because an
-`error` event is one of the events it translates.
+An `error` event is classified by `_errors.error_event`, the module that maps every
+Anthropic failure.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..errors import LlmError
-from ..log._json import JsonObject
-from ._chunks import (
+from ...errors import LlmError
+from ...log._json import JsonObject
+from .._chunks import (
     FINISH_ERROR,
     FINISH_MAX_TOKENS,
     FINISH_STOP,
@@ -51,19 +51,14 @@ from ._chunks import (
     tool_call_delta,
     usage_chunk,
 )
-from ._errors import (
-    AUTH,
+from .._errors import (
     CONTEXT_WINDOW_EXCEEDED,
     EMPTY_RESPONSE,
-    INVALID_REQUEST,
     MALFORMED_RESPONSE,
-    QUOTA,
-    RATE_LIMIT,
     REFUSAL,
-    SERVER,
     STREAM_CLOSED,
-    is_context_window_exceeded,
 )
+from ._errors import error_event
 
 logger = logging.getLogger(__name__)
 
@@ -77,63 +72,6 @@ _FINISH_KINDS: Final[dict[str | None, FinishKind]] = {
     "max_tokens": FINISH_MAX_TOKENS,
     "tool_use": FINISH_TOOL_CALLS,
 }
-
-_ERROR_TYPE_CODES: Final[dict[str, str]] = {
-    "overloaded_error": SERVER,
-    "api_error": SERVER,
-    "timeout_error": SERVER,
-    "rate_limit_error": RATE_LIMIT,
-    "invalid_request_error": INVALID_REQUEST,
-    "request_too_large": INVALID_REQUEST,
-    "authentication_error": AUTH,
-    "permission_error": AUTH,
-    "billing_error": QUOTA,
-    "not_found_error": "HTTP_404",
-}
-
-
-def stream_error_code(error_type: str, message: str) -> str:
-    """Classify an `event: error` frame (which arrives after HTTP 200) by its error type.
-
-    Mapping (llm-spec 5.3): `overloaded_error`, `api_error`, `timeout_error` -> `SERVER`;
-    `rate_limit_error` -> `RATE_LIMIT`; `invalid_request_error` -> `INVALID_REQUEST` (or
-    `CONTEXT_WINDOW_EXCEEDED` when the message says the prompt is too long);
-    `request_too_large` -> `INVALID_REQUEST`; `authentication_error`, `permission_error` ->
-    `AUTH`; `billing_error` -> `QUOTA`; `not_found_error` -> `HTTP_404`. An unknown type is
-    taken as a server failure (`SERVER`): the response was accepted, then the server failed.
-
-    Args:
-        error_type: the frame's `error.type`.
-        message: the frame's `error.message`.
-
-    Returns:
-        The stable error code.
-    """
-    code = _ERROR_TYPE_CODES.get(error_type, SERVER)
-    if code == INVALID_REQUEST and is_context_window_exceeded(message):
-        return CONTEXT_WINDOW_EXCEEDED
-    return code
-
-
-def error_event(event: Mapping[str, Any]) -> LlmError:
-    """Build the `LlmError` for an `event: error` frame `{"type": "error", "error": {...}}`.
-
-    Args:
-        event: the frame's data (the SDK's `APIStatusError.body`).
-
-    Returns:
-        An `LlmError` coded by `stream_error_code`, with the envelope's `request_id`.
-    """
-    error = event.get("error")
-    error = error if isinstance(error, Mapping) else {}
-    error_type = str(error.get("type") or "unknown_error")
-    message = str(error.get("message") or "")
-    request_id = event.get("request_id")
-    return LlmError(
-        f"anthropic stream failed with {error_type}: {message or '(no message)'}",
-        code=stream_error_code(error_type, message),
-        request_id=request_id if isinstance(request_id, str) and request_id else None,
-    )
 
 
 class _Block:

@@ -2,7 +2,8 @@
 
 Built on the official `anthropic` SDK with its retries off (`max_retries=0`): one `stream()`
 call is one provider attempt; duraloop's retry policy owns retries (llm-spec 1.4 rule 7).
-Wire conversion lives in `_anthropic_request`, event translation in `_anthropic_stream`.
+Wire conversion lives in `_convert` and `_request`, event translation in `_stream`, and
+the SDK's errors are mapped at one boundary, `map_anthropic_errors` (`_errors`).
 
 Measured choice of transport: the body is built by `MessagesEncoder` as bytes (each
 history message converted and encoded once) and posted with the SDK's own client as raw
@@ -18,29 +19,22 @@ module is imported: `import duraloop` must not pay the SDK's import time.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Final
 
-from ..errors import ConfigError, LlmError
-from ..log._json import JsonObject
-from ._anthropic_request import BodyOptions, MessageConverter, MessagesEncoder
-from ._anthropic_stream import EventTranslator, error_event
-from ._chunks import StreamChunk
-from ._errors import (
-    MALFORMED_RESPONSE,
-    TIMEOUT,
-    TRANSPORT,
-    UNKNOWN,
-    UNSUPPORTED_OPTION,
-    code_for_status,
-    parse_retry_after_ms,
-)
-from ._model import ModelRequest
-from ._options import validate_adapter_options
-from ._redact import SecretRedactor, redacted_stream
-from ._tool_ids import ANTHROPIC_IDS, ToolIdMap
+from ...errors import ConfigError, LlmError
+from ...log._json import JsonObject
+from .._chunks import StreamChunk
+from .._errors import MALFORMED_RESPONSE, UNSUPPORTED_OPTION
+from .._model import ModelRequest
+from .._options import DEFAULT_TIMEOUT_SECONDS, AdapterOptions
+from .._redact import SecretRedactor, redacted_stream
+from .._tool_ids import ANTHROPIC_IDS, ToolIdMap
+from ._convert import MessageConverter
+from ._errors import map_anthropic_errors
+from ._request import BodyOptions, MessagesEncoder
+from ._stream import EventTranslator
 
 if TYPE_CHECKING:
     import anthropic
@@ -97,17 +91,17 @@ class AnthropicMessagesModel:
         *,
         api_key: str,
         base_url: str | None = None,
-        timeout_seconds: float = 600,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         max_tokens: int | None = None,
         reasoning_effort: str | None = None,
     ) -> None:
-        key = validate_adapter_options(
-            label="Anthropic",
+        options = AdapterOptions(
             api_key=api_key,
-            model=model,
+            base_url=base_url,
             timeout_seconds=timeout_seconds,
             max_tokens=max_tokens,
-        )
+            reasoning_effort=reasoning_effort,
+        ).checked(label="Anthropic", model=model)
         if reasoning_effort is not None and reasoning_effort not in REASONING_EFFORTS:
             raise ConfigError(
                 f"unknown reasoning effort {reasoning_effort!r} for anthropic; use one of "
@@ -129,16 +123,19 @@ class AnthropicMessagesModel:
 
         self.provider = "anthropic"
         self.model = model
-        self._base_url = base_url or DEFAULT_BASE_URL
-        self._max_tokens = max_tokens
+        self._base_url = options.base_url or DEFAULT_BASE_URL
+        self._max_tokens = options.max_tokens
         self._budget = budget
         self._warned_temperature = False
         self._client = anthropic.AsyncAnthropic(
-            api_key=key, base_url=self._base_url, max_retries=0, timeout=timeout_seconds
+            api_key=options.api_key,
+            base_url=self._base_url,
+            max_retries=0,
+            timeout=options.timeout_seconds,
         )
         self._stream_cls: type[anthropic.AsyncStream[object]] = anthropic.AsyncStream[object]
         self._encoder = self._new_encoder()
-        self._redactor = SecretRedactor([key], base_url=self._base_url)
+        self._redactor = SecretRedactor([options.api_key], base_url=self._base_url)
 
     def _new_encoder(self) -> MessagesEncoder:
         converter = MessageConverter(self.provider, self.model, ToolIdMap(ANTHROPIC_IDS))
@@ -241,12 +238,9 @@ class AnthropicMessagesModel:
         return redacted_stream(self._stream(request), self._redactor)
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        import anthropic  # loaded by __init__ already: a sys.modules lookup
-        import httpx2
-
         body = self.encode_request(request)
         translator = EventTranslator(self.provider)
-        try:
+        with map_anthropic_errors(self.provider, self._base_url):
             response = await self._client.post(
                 _PATH, cast_to=object, content=body, stream=True, stream_cls=self._stream_cls
             )
@@ -259,56 +253,5 @@ class AnthropicMessagesModel:
                         )
                     for out in translator.feed(event):
                         yield out
-        except anthropic.AnthropicError as exc:
-            raise self._llm_error(exc) from exc
-        except json.JSONDecodeError as exc:
-            raise LlmError(
-                f"{self.provider} sent an SSE data line that is not JSON: {exc}",
-                code=MALFORMED_RESPONSE,
-            ) from exc
-        except httpx2.TimeoutException as exc:
-            raise LlmError(
-                f"{self.provider} stream from {self._base_url} timed out", code=TIMEOUT
-            ) from exc
-        except httpx2.RequestError as exc:
-            raise LlmError(
-                f"{self.provider} stream from {self._base_url} failed: {exc!r}", code=TRANSPORT
-            ) from exc
         for out in translator.close():
             yield out
-
-    def _llm_error(self, exc: anthropic.AnthropicError) -> LlmError:
-        import anthropic  # loaded by __init__ already: a sys.modules lookup
-
-        where = f"{self.provider} API request to {self._base_url}"
-        if isinstance(exc, anthropic.APITimeoutError):
-            return LlmError(f"{where} timed out", code=TIMEOUT)
-        if isinstance(exc, anthropic.APIConnectionError):
-            return LlmError(f"{where} failed: {exc}", code=TRANSPORT)
-        if isinstance(exc, anthropic.APIStatusError):
-            body = exc.body if isinstance(exc.body, Mapping) else {}
-            if exc.status_code < 400:  # an `event: error` frame after HTTP 200
-                if not body and isinstance(exc.body, str):  # its data was not JSON
-                    body = {"error": {"type": "unknown_error", "message": exc.body}}
-                error = error_event(body)
-                if error.request_id is None and exc.request_id:
-                    error.request_id = exc.request_id
-                return error
-            return self._status_error(exc, body)
-        return LlmError(f"{where} failed: {exc}", code=UNKNOWN)
-
-    def _status_error(self, exc: anthropic.APIStatusError, body: Mapping[str, object]) -> LlmError:
-        error = body.get("error")
-        error = error if isinstance(error, Mapping) else {}
-        message = str(error.get("message") or "")
-        detail = f"{error.get('type') or ''} {message}"
-        # Anthropic's own wordings ("prompt is too long", "credit balance is too low") are
-        # in the shared classifiers, so the status table maps them (llm-spec 1.8).
-        code = code_for_status(exc.status_code, detail)
-        return LlmError(
-            message or f"{self.provider} API error (HTTP {exc.status_code})",
-            code=code,
-            status=exc.status_code,
-            provider_retry_after_ms=parse_retry_after_ms(exc.response.headers.get("retry-after")),
-            request_id=exc.request_id or None,
-        )

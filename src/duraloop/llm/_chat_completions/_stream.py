@@ -21,8 +21,8 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from ..errors import LlmError
-from ._chunks import (
+from ...errors import LlmError
+from .._chunks import (
     FINISH_ERROR,
     FINISH_MAX_TOKENS,
     FINISH_STOP,
@@ -37,7 +37,7 @@ from ._chunks import (
     tool_call_delta,
     usage_chunk,
 )
-from ._errors import (
+from .._errors import (
     AUTH,
     CONTEXT_WINDOW_EXCEEDED,
     EMPTY_RESPONSE,

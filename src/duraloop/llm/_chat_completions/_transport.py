@@ -8,8 +8,8 @@ Transport choice (llm-spec 5.1, 5.3). The POST goes through the SDK's own client
 `AsyncOpenAI.post(..., cast_to=httpx2.Response, stream=True)`, which hands back the raw
 streamed `httpx2.Response`. From the SDK this keeps the auth header, base-URL joining,
 timeouts, the connection pool, and above all its typed status errors (the error body
-parsed, `APIStatusError` per status) and connection/timeout errors, mapped once here for
-both providers. The body is then read as raw bytes by duraloop's spec-strict SSE parser
+parsed, `APIStatusError` per status) and connection/timeout errors, mapped once for both
+providers (`map_openai_errors`, `_errors`). The body is then read as raw bytes by duraloop's spec-strict SSE parser
 (`_sse`), not by the SDK's `AsyncStream`, because the SDK iterator ends silently on a
 truncated stream and hides `[DONE]`, comments and the payload that failed to parse
 (llm-spec 5.3, 6.8); it also skips the SDK's pydantic model per chunk. The request body is
@@ -35,41 +35,32 @@ this module is imported: `import duraloop` must not pay the SDK's import time (a
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import msgspec
 
-from ..errors import LlmError
-from ..log._json import JsonObject
-from ._activity import note_stream_activity
-from ._chunks import StreamChunk
-from ._errors import (
-    EMPTY_RESPONSE,
-    MALFORMED_RESPONSE,
-    STREAM_CLOSED,
-    TIMEOUT,
-    TRANSPORT,
-    UNKNOWN,
-    code_for_status,
-    parse_retry_after_ms,
-)
-from ._model import ModelRequest
-from ._openai_request import ReasoningEcho, RequestEncoder
-from ._openai_stream import ChunkTranslator, stream_error
-from ._redact import SecretRedactor, redacted_stream
-from ._sse import SseComment, SseEvent, SseParser
+from ...errors import LlmError
+from ...log._json import JsonObject
+from .._activity import note_stream_activity
+from .._chunks import StreamChunk
+from .._errors import EMPTY_RESPONSE, MALFORMED_RESPONSE, STREAM_CLOSED, UNKNOWN
+from .._model import ModelRequest
+from .._options import AdapterOptions
+from .._redact import SecretRedactor, redacted_stream
+from .._sse import SseComment, SseEvent, SseParser
+from ._errors import map_openai_errors, map_read_errors, request_id_of
+from ._request import ReasoningEcho, RequestEncoder
+from ._stream import ChunkTranslator, stream_error
 
 if TYPE_CHECKING:
     import httpx2
-    import openai
 
 logger = logging.getLogger(__name__)
 
 _PATH: Final = "/chat/completions"
 _DONE: Final = "[DONE]"
-_REQUEST_ID_HEADERS: Final = ("x-request-id", "x-deepseek-request-id")
 _POST_OPTIONS: Final[Any] = {
     "security": {"bearer_auth": True},
     "headers": {"Accept": "text/event-stream"},
@@ -79,18 +70,19 @@ _POST_OPTIONS: Final[Any] = {
 class ChatCompletionsModel:
     """A model behind a Chat Completions endpoint: the transport both dialects share.
 
-    Subclasses (`OpenAIChatModel`, `DeepSeekChatModel`) validate their options, then call
+    Subclasses (`OpenAIChatModel`, `DeepSeekChatModel`) check their options, then call
     this constructor with the body options of their dialect.
 
     Args:
         model: the provider's model id, sent verbatim.
         provider: the route recorded in message sources (`openai`, `deepseek`).
         label: the provider's display name, for messages.
-        api_key: the validated API key.
-        base_url: the API root (the request goes to `<base_url>/chat/completions`).
-        timeout_seconds: the SDK's timeout for connecting and for each read, in seconds.
+        options: the checked adapter options; `base_url` is the API root (the request goes
+            to `<base_url>/chat/completions`) and `timeout_seconds` the SDK's timeout for
+            connecting and for each read.
+        default_base_url: the API root when `options.base_url` is None.
         echo: how assistant reasoning goes back (`ReasoningEcho`).
-        options: builds the body keys after `messages` (see `RequestEncoder`).
+        body_options: builds the body keys after `messages` (see `RequestEncoder`).
 
     Attributes:
         last_activity_seconds: the event-loop clock (`anyio.current_time()`), in seconds,
@@ -103,16 +95,16 @@ class ChatCompletionsModel:
         *,
         provider: str,
         label: str,
-        api_key: str,
-        base_url: str,
-        timeout_seconds: float,
+        options: AdapterOptions,
+        default_base_url: str,
         echo: ReasoningEcho,
-        options: Callable[[ModelRequest], JsonObject],
+        body_options: Callable[[ModelRequest], JsonObject],
     ) -> None:
         # Deferred to here: the SDK costs about 1 s to import.
         import httpx2
         import openai
 
+        api_key, base_url = options.api_key, options.base_url or default_base_url
         self.provider = provider
         self.model = model
         self.base_url = base_url
@@ -121,9 +113,9 @@ class ChatCompletionsModel:
         self._openai = openai
         self._httpx = httpx2
         self._client = openai.AsyncOpenAI(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout_seconds
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=options.timeout_seconds
         )
-        self._encoder = RequestEncoder(model, provider=provider, echo=echo, options=options)
+        self._encoder = RequestEncoder(model, provider=provider, echo=echo, options=body_options)
         self._redactor = SecretRedactor([api_key], base_url=base_url)
 
     async def aclose(self) -> None:
@@ -192,47 +184,35 @@ class ChatCompletionsModel:
     async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         body = self.encode_request(request)
         response = await self._post(body)
-        request_id = _request_id(response.headers)
+        request_id = request_id_of(response.headers)
         translator = ChunkTranslator(
             provider=self.provider,
             original_id=self._encoder.ids.from_wire,
             request_id=request_id,
         )
         try:
-            media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-            if media_type == "application/json":
-                await self._raise_non_streaming(response, request_id)
-            parser = SseParser()
-            received = False
-            async for data in response.aiter_bytes():
-                self.last_activity_seconds = anyio.current_time()
-                note_stream_activity()  # re-arms the loop's idle timer, keep-alives included
-                received = received or bool(data)
-                for item in parser.feed(data):
+            with map_read_errors(self._label, self.base_url, request_id):
+                media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                if media_type == "application/json":
+                    await self._raise_non_streaming(response, request_id)
+                parser = SseParser()
+                received = False
+                async for data in response.aiter_bytes():
+                    self.last_activity_seconds = anyio.current_time()
+                    note_stream_activity()  # re-arms the loop's idle timer, keep-alives included
+                    received = received or bool(data)
+                    for item in parser.feed(data):
+                        chunks, done = self._handle(item, translator, request_id)
+                        for chunk in chunks:
+                            yield chunk
+                        if done:
+                            return
+                for item in parser.close():
                     chunks, done = self._handle(item, translator, request_id)
                     for chunk in chunks:
                         yield chunk
                     if done:
                         return
-            for item in parser.close():
-                chunks, done = self._handle(item, translator, request_id)
-                for chunk in chunks:
-                    yield chunk
-                if done:
-                    return
-        except self._httpx.TimeoutException as exc:
-            raise LlmError(
-                f"{self._label} API stream from {self.base_url} timed out: no data for the "
-                "configured timeout_seconds",
-                code=TIMEOUT,
-                request_id=request_id,
-            ) from exc
-        except self._httpx.HTTPError as exc:
-            raise LlmError(
-                f"{self._label} API stream from {self.base_url} failed: {_describe(exc)}",
-                code=TRANSPORT,
-                request_id=request_id,
-            ) from exc
         finally:
             with anyio.CancelScope(shield=True):
                 await response.aclose()
@@ -279,22 +259,12 @@ class ChatCompletionsModel:
             ) from exc
 
     async def _post(self, body: bytes) -> httpx2.Response:
-        openai = self._openai
-        where = f"{self._label} API request to {self.base_url}"
-        try:
+        with map_openai_errors(self._label, self.base_url):
             stream = True  # the `stream: bool` overload: cast_to decides the return type
             response: object = await self._client.post(
                 _PATH, cast_to=self._httpx.Response, content=body, options=_POST_OPTIONS,
                 stream=stream,
             )
-        except openai.APIStatusError as exc:
-            raise self._status_error(exc) from exc
-        except openai.APITimeoutError as exc:
-            raise LlmError(f"{where} timed out", code=TIMEOUT) from exc
-        except openai.APIConnectionError as exc:
-            raise LlmError(f"{where} failed: {_describe(exc)}", code=TRANSPORT) from exc
-        except openai.OpenAIError as exc:
-            raise LlmError(f"{where} failed: {_describe(exc)}", code=UNKNOWN) from exc
         if not isinstance(response, self._httpx.Response):
             raise LlmError(
                 f"the openai SDK returned {type(response).__name__} for a raw streamed POST "
@@ -302,21 +272,6 @@ class ChatCompletionsModel:
                 code=UNKNOWN,
             )
         return response
-
-    def _status_error(self, exc: openai.APIStatusError) -> LlmError:
-        body = exc.body if isinstance(exc.body, dict) else {}
-        detail = " ".join(str(body.get(key) or "") for key in ("code", "type", "message"))
-        if not body and isinstance(exc.body, str):
-            detail = exc.body
-        message = body.get("message")
-        prefix = f"{self._label} API error (HTTP {exc.status_code})"
-        return LlmError(
-            f"{prefix}: {message}" if isinstance(message, str) and message else prefix,
-            code=code_for_status(exc.status_code, detail),
-            status=exc.status_code,
-            provider_retry_after_ms=parse_retry_after_ms(exc.response.headers.get("retry-after")),
-            request_id=_request_id(exc.response.headers),
-        )
 
     async def _raise_non_streaming(self, response: httpx2.Response, request_id: str | None) -> None:
         raw = await response.aread()
@@ -335,24 +290,3 @@ class ChatCompletionsModel:
             request_id=request_id,
         )
 
-
-def _request_id(headers: Mapping[str, str]) -> str | None:
-    """Return the request id header: `x-request-id`, else `x-deepseek-request-id` (2.1)."""
-    for name in _REQUEST_ID_HEADERS:
-        value = headers.get(name)
-        if value:
-            return value
-    return None
-
-
-def _describe(exc: BaseException) -> str:
-    """Render an exception and its causes: `APIConnectionError <- ReadError <- OSError: ...`."""
-    parts: list[str] = []
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen and len(parts) < 4:
-        seen.add(id(current))
-        text = str(current)
-        parts.append(f"{type(current).__name__}: {text}" if text else type(current).__name__)
-        current = current.__cause__ or current.__context__
-    return " <- ".join(parts)

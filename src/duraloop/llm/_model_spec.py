@@ -21,11 +21,12 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Final, TypedDict
+from typing import Any, Final
 
 from ..errors import ConfigError
 from ..log._event import Event
 from ._model import Model
+from ._options import SETTING_OPTIONS
 from ._replay import ReplayModel
 from ._scripted import ScriptedModel
 
@@ -209,15 +210,12 @@ def parse_model_spec(
         return ReplayModel.from_events(read_log(rest), name=rest, path=rest)
     settings = _resolve(prefix, env, (providers or {}).get(prefix), overrides)
     key = _api_key(spec, prefix, env, settings)
-    options: _Options = {}
-    if settings.base_url is not None:
-        options["base_url"] = settings.base_url
-    if settings.max_tokens is not None:
-        options["max_tokens"] = settings.max_tokens
-    if settings.reasoning_effort is not None:
-        options["reasoning_effort"] = settings.reasoning_effort
-    if settings.timeout_seconds is not None:
-        options["timeout_seconds"] = settings.timeout_seconds
+    # The adapter options that were set (the adapters' defaults apply to the rest).
+    options: dict[str, Any] = {
+        name: getattr(settings, name)
+        for name in SETTING_OPTIONS
+        if getattr(settings, name) is not None
+    }
     try:
         return _construct(prefix, rest, api_key=key, options=options)
     except ConfigError as exc:
@@ -227,26 +225,17 @@ def parse_model_spec(
         raise ConfigError(f"model {spec!r}: {exc} (settings used: {'; '.join(used)})") from exc
 
 
-class _Options(TypedDict, total=False):
-    """The adapter constructor options that were set (the adapters' defaults apply to the rest)."""
-
-    base_url: str
-    max_tokens: int
-    reasoning_effort: str
-    timeout_seconds: float
-
-
-def _construct(provider: str, model: str, *, api_key: str, options: _Options) -> Model:
+def _construct(provider: str, model: str, *, api_key: str, options: Mapping[str, Any]) -> Model:
     """Import the provider's adapter (deferred: the SDKs are slow to import) and build it."""
     if provider == "openai":
-        from ._openai import OpenAIChatModel
+        from ._chat_completions._openai import OpenAIChatModel
 
         return OpenAIChatModel(model, api_key=api_key, **options)
     if provider == "deepseek":
-        from ._deepseek import DeepSeekChatModel
+        from ._chat_completions._deepseek import DeepSeekChatModel
 
         return DeepSeekChatModel(model, api_key=api_key, **options)
-    from ._anthropic import AnthropicMessagesModel
+    from ._anthropic._model import AnthropicMessagesModel
 
     return AnthropicMessagesModel(model, api_key=api_key, **options)
 

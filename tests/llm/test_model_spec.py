@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from duraloop.errors import ConfigError
-from duraloop.llm import Model, ScriptedModel, _spec, parse_model_spec
+from duraloop.llm import Model, ScriptedModel, _model_spec, parse_model_spec
+from duraloop.llm._model_spec import ProviderSettings, setting_problem, spec_problem
 from duraloop.llm._replay import ReplayModel
-from duraloop.llm._spec import ProviderSettings, setting_problem, spec_problem
 from duraloop.log import Event, Session, assistant_message, user_message
 
 FORMS = ("scripted:PATH", "replay:PATH", "openai:MODEL", "deepseek:MODEL", "anthropic:MODEL")
@@ -43,7 +43,7 @@ def built(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[_Built]]:
         calls.append(_Built(provider, model, api_key, options))
         return calls[-1]
 
-    monkeypatch.setattr(_spec, "_construct", construct)
+    monkeypatch.setattr(_model_spec, "_construct", construct)
     yield calls
 
 
@@ -149,7 +149,7 @@ def test_adapter_refusal_says_where_each_setting_came_from(monkeypatch: pytest.M
     def refuse(provider: str, model: str, *, api_key: str, options: dict[str, Any]) -> Model:
         raise ConfigError(f"unknown reasoning effort {options['reasoning_effort']!r}")
 
-    monkeypatch.setattr(_spec, "_construct", refuse)
+    monkeypatch.setattr(_model_spec, "_construct", refuse)
     config = ProviderSettings(reasoning_effort="huge", origins={"reasoning_effort": "config file c.toml, line 9"})
     with pytest.raises(ConfigError) as caught:
         parse_model_spec("deepseek:m", env={"DEEPSEEK_API_KEY": "k"}, providers={"deepseek": config})
@@ -209,7 +209,7 @@ async def test_parse_openai_spec_builds_the_sdk_adapter_with_the_env_base_url() 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(("provider", "module", "cls"), [
-    ("deepseek", "duraloop.llm._deepseek", "DeepSeekChatModel"),
+    ("deepseek", "duraloop.llm._chat_completions", "DeepSeekChatModel"),
     ("anthropic", "duraloop.llm._anthropic", "AnthropicMessagesModel"),
 ])
 async def test_parse_provider_spec_builds_its_adapter(provider: str, module: str, cls: str) -> None:

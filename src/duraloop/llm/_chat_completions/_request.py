@@ -32,13 +32,13 @@ from typing import Any, Final, Literal, TypeAlias
 
 import msgspec
 
-from ..errors import LlmError, WirePairingError
-from ..log._json import JsonObject
-from ..log._messages import Message
-from ._errors import UNSUPPORTED_CONTENT
-from ._model import ModelRequest, ToolSchema
-from ._tool_ids import CHAT_COMPLETIONS_IDS, ToolIdMap
-from ._wire_pairing import check_chat_completions_messages
+from ...errors import LlmError, WirePairingError
+from ...log._json import JsonObject
+from ...log._messages import Message
+from .._errors import UNSUPPORTED_CONTENT
+from .._model import ModelRequest, ToolSchema
+from .._tool_ids import CHAT_COMPLETIONS_IDS, ToolIdMap
+from ._pairing import check_chat_completions_messages
 
 NO_OUTPUT: Final = "(no output)"
 ERROR_PREFIX: Final = "Error: "
