@@ -18,9 +18,9 @@ from duraloop.errors import CorruptLogError
 from duraloop.log import Session, check_pairing
 from duraloop.log import vocabulary as v
 from duraloop.store import JsonlStore, read_log_file
-from duraloop.store._fixture import FIXTURE_CWD, FIXTURE_SESSION_ID
-from duraloop.store._jsonl_scan import scan_log
-from duraloop.store._records import decode_record, encode_batch, encode_header
+from duraloop.store._codec._records import decode_record, encode_batch, encode_header
+from duraloop.store._jsonl._scan import scan_log
+from duraloop.store._loose_file import FIXTURE_CWD, FIXTURE_SESSION_ID
 
 from ._builders import FIXTURES, meta, one_turn_log
 
