@@ -1,10 +1,11 @@
 """Turn boundaries: which turn of a log is open, which is the last (session-spec 4.2).
 
 A turn runs from its `turn/start` to its `turn/end`; only the final turn of a log can be
-open. Crash repair, the check, fork, a store's claim and its listing all ask these questions,
-and this module is where they are answered: the backward walks (`open_turn_start`,
-`last_turn_boundary`, `last_turn_end`), which read only the final turn, and the one forward
-pass of the pending-call tracker (`scan_turns`), which also finds the open step and the closed
+open. Crash repair, the check, fork, a store's claim and its listing, the loop and the chat
+all ask these questions, and this module is where they are answered: the backward walks
+(`open_turn_start`, `last_turn_boundary`, `last_turn_start`, `last_turn_end`, `step_start`),
+which read only the end of the log; `turn_starts` and `turn_count`; and the one forward pass
+of the pending-call tracker (`scan_turns`), which also finds the open step and the closed
 steps left with calls unanswered.
 """
 
@@ -84,6 +85,46 @@ def last_turn_end(events: Sequence[Event], *, before: int) -> int | None:
     for index in range(before - 1, -1, -1):
         if events[index].type == TURN_END:
             return index
+    return None
+
+
+def last_turn_start(events: Sequence[Event]) -> int | None:
+    """Return the index of the last `turn/start`, open or closed, or None.
+
+    Args:
+        events: a log in seq order.
+
+    Returns:
+        The index of the latest turn's `turn/start`; its `data.turn` is the last turn number.
+    """
+    for index in range(len(events) - 1, -1, -1):
+        if events[index].type == TURN_START:
+            return index
+    return None
+
+
+def turn_starts(events: Sequence[Event]) -> list[int]:
+    """Return the index of every `turn/start`, in log order."""
+    return [index for index, event in enumerate(events) if event.type == TURN_START]
+
+
+def step_start(events: Sequence[Event], *, turn: int, step: int) -> int | None:
+    """Return the index of the latest `step/start` of turn `turn`, step `step`, or None.
+
+    Args:
+        events: a log in seq order.
+        turn: the turn number.
+        step: the step number within that turn.
+
+    Returns:
+        The index, searched backward from the end (a live step's start is near it).
+    """
+    for index in range(len(events) - 1, -1, -1):
+        event = events[index]
+        if event.type == STEP_START:
+            data = event.data
+            if isinstance(data, dict) and data.get("turn") == turn and data.get("step") == step:
+                return index
     return None
 
 
