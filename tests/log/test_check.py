@@ -14,7 +14,7 @@ import pytest
 from conformance._builders import SE, SS, TC, TE, TR, TS, A, U, build, call, txt
 from duraloop.errors import SessionForkError
 from duraloop.log import Event, check_log, fork_seed, interrupted_turn_closers, rescue_command
-from duraloop.log._repair import scan_turns
+from duraloop.log._turns import scan_turns
 
 
 def closed_unanswered() -> list[Event]:

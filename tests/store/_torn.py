@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from duraloop.store import JsonlBackend, SessionStore, SqliteBackend
-from duraloop.store._zstd import FrameCodec
+from duraloop.store._jsonl._zstd import FrameCodec
 
 
 def append_torn_fragment(store: SessionStore, session_id: str, seq: int) -> None:

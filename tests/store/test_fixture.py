@@ -9,18 +9,19 @@ must round-trip losslessly (packed rows re-pack).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import msgspec
 import pytest
 
 from duraloop.errors import CorruptLogError
-from duraloop.log import Session, check_pairing
+from duraloop.log import Session, check_pairing, interrupted_turn_closers
 from duraloop.log import vocabulary as v
 from duraloop.store import JsonlStore, read_log_file
-from duraloop.store._fixture import FIXTURE_CWD, FIXTURE_SESSION_ID
-from duraloop.store._jsonl_scan import scan_log
-from duraloop.store._records import decode_record, encode_batch, encode_header
+from duraloop.store._codec._records import decode_record, encode_batch, encode_header
+from duraloop.store._jsonl._scan import scan_log
+from duraloop.store._loose_file import FIXTURE_CWD, FIXTURE_SESSION_ID
 
 from ._builders import FIXTURES, meta, one_turn_log
 
@@ -84,6 +85,20 @@ def test_tool_outcome_unknown_fixture_matches_case_15() -> None:
     assert closer.data["message"]["id"] == "interrupted-tool-result-unknown-outcome-call-5"
     assert closer.source_event_seqs == [4]
     assert [events[6].type, events[7].type, events[8].type] == ["step/end", "turn/end", v.END_SEED]
+
+
+def test_repair_writes_the_closers_of_dsh_byte_for_byte() -> None:
+    # The recovery result is built with `tool_result_message`; its key order is dsh's repair's.
+    path = FIXTURES / "tool-outcome-unknown" / "session.expected.jsonl"
+    if not path.is_file():
+        pytest.skip(f"fixture not found at {path}")
+    _, events = read_log_file(path)
+    closers = interrupted_turn_closers(events[:5])
+    lines = path.read_bytes().splitlines()[6:9]  # line 0 is the header; closers are seqs 5-7
+    assert [closer.type for closer in closers] == [msgspec.json.decode(line)["type"] for line in lines]
+    for closer, line in zip(closers, lines, strict=True):
+        dsh = msgspec.json.encode(json.loads(line)["data"])  # json keeps dsh's key order
+        assert msgspec.json.encode(closer.data) == dsh
 
 
 def test_projected_records_and_placeholders_are_restored(tmp_path: Path) -> None:

@@ -20,8 +20,8 @@ import zstandard
 from duraloop.log import Event, Session
 from duraloop.log import vocabulary as v
 from duraloop.store import JsonlStore, read_log_file
-from duraloop.store._jsonl import Compression
-from duraloop.store._zstd import scan_frames
+from duraloop.store._jsonl._backend import Compression
+from duraloop.store._jsonl._zstd import scan_frames
 
 from ._builders import FIXTURES
 

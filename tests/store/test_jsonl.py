@@ -29,8 +29,8 @@ from duraloop.errors import (
 from duraloop.log import Event, Session, SessionHeader
 from duraloop.store import JsonlStore, MemoryStore
 from duraloop.store._backend import DamagedLog
-from duraloop.store._records import encode_header
-from duraloop.store._zstd import scan_frames
+from duraloop.store._codec._records import encode_header
+from duraloop.store._jsonl._zstd import scan_frames
 
 from ._builders import meta, one_turn_log, se, ss, te, text_chunk, ts
 

@@ -13,9 +13,9 @@ import pytest
 
 from duraloop.errors import CorruptLogError
 from duraloop.log import Event, encode_event
-from duraloop.store._jsonl_scan import scan_log, scan_zstd_log
-from duraloop.store._records import encode_header
-from duraloop.store._zstd import FrameCodec
+from duraloop.store._codec._records import encode_header
+from duraloop.store._jsonl._scan import scan_log, scan_zstd_log
+from duraloop.store._jsonl._zstd import FrameCodec
 
 from ._builders import meta, se, ss, te, text_chunk, ts
 

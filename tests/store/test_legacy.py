@@ -16,8 +16,8 @@ import pytest
 
 from duraloop.errors import CorruptLogError, SessionFormatUnsupportedError
 from duraloop.log import Event, Session, check_pairing
+from duraloop.log._legacy import import_legacy, readable_events
 from duraloop.store import JsonlStore, SessionStore, read_log_file
-from duraloop.store._legacy import import_legacy, readable_events
 
 from ._builders import ev, meta, se, ss, te, tool_call, ts
 

@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from duraloop.log import Event
-from duraloop.store._jsonl_scan import scan_log
-from duraloop.store._packing import MalformedRowError, decode_row_line, unpack_row
-from duraloop.store._records import RecordError, decode_record, encode_batch, encode_header
+from duraloop.store._codec._packing import MalformedRowError, decode_row_line, unpack_row
+from duraloop.store._codec._records import RecordError, decode_record, encode_batch, encode_header
+from duraloop.store._jsonl._scan import scan_log
 
 from ._builders import ev, meta, se, ss, te, text_chunk, ts
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from duraloop.errors import UsageError
-from duraloop.store._paths import decode_segment, encode_segment, project_key, session_dir
+from duraloop.store._jsonl._paths import decode_segment, encode_segment, project_key, session_dir
 
 
 @pytest.mark.parametrize(

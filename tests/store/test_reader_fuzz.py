@@ -44,12 +44,12 @@ from duraloop.errors import (
 from duraloop.log import Event, Session, check_log, check_pairing, encode_event
 from duraloop.log._json import MAX_JSON_DEPTH
 from duraloop.store import JsonlStore, SessionStore, SqliteStore
-from duraloop.store._jsonl import Compression
-from duraloop.store._jsonl_scan import scan_log, scan_zstd_log
-from duraloop.store._records import RecordError, decode_record, encode_header
-from duraloop.store._sqlite_rows import decode_row
-from duraloop.store._sqlite_scan import scan_rows
-from duraloop.store._zstd import FrameCodec, decompress_complete, scan_frames
+from duraloop.store._codec._records import RecordError, decode_record, encode_header
+from duraloop.store._jsonl._backend import Compression
+from duraloop.store._jsonl._scan import scan_log, scan_zstd_log
+from duraloop.store._jsonl._zstd import FrameCodec, decompress_complete, scan_frames
+from duraloop.store._sqlite._rows import decode_row
+from duraloop.store._sqlite._scan import scan_rows
 
 from ._builders import ev, meta, te, ts
 

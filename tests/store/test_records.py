@@ -6,7 +6,7 @@ import pytest
 
 from duraloop.errors import CorruptLogError, SessionFormatUnsupportedError
 from duraloop.log import SessionHeader
-from duraloop.store._records import decode_header, encode_header
+from duraloop.store._codec._records import decode_header, encode_header
 
 VALID = b'{"type":"session","version":0,"id":"x","createdAt":1,"delegationDepth":0'
 

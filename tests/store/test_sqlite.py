@@ -33,7 +33,7 @@ from duraloop.llm import ScriptedModel
 from duraloop.log import Event, Session
 from duraloop.loop import start_session
 from duraloop.store import SqliteBackend, SqliteStore
-from duraloop.store._varint import decode_seqs
+from duraloop.store._codec._varint import decode_seqs
 from duraloop.tools import ToolHooks
 from loop._support import call, recorder_tool, tools_step
 

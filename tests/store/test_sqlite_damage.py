@@ -18,7 +18,7 @@ import pytest
 from duraloop.errors import CorruptLogError, StoreError
 from duraloop.log import Event
 from duraloop.store import SqliteStore
-from duraloop.store._sqlite_file import sessions_damage
+from duraloop.store._sqlite._file import sessions_damage
 
 from ._builders import meta, te, ts, user
 

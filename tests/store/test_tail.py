@@ -23,10 +23,10 @@ from duraloop.llm import ScriptedModel
 from duraloop.log import Event, Session, check_pairing, encode_event
 from duraloop.loop import start_session
 from duraloop.store import JsonlStore, SessionStore, SqliteStore
-from duraloop.store._jsonl_scan import scan_log
-from duraloop.store._records import encode_header
+from duraloop.store._codec._records import encode_header
+from duraloop.store._jsonl._scan import scan_log
+from duraloop.store._jsonl._zstd import scan_frames
 from duraloop.store._tail import fsync_evidence
-from duraloop.store._zstd import scan_frames
 from loop._support import call as tool_call
 from loop._support import recorder_tool, tools_step
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from duraloop.store._varint import VarintError, decode_seqs, encode_seqs
+from duraloop.store._codec._varint import VarintError, decode_seqs, encode_seqs
 
 MAX_SAFE = 2**53 - 1
 seqs_lists = st.lists(st.integers(min_value=0, max_value=MAX_SAFE), max_size=40)

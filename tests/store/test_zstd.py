@@ -11,7 +11,12 @@ import pytest
 import zstandard
 
 from duraloop.errors import CorruptLogError
-from duraloop.store._zstd import FrameCodec, decompress_complete, decompress_torn, scan_frames
+from duraloop.store._jsonl._zstd import (
+    FrameCodec,
+    decompress_complete,
+    decompress_torn,
+    scan_frames,
+)
 
 
 def frames(*texts: bytes) -> list[bytes]:

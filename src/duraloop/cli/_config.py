@@ -45,7 +45,7 @@ from ..llm._model_spec import (
 )
 from ..log import Event
 from ..store import read_log_file
-from ..store._paths import LOG_FILE_NAME, ZSTD_LOG_FILE_NAME
+from ..store._jsonl._paths import LOG_FILE_NAME, ZSTD_LOG_FILE_NAME
 from ._stores import session_log_file
 
 CONFIG_FILE_NAME: Final = "config.toml"

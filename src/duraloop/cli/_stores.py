@@ -28,7 +28,7 @@ import typer
 
 from ..errors import ConfigError, UsageError
 from ..store import JsonlStore, SessionStore
-from ..store._paths import LOG_FILE_NAME, ZSTD_LOG_FILE_NAME
+from ..store._jsonl._paths import LOG_FILE_NAME, ZSTD_LOG_FILE_NAME
 
 StoreKind = Literal["jsonl", "jsonl+zstd", "sqlite"]
 """The kinds `--store` accepts before a colon."""

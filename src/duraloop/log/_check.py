@@ -18,9 +18,9 @@ from ._event import Event
 from ._header import SessionHeader
 from ._pairing import check_pairing
 from ._pending import UnansweredStep
-from ._repair import closers_of, scan_turns
+from ._repair import closers_of
 from ._session import Session
-from ._vocabulary import TURN_END, TURN_START
+from ._turns import open_turn_number, scan_turns, turn_count
 
 
 @dataclass(frozen=True)
@@ -145,20 +145,11 @@ def validate_log(
         problems.append(step.describe() + rescue)
     report = LogCheckReport(
         event_count=len(events),
-        turn_count=sum(1 for event in events if event.type == TURN_START),
-        open_turn=_open_turn(events),
+        turn_count=turn_count(events),
+        open_turn=open_turn_number(events),
         closers_needed=len(closers),
         problems=problems,
         unanswered=list(unanswered),
     )
     return report, session
 
-
-def _open_turn(events: Sequence[Event]) -> int | None:
-    for event in reversed(events):
-        if event.type == TURN_END:
-            return None
-        if event.type == TURN_START:
-            turn = event.data.get("turn") if isinstance(event.data, dict) else None
-            return turn if type(turn) is int else None
-    return None

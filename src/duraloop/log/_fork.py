@@ -4,7 +4,8 @@ dsh forks only at a closed-turn boundary (`fork_seed` keeps that rule). duraloop
 cut inside a turn (`close_open_turn=True`): the child's prefix is then closed with the very
 closers crash repair appends (`interrupted_turn_closers`), which is how a session whose
 closed history has unanswered calls is rescued. A default fork of a session whose last turn
-is open cuts at the end of the last closed turn (`closed_history_boundary`).
+is open cuts at the end of the last closed turn (`closed_history_boundary`); where turns
+begin and end is `_turns.py`'s answer.
 """
 
 from __future__ import annotations
@@ -16,18 +17,7 @@ from ._event import Event
 from ._header import SessionHeader
 from ._json import MAX_SAFE_INTEGER
 from ._repair import interrupted_turn_closers
-from ._vocabulary import TURN_END, TURN_START
-
-
-def open_turn_start(events: Sequence[Event]) -> int | None:
-    """Return the index of the open final turn's `turn/start`, or None if every turn is closed."""
-    for index in range(len(events) - 1, -1, -1):
-        kind = events[index].type
-        if kind == TURN_END:
-            return None
-        if kind == TURN_START:
-            return index
-    return None
+from ._turns import last_turn_end, open_turn_start
 
 
 def closed_history_boundary(events: Sequence[Event], *, session_id: str) -> int | None:
@@ -49,9 +39,9 @@ def closed_history_boundary(events: Sequence[Event], *, session_id: str) -> int 
     start = open_turn_start(events)
     if start is None:
         return len(events) - 1 if events else None
-    for index in range(start - 1, -1, -1):
-        if events[index].type == TURN_END:
-            return index
+    end = last_turn_end(events, before=start)
+    if end is not None:
+        return end
     raise SessionForkError(
         f'session "{session_id}" has no closed turn to fork yet: its only turn '
         f"{events[start].data.get('turn')} is open; wait for it to end, or pick a seq inside it "
@@ -110,16 +100,14 @@ def fork_seed(
     prefix = list(events[: boundary + 1])
     if close_open_turn:
         return prefix + interrupted_turn_closers(prefix)
-    for event in reversed(prefix):
-        if event.type == TURN_END:
-            break
-        if event.type == TURN_START:
-            raise SessionForkError(
-                f'fork boundary {boundary} of session "{session_id}" ends inside open turn '
-                f"{event.data.get('turn')}; pick the seq of a turn/end (`duraloop show {session_id} "
-                "--events` lists each event's seq)",
-                code="OPEN_TURN",
-            )
+    start = open_turn_start(prefix)
+    if start is not None:
+        raise SessionForkError(
+            f'fork boundary {boundary} of session "{session_id}" ends inside open turn '
+            f"{prefix[start].data.get('turn')}; pick the seq of a turn/end (`duraloop show "
+            f"{session_id} --events` lists each event's seq)",
+            code="OPEN_TURN",
+        )
     return prefix
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from ._event import Event
 from ._json import JsonObject
+from ._messages import Message, tool_result_message
 from ._vocabulary import (
     ASSISTANT_MESSAGE,
     NOT_STARTED_ERROR,
@@ -179,7 +180,8 @@ def unanswered_tool_result(call: PendingCall, *, turn: int, seq: int) -> Recover
     """Build the recovery result for an unanswered call (session-spec 4.2, loop-spec 6.2).
 
     A call with a recorded `tool/call` gets `TOOL_OUTCOME_UNKNOWN` citing that `tool/call`;
-    a call without one gets `TOOL_NOT_STARTED` and cites nothing. Both are error results.
+    a call without one gets `TOOL_NOT_STARTED` and cites nothing. Both are error results,
+    built with `tool_result_message` as every other tool result is, in dsh's repair key order.
 
     Args:
         call: the pending call.
@@ -192,19 +194,32 @@ def unanswered_tool_result(call: PendingCall, *, turn: int, seq: int) -> Recover
     """
     started = call.call_seq is not None
     text = OUTCOME_UNKNOWN_TEXT if started else NOT_STARTED_TEXT
-    message = {
-        "id": f"{RECOVERY_MESSAGE_ID_PREFIX}{call.call_id}-{seq}",
-        "role": "user",
-        "source": {"kind": "tool", "callId": call.call_id},
-        "content": [
-            {
-                "type": "tool-result",
-                "toolCallId": call.call_id,
-                "isError": True,
-                "content": [{"type": "text", "text": text}],
-            }
-        ],
-    }
+    message = tool_result_message(
+        call.call_id,
+        [{"type": "text", "text": text}],
+        is_error=True,
+        message_id=f"{RECOVERY_MESSAGE_ID_PREFIX}{call.call_id}-{seq}",
+    )
     error = dict(OUTCOME_UNKNOWN_ERROR if started else NOT_STARTED_ERROR)
-    data = {"turn": turn, "step": call.step, "message": message, "error": error}
+    data = {"turn": turn, "step": call.step, "message": _in_repair_order(message), "error": error}
     return RecoveryResult(data, [call.call_seq] if call.call_seq is not None else None)
+
+
+_REPAIR_MESSAGE_KEYS = ("id", "role", "source", "content")
+_REPAIR_BLOCK_KEYS = ("type", "toolCallId", "isError", "content")
+
+
+def _in_repair_order(message: Message) -> JsonObject:
+    """Return `message` with the key order dsh's repair writes (the bytes equal dsh's).
+
+    A live tool result is `{id, role, content, source}` with its block
+    `{type, toolCallId, content, isError}` (`tool_result_message`); dsh writes a recovery
+    result `{id, role, source, content}` with `{type, toolCallId, isError, content}`
+    (`fixtures/dsh-sessions/tool-outcome-unknown`). JSON objects are unordered, so only the
+    bytes differ; duraloop keeps both, so its logs stay byte-equal to what it wrote before and
+    its repair byte-equal to dsh's.
+    """
+    fields: dict[str, Any] = dict(message)
+    [block] = fields["content"]
+    fields["content"] = [{key: block[key] for key in _REPAIR_BLOCK_KEYS}]
+    return {key: fields[key] for key in _REPAIR_MESSAGE_KEYS}

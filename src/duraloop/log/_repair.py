@@ -4,81 +4,25 @@ Repair preserves every complete event and appends closers: one recovery `tool/re
 unanswered call of the open step (shared tracker and constructor, `_pending.py`), then
 `step/end` if a step is open, then `turn/end {interrupted}`. Closed turns are never touched.
 
-The same one pass (`scan_turns`) also finds closed history that repair cannot fix: a step
-closed with calls unanswered (`UnansweredStep`), which `check_log` reports and loading refuses.
+This module is the one home of repair: `interrupted_turn_closers` is its entry point;
+`closers_of` builds the closers from a scan the caller already made (`check_log` scans once),
+and `final_turn_closers` is the same repair reading only the final turn, for a writer that
+must not pay a pass over the whole log. The stores call these and only translate errors.
+
+The same one pass (`scan_turns`, `_turns.py`) also finds closed history that repair cannot
+fix: a step closed with calls unanswered (`UnansweredStep`), which `check_log` reports and
+loading refuses.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
-from ..errors import EventRejectedError
 from ._event import Event
-from ._pending import PendingCall, PendingToolCalls, UnansweredStep, unanswered_tool_result
-from ._vocabulary import (
-    REASON_INTERRUPTED,
-    STEP_END,
-    STEP_START,
-    SURFACE_APPEND,
-    TOOL_RESULT,
-    TURN_END,
-    TURN_START,
-)
-
-
-@dataclass(frozen=True, slots=True)
-class TurnScan:
-    """What one pass of the pending-call tracker over a log found.
-
-    Args:
-        open_turn: the number of the open final turn, or None.
-        open_step: the open step of that turn, or None.
-        pending: the open step's unanswered calls, in call order (what closers answer).
-        unanswered: every step closed with calls unanswered, in log order.
-    """
-
-    open_turn: int | None
-    open_step: int | None
-    pending: list[PendingCall]
-    unanswered: list[UnansweredStep] = field(default_factory=list)
-
-
-def scan_turns(events: Sequence[Event]) -> TurnScan:
-    """Run the pending-call tracker once over the whole log.
-
-    Args:
-        events: the loaded, contiguous log (torn fragments already dropped).
-
-    Returns:
-        The open turn and step, the calls closers must answer, and the closed steps whose
-        calls were left unanswered.
-
-    Raises:
-        EventRejectedError: if a `turn/start` or `step/start` lacks a positive integer
-            `turn`/`step` (closers for it could not be well formed).
-    """
-    tracker = PendingToolCalls()
-    open_turn: int | None = None
-    open_step: int | None = None
-    unanswered: list[UnansweredStep] = []
-    for event in events:
-        if tracker.closes_unanswered(event):
-            calls = tuple(tracker.pending())
-            unanswered.append(UnansweredStep(open_turn, calls[0].step, event.seq, calls))
-        tracker.observe(event)
-        kind = event.type
-        if kind == TURN_START:
-            open_turn = _number(event, "turn")
-            open_step = None
-        elif kind == TURN_END:
-            open_turn = None
-            open_step = None
-        elif kind == STEP_START:
-            open_step = _number(event, "step")
-        elif kind == STEP_END:
-            open_step = None
-    return TurnScan(open_turn, open_step, tracker.pending(), unanswered)
+from ._pending import unanswered_tool_result
+from ._turns import TurnScan, open_turn_start, scan_turns
+from ._validate import check_message_shape
+from ._vocabulary import REASON_INTERRUPTED, STEP_END, SURFACE_APPEND, TOOL_RESULT, TURN_END
 
 
 def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
@@ -133,11 +77,28 @@ def closers_of(scan: TurnScan, events: Sequence[Event]) -> list[Event]:
     return closers
 
 
-def _number(event: Event, key: str) -> int:
-    data = event.data
-    value = data.get(key) if isinstance(data, dict) else None
-    if type(value) is not int or value < 1:
-        raise EventRejectedError(
-            f"{event.type} at seq {event.seq} has no positive integer {key!r} (data {data!r})"
-        )
-    return value
+def final_turn_closers(events: Sequence[Event]) -> list[Event]:
+    """Return `interrupted_turn_closers(events)`, looking only at the final turn.
+
+    Repair depends on nothing before the last `turn/start` (it resets every tracker), so a
+    backward walk to the open final turn's `turn/start` replaces a pass over the whole log.
+    Closers are written before the log is seeded, so the message shapes of the final turn,
+    which they rest on, are checked first.
+
+    Args:
+        events: the stored, contiguous events.
+
+    Returns:
+        The closers of an interrupted final turn, or `[]`.
+
+    Raises:
+        EventRejectedError: if an event of the final turn is malformed (its message shape, or
+            a `turn/start` or `step/start` without a positive integer number).
+    """
+    start = open_turn_start(events)
+    if start is None:
+        return []
+    final_turn = events[start:]
+    for event in final_turn:
+        check_message_shape(event)
+    return interrupted_turn_closers(final_turn)

@@ -41,6 +41,11 @@ class StoredLog:
     recovered_events: int = 0
     cut: TornTail | None = None
 
+    def recovered(self) -> list[Event]:
+        """Return the events decoded from a torn zstd frame: cutting the tail removes them."""
+        count = self.recovered_events
+        return self.events[len(self.events) - count :] if count else []
+
 
 @dataclass(frozen=True, slots=True)
 class DamagedLog:

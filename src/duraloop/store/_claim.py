@@ -19,9 +19,9 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from duraloop.errors import CorruptLogError, EventRejectedError, SessionExistsError
-from duraloop.log import Event, Session, interrupted_turn_closers
+from duraloop.log import Event, Session
 from duraloop.log import vocabulary as v
-from duraloop.log._validate import check_message_shape
+from duraloop.log._repair import final_turn_closers as repair_final_turn
 
 MAX_REMEMBERED_LOADS = 4
 """Loads a store remembers for a read-free claim; the oldest is dropped first."""
@@ -89,10 +89,7 @@ def check_claim(session: Session, *, cwd: str | None, stored: list[Event]) -> No
 
 
 def final_turn_closers(events: list[Event], *, path: str | None = None) -> list[Event]:
-    """Return `interrupted_turn_closers(events)`, looking only at the final turn.
-
-    Repair depends on nothing before the last `turn/start` (it resets every tracker), so a
-    backward walk to the last `turn/start` or `turn/end` replaces a pass over the whole log.
+    """Return the closers of an interrupted final turn (`log` repair's `final_turn_closers`).
 
     Args:
         events: the stored, contiguous events.
@@ -104,19 +101,7 @@ def final_turn_closers(events: list[Event], *, path: str | None = None) -> list[
     Raises:
         CorruptLogError: if the final turn's events are malformed (so no closer is written).
     """
-    for index in range(len(events) - 1, -1, -1):
-        kind = events[index].type
-        if kind == v.TURN_END:
-            return []
-        if kind == v.TURN_START:
-            final_turn = events[index:]
-            try:
-                # Closers are written before the log is seeded: check what they rest on.
-                for event in final_turn:
-                    check_message_shape(event)
-                return interrupted_turn_closers(final_turn)
-            except EventRejectedError as exc:
-                raise CorruptLogError(
-                    f"the interrupted final turn cannot be repaired: {exc}", path=path
-                ) from exc
-    return []
+    try:
+        return repair_final_turn(events)
+    except EventRejectedError as exc:
+        raise CorruptLogError(f"the interrupted final turn cannot be repaired: {exc}", path=path) from exc

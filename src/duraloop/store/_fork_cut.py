@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from duraloop.errors import SessionForkError, SessionNotFoundError
 from duraloop.log import Event, SessionHeader, fork_seed
-from duraloop.log._fork import closed_history_boundary, open_turn_start
-from duraloop.log._repair import scan_turns
+from duraloop.log._fork import closed_history_boundary
+from duraloop.log._turns import open_turn_start, scan_turns
 
 from ._backend import StorageBackend
-from ._legacy import readable_events
-from ._validation import judge, refuse_unanswered
+from ._validation import judge, readable, refuse_unanswered
 
 
 def fork_cut(
@@ -68,6 +67,6 @@ def _read(backend: StorageBackend, source_id: str) -> tuple[SessionHeader, list[
         stored = backend.read(source_id)
     except SessionNotFoundError as exc:
         raise SessionForkError(f'session "{source_id}" not found', code="SESSION_NOT_FOUND") from exc
-    events = readable_events(stored.events, session_id=stored.header.id, path=stored.path)
+    events = readable(stored)
     judge(stored.header, events, path=stored.path)
     return stored.header, events

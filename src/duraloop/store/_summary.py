@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from duraloop.errors import CorruptLogError, SessionFormatUnsupportedError
 from duraloop.log import SessionHeader
 from duraloop.log import vocabulary as v
+from duraloop.log._turns import last_turn_boundary, turn_count
 
-from ._backend import StoredLog
+from ._backend import DamagedLog, StorageBackend, StoredLog
+from ._validation import judge, readable
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,22 +80,59 @@ def summarize(stored: StoredLog) -> SessionSummary:
     Returns:
         Its id, creation time, cwd, turn and event counts, last turn end and fork parent.
     """
-    turn_count = 0
-    last = "none"
-    for event in stored.events:
-        if event.type == v.TURN_START:
-            turn_count += 1
-            last = "open"
-        elif event.type == v.TURN_END:
-            reason = event.data.get("reason") if isinstance(event.data, dict) else None
-            last = str(reason.get("kind")) if isinstance(reason, dict) else "unknown"
+    boundary = last_turn_boundary(stored.events)
+    if boundary is None:
+        last = "none"
+    elif stored.events[boundary].type == v.TURN_START:
+        last = "open"
+    else:
+        data = stored.events[boundary].data
+        reason = data.get("reason") if isinstance(data, dict) else None
+        last = str(reason.get("kind")) if isinstance(reason, dict) else "unknown"
     header = stored.header
     return SessionSummary(
         id=header.id,
         created_at=header.created_at,
         cwd=header.cwd,
-        turn_count=turn_count,
+        turn_count=turn_count(stored.events),
         last_turn_end=last,
         event_count=len(stored.events),
         parent_session=header.parent_session,
     )
+
+
+def list_summaries(backend: StorageBackend) -> list[SessionSummary]:
+    """Summarize every session a backend stores, as `SessionStore.list()` returns them.
+
+    Each log is read and judged as every read is; one that cannot be read is still a row,
+    with `damaged` saying why (one damaged session never hides the others).
+
+    Args:
+        backend: the store's backend.
+
+    Returns:
+        One summary per stored session: readable ones oldest first, then damaged ones.
+    """
+    summaries: list[SessionSummary] = []
+    for entry in backend.list_headers():
+        if isinstance(entry, DamagedLog):
+            summaries.append(damaged_summary(entry.session_id, entry.reason))
+            continue
+        try:
+            stored = backend.read(entry.id)
+            events = readable(stored)
+            judge(stored.header, events, path=stored.path)
+        except (CorruptLogError, SessionFormatUnsupportedError) as exc:
+            summaries.append(damaged_summary(entry.id, _short_reason(exc), header=entry))
+        else:
+            summaries.append(summarize(replace(stored, events=events)))
+    return sorted(
+        summaries, key=lambda summary: (summary.damaged is not None, summary.created_at, summary.id)
+    )
+
+
+def _short_reason(exc: CorruptLogError | SessionFormatUnsupportedError) -> str:
+    """Return the error's message without the log path (a listing names the session)."""
+    text = str(exc)
+    path = exc.path if isinstance(exc, CorruptLogError) else None
+    return text.replace(f" of {path}", "") if path else text

@@ -40,6 +40,7 @@ from typing import Any
 
 from duraloop.log import Event
 from duraloop.log import vocabulary as v
+from duraloop.log._turns import last_turn_start
 
 _RESPONSES = frozenset({v.ASSISTANT_CHUNK, v.ASSISTANT_MESSAGE})
 _BEFORE_A_REQUEST = frozenset(
@@ -166,14 +167,13 @@ def _open_turn(prefix: Sequence[Event]) -> tuple[set[tuple[Any, Any]], set[Any]]
     """Return the (turn, step) of every `step/start`, and the `tool/call` ids, of the last turn."""
     steps: set[tuple[Any, Any]] = set()
     calls: set[Any] = set()
-    for index in range(len(prefix) - 1, -1, -1):
+    start = last_turn_start(prefix)
+    for index in range(0 if start is None else start + 1, len(prefix)):
         event = prefix[index]
         if event.type == v.STEP_START:
             steps.add((_field(event, "turn"), _field(event, "step")))
         elif event.type == v.TOOL_CALL:
             calls.add(_field(event, "callId"))
-        elif event.type == v.TURN_START:
-            break
     return steps, calls
 
 

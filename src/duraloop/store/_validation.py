@@ -17,10 +17,23 @@ from collections.abc import Sequence
 from duraloop.errors import CorruptLogError, InvariantError, UnpairedHistoryError
 from duraloop.log import Event, LogCheckReport, PendingToolCalls, Session, SessionHeader
 from duraloop.log._check import rescue_command, validate_log
+from duraloop.log._legacy import readable_events
 from duraloop.log._pending import UnansweredStep
+
+from ._backend import StoredLog
 
 _MAX_PROBLEM_CHARS = 500
 """A problem quotes log data; a message carries at most this much of it."""
+
+
+def readable(stored: StoredLog) -> list[Event]:
+    """Return the stored events as every read sees them: legacy imported, vocabulary checked.
+
+    Raises:
+        SessionFormatUnsupportedError: for rejected legacy vocabulary or an unknown type.
+        CorruptLogError: if a legacy shape is malformed.
+    """
+    return readable_events(stored.events, session_id=stored.header.id, path=stored.path)
 
 
 def judge(

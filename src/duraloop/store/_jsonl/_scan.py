@@ -28,8 +28,8 @@ from duraloop.errors import CorruptLogError
 from duraloop.log import Event, SessionHeader
 from duraloop.log import vocabulary as v
 
-from ._packing import decode_row_line
-from ._records import (
+from .._codec._packing import decode_row_line
+from .._codec._records import (
     EVENT_DECODER,
     MAX_LINE_DEPTH,
     ROW_LINE_PREFIXES,
@@ -38,7 +38,7 @@ from ._records import (
     decode_record,
     too_deep,
 )
-from ._tail import TornTail, fsync_evidence
+from .._tail import TornTail, fsync_evidence
 from ._zstd import decompress_complete, decompress_torn, later_complete_frame, scan_frames
 
 _MAX_SAFE = 2**53 - 1

@@ -20,9 +20,10 @@ from typing import Any, Final
 
 import msgspec
 
-from duraloop.errors import CorruptLogError, EventRejectedError, SessionFormatUnsupportedError
-from duraloop.log import Event, check_vocabulary
-from duraloop.log import vocabulary as v
+from ..errors import CorruptLogError, EventRejectedError, SessionFormatUnsupportedError
+from . import _vocabulary as v
+from ._event import Event
+from ._validate import check_vocabulary
 
 READABLE_EVENT_TYPES: Final = v.KNOWN_EVENT_TYPES
 """Types a read accepts without `ignorable: true`: dsh's vocabulary, which covers every

@@ -1,12 +1,41 @@
-"""SqliteStore: a SessionStore over one SQLite database file (session-spec 6.8)."""
+"""The ready-made stores: a SessionStore over memory, JSONL files or one SQLite file (session-spec 6)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from types import TracebackType
 
-from ._sqlite import SqliteBackend
-from ._store import SessionStore
+from ._jsonl._backend import Compression, JsonlBackend
+from ._memory import MemoryBackend
+from ._session_store import SessionStore
+from ._sqlite._backend import SqliteBackend
+
+
+class MemoryStore(SessionStore):
+    """A SessionStore over process memory (tests, ephemeral sessions)."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryBackend())
+
+
+class JsonlStore(SessionStore):
+    """A SessionStore of JSONL files under `root` (session-spec 6.3-6.6).
+
+    Args:
+        root: the store directory, e.g. `~/.duraloop/sessions`.
+        pack_chunks: store runs of >= 3 chunk events as packed rows.
+        compression: `"none"` (raw `session.jsonl`, the default) or `"zstd"`
+            (`session.jsonl.zstd`: one checksummed frame per durable batch). A root holds one
+            encoding; see `JsonlBackend`.
+
+    Raises:
+        ConfigError: if `compression` is not `"none"` or `"zstd"`.
+    """
+
+    def __init__(
+        self, root: Path | str, *, pack_chunks: bool = True, compression: Compression = "none"
+    ) -> None:
+        super().__init__(JsonlBackend(root, pack_chunks=pack_chunks, compression=compression))
 
 
 class SqliteStore(SessionStore):

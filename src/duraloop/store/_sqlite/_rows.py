@@ -25,9 +25,9 @@ from duraloop.errors import EventRejectedError
 from duraloop.log import SESSION_FORMAT_VERSION, Event, SessionHeader
 from duraloop.log._json import MAX_JSON_DEPTH
 
-from ._packing import ROW_TYPES, MalformedRowError, pack_events, unpack_row
-from ._records import RecordError, checked, depth_error, too_deep, unsupported_version
-from ._varint import VarintError, decode_seqs, encode_seqs
+from .._codec._packing import ROW_TYPES, MalformedRowError, pack_events, unpack_row
+from .._codec._records import RecordError, checked, depth_error, too_deep, unsupported_version
+from .._codec._varint import VarintError, decode_seqs, encode_seqs
 
 COMPRESS_MIN_BYTES = 4096
 """JSON data at least this long is stored zstd-compressed when that is smaller."""

@@ -1,6 +1,6 @@
 """Open a SQLite session store: file checks, pragmas, identity and schema 17 (session-spec 6.8).
 
-The file checks (`_sqlite_file`) come first: a SQLite database, a regular file owned by the
+The file checks (`_file`) come first: a SQLite database, a regular file owned by the
 user, private. A missing file is created with mode 0600 when asked. Every connection sets
 the pragmas of 6.8. A pristine database is initialized in one transaction; a database with
 another `application_id`, another `user_version`, or unversioned but non-empty, is refused
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from duraloop.errors import StoreError
 
-from ._sqlite_file import check_file, damaged_store_error
+from ._file import check_file, damaged_store_error
 
 APPLICATION_ID = 0x44534850
 """`PRAGMA application_id` of a dsh/duraloop session store: "DSHP" (1146308688)."""

@@ -13,9 +13,9 @@ import os
 from pathlib import Path
 
 from duraloop.log import Event, SessionHeader
+from duraloop.log._legacy import readable_events
 
-from ._jsonl_scan import scan_log, scan_zstd_log
-from ._legacy import readable_events
+from ._jsonl._scan import scan_log, scan_zstd_log
 
 logger = logging.getLogger(__name__)
 

@@ -36,12 +36,13 @@ from duraloop.errors import (
 )
 from duraloop.log import Event, SessionHeader
 
-from ._backend import DamagedLog, StoredLog, WriteReceipt
-from ._files import lock_session_file, write_private_copy
-from ._paths import check_session_id
-from ._records import RecordError
-from ._sqlite_file import check_same_file, check_sessions, damaged_store_error
-from ._sqlite_rows import (
+from .._backend import DamagedLog, StoredLog, WriteReceipt
+from .._codec._records import RecordError
+from .._files import lock_session_file, write_private_copy
+from .._jsonl._paths import check_session_id
+from .._writer import check_batch
+from ._file import check_same_file, check_sessions, damaged_store_error
+from ._rows import (
     EVENT_COLUMNS,
     SESSION_COLUMNS,
     EventRow,
@@ -51,9 +52,8 @@ from ._sqlite_rows import (
     header_values,
     row_member_count,
 )
-from ._sqlite_scan import rows_as_json_lines, scan_rows
-from ._sqlite_schema import check_schema, connect, store_id
-from ._writer import check_batch
+from ._scan import rows_as_json_lines, scan_rows
+from ._schema import check_schema, connect, store_id
 
 logger = logging.getLogger(__name__)
 _LOCK_DIR_MODE = 0o700

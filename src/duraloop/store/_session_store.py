@@ -2,11 +2,11 @@
 
 Single writer per session (a lock taken by `open_writer` and by repairing loads), the id
 collision check, seq checks on every append, cold repair on load (truncate a torn tail,
-append closers durably), legacy import and the vocabulary refusal on every read (`_legacy`),
+append closers durably), legacy import and the vocabulary refusal on every read (`log._legacy`),
 the validation `check` reports on every read (`_validation`), and fork. Backends only store.
 
-Size: over 400 lines because one class holds every coordination rule the backends share;
-its helpers (`_claim`, `_fork_cut`, `_validation`) are already split out.
+The ready-made stores over each backend are in `_stores`; the helpers of this class are
+`_claim`, `_fork_cut`, `_validation` and `_summary`.
 """
 
 from __future__ import annotations
@@ -17,13 +17,10 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 
 from duraloop.errors import (
-    CorruptLogError,
     SessionExistsError,
     SessionForkError,
-    SessionFormatUnsupportedError,
     SessionNotFoundError,
     StoreError,
     UsageError,
@@ -40,15 +37,12 @@ from duraloop.log import (
 )
 from duraloop.log._json import is_safe_int
 
-from ._backend import DamagedLog, StorageBackend, StoredLog
+from ._backend import StorageBackend
 from ._claim import RememberedLoad, RememberedLoads, check_claim, final_turn_closers
 from ._fork_cut import fork_cut
-from ._jsonl import Compression, JsonlBackend
-from ._legacy import readable_events
 from ._loaded import LoadedSession, RepairReport
-from ._memory import MemoryBackend
-from ._summary import SessionSummary, damaged_summary, summarize
-from ._validation import judge, refuse_closing_unanswered, refuse_unanswered
+from ._summary import SessionSummary, list_summaries
+from ._validation import judge, readable, refuse_closing_unanswered, refuse_unanswered
 from ._writer import SessionWriter, check_batch
 
 logger = logging.getLogger(__name__)
@@ -108,7 +102,7 @@ class SessionStore:
         if not self.backend.exists(session.id):
             return 0
         stored = self.backend.read(session.id)
-        check_claim(session, cwd=stored.header.cwd, stored=_readable(stored))
+        check_claim(session, cwd=stored.header.cwd, stored=readable(stored))
         # Only the torn tail is cut (no closers: the live session writes its own). Events
         # recovered from a torn zstd frame go with it; the writer's first batch stores them again.
         if stored.torn is not None:
@@ -148,7 +142,7 @@ class SessionStore:
             if stored.torn is None:
                 self.backend.append(session_id, batch)
             else:
-                self.backend.repair(session_id, stored.torn, _recovered(stored) + batch)
+                self.backend.repair(session_id, stored.torn, stored.recovered() + batch)
         finally:
             release()
 
@@ -201,7 +195,7 @@ class SessionStore:
         if live is not None:
             live.flush()
             stored = self.backend.read(session_id)
-            events = _readable(stored)
+            events = readable(stored)
             if final_turn_closers(events, path=stored.path):
                 raise StoreError(
                     f'cannot load session "{session_id}" while its live turn is open; use the '
@@ -215,14 +209,14 @@ class SessionStore:
         release = self.backend.lock(session_id, cwd=None)
         try:
             stored = self.backend.read(session_id)
-            readable = _readable(stored)
+            committed = readable(stored)
             # Judged before anything is written: damage and unanswered history refuse.
-            report, session = judge(stored.header, readable, path=stored.path)
+            report, session = judge(stored.header, committed, path=stored.path)
             refuse_unanswered(report.unanswered, session_id=session_id)
-            closers = list(session.events[len(readable) : len(readable) + report.closers_needed])
+            closers = list(session.events[len(committed) : len(committed) + report.closers_needed])
             # One durable repair: cut the torn tail, then store the recovered events as they
             # were read (no legacy import) and the closers.
-            rewrite = _recovered(stored)
+            rewrite = stored.recovered()
             torn_copy = None
             if stored.torn is not None or closers:
                 torn_copy = self.backend.repair(session_id, stored.torn, rewrite + closers).torn_copy
@@ -230,7 +224,7 @@ class SessionStore:
                 logger.warning(
                     "session %s: closed interrupted turn with %d closers", session_id, len(closers)
                 )
-            events = readable + closers
+            events = committed + closers
             self._remember_load(session_id, stored.header.cwd, events)
         finally:
             release()
@@ -254,7 +248,7 @@ class SessionStore:
             SessionFormatUnsupportedError: for a newer/older format or an unknown event type.
         """
         stored = self.backend.read(session_id)
-        events = _readable(stored)
+        events = readable(stored)
         report, session = judge(stored.header, events, path=stored.path)
         closers = list(session.events[len(events) : len(events) + report.closers_needed])
         return LoadedSession(stored.header, events + closers, RepairReport(stored.torn_bytes, closers, stored.cut))
@@ -274,7 +268,7 @@ class SessionStore:
             SessionFormatUnsupportedError: for a newer/older format or an unknown event type.
         """
         stored = self.backend.read(session_id)
-        report = check_log(stored.header.id, _readable(stored))
+        report = check_log(stored.header.id, readable(stored))
         return replace(report, torn_tail_bytes=stored.torn_bytes)
 
     def read(self, session_id: str) -> tuple[SessionHeader, builtins.list[Event]]:
@@ -295,7 +289,7 @@ class SessionStore:
             SessionFormatUnsupportedError: for a newer/older format or an unknown event type.
         """
         stored = self.backend.read(session_id)
-        events = _readable(stored)
+        events = readable(stored)
         judge(stored.header, events, path=stored.path)
         return stored.header, events
 
@@ -358,22 +352,7 @@ class SessionStore:
         Returns:
             One `SessionSummary` per materialized session.
         """
-        summaries: builtins.list[SessionSummary] = []
-        for entry in self.backend.list_headers():
-            if isinstance(entry, DamagedLog):
-                summaries.append(damaged_summary(entry.session_id, entry.reason))
-                continue
-            try:
-                stored = self.backend.read(entry.id)
-                events = _readable(stored)
-                judge(stored.header, events, path=stored.path)
-            except (CorruptLogError, SessionFormatUnsupportedError) as exc:
-                summaries.append(damaged_summary(entry.id, _short_reason(exc), header=entry))
-            else:
-                summaries.append(summarize(replace(stored, events=events)))
-        return sorted(
-            summaries, key=lambda summary: (summary.damaged is not None, summary.created_at, summary.id)
-        )
+        return list_summaries(self.backend)
 
     def fork(self, source_id: str, *, boundary: int | None = None, child_id: str | None = None) -> str:
         """Persist a new session seeded with a prefix of another (session-spec 5.2).
@@ -416,47 +395,3 @@ class SessionStore:
         logger.info("forked session %s from %s at %d events", child, source_id, len(seed))
         return child
 
-
-class MemoryStore(SessionStore):
-    """A SessionStore over process memory (tests, ephemeral sessions)."""
-
-    def __init__(self) -> None:
-        super().__init__(MemoryBackend())
-
-
-class JsonlStore(SessionStore):
-    """A SessionStore of JSONL files under `root` (session-spec 6.3-6.6).
-
-    Args:
-        root: the store directory, e.g. `~/.duraloop/sessions`.
-        pack_chunks: store runs of >= 3 chunk events as packed rows.
-        compression: `"none"` (raw `session.jsonl`, the default) or `"zstd"`
-            (`session.jsonl.zstd`: one checksummed frame per durable batch). A root holds one
-            encoding; see `JsonlBackend`.
-
-    Raises:
-        ConfigError: if `compression` is not `"none"` or `"zstd"`.
-    """
-
-    def __init__(
-        self, root: Path | str, *, pack_chunks: bool = True, compression: Compression = "none"
-    ) -> None:
-        super().__init__(JsonlBackend(root, pack_chunks=pack_chunks, compression=compression))
-
-
-def _recovered(stored: StoredLog) -> builtins.list[Event]:
-    """Return the events decoded from a torn zstd frame: cutting the tail removes them."""
-    count = stored.recovered_events
-    return stored.events[len(stored.events) - count :] if count else []
-
-
-def _readable(stored: StoredLog) -> builtins.list[Event]:
-    """Return the stored events as every read sees them: legacy imported, vocabulary checked."""
-    return readable_events(stored.events, session_id=stored.header.id, path=stored.path)
-
-
-def _short_reason(exc: CorruptLogError | SessionFormatUnsupportedError) -> str:
-    """Return the error's message without the log path (a listing names the session)."""
-    text = str(exc)
-    path = exc.path if isinstance(exc, CorruptLogError) else None
-    return text.replace(f" of {path}", "") if path else text

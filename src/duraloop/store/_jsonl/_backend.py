@@ -31,8 +31,9 @@ from duraloop.errors import (
 )
 from duraloop.log import Event, SessionHeader
 
-from ._backend import DamagedLog, StoredLog, WriteReceipt
-from ._files import (
+from .._backend import DamagedLog, StoredLog, WriteReceipt
+from .._codec._records import decode_header, encode_batch, encode_header
+from .._files import (
     file_revision,
     fsync_dir,
     lock_directory,
@@ -40,7 +41,6 @@ from ._files import (
     write_all,
     write_private_copy,
 )
-from ._jsonl_scan import header_frame_line, scan_log, scan_zstd_log
 from ._paths import (
     LOCK_FILE_NAME,
     LOG_FILE_NAME,
@@ -50,7 +50,7 @@ from ._paths import (
     encode_segment,
     session_dir,
 )
-from ._records import decode_header, encode_batch, encode_header
+from ._scan import header_frame_line, scan_log, scan_zstd_log
 from ._zstd import FrameCodec, decompress_complete, scan_frames
 
 logger = logging.getLogger(__name__)

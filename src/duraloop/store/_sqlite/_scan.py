@@ -21,9 +21,9 @@ from duraloop.errors import CorruptLogError
 from duraloop.log import Event
 from duraloop.log import vocabulary as v
 
-from ._records import RecordError
-from ._sqlite_rows import EVENT_COLUMNS, PACKED, SqlRow, decode_row
-from ._tail import TornTail, fsync_evidence
+from .._codec._records import RecordError
+from .._tail import TornTail, fsync_evidence
+from ._rows import EVENT_COLUMNS, PACKED, SqlRow, decode_row
 
 _TURN_END = v.TURN_END.encode()
 _COLUMN_NAMES = [name.strip() for name in EVENT_COLUMNS.split(",")]

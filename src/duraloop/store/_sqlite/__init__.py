@@ -1,0 +1,6 @@
+"""The SQLite backend: every session in one database file, schema 17 (session-spec 6.8).
+
+`_backend` (SqliteBackend), `_rows` (event rows and packed rows), `_scan` (reading rows back,
+torn tail included), `_schema` (connection and schema checks) and `_file` (the file and
+integrity checks before and after opening).
+"""
