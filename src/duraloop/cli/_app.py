@@ -17,7 +17,7 @@ from rich.console import Console
 
 from ..errors import CorruptLogError, DuraloopError, UnpairedHistoryError
 from ..log import Event, SessionHeader, check_log, rescue_command
-from ..loop import LoopConfig, open_session, resume_session, start_session
+from ..loop import LoopConfig, SessionSetup, open_session, resume_session, start_session
 from ..store import read_log_file
 from ..tools import builtin_tools
 from ._chat import run_chat
@@ -138,10 +138,14 @@ def run(
     sessions = open_store(store)
     if session is None:
         workspace = (cwd or Path.cwd()).resolve()
-        loop = start_session(store=sessions, model=llm, tools=builtin_tools(), cwd=workspace, config=config)
+        loop = start_session(SessionSetup(
+            store=sessions, model=llm, tools=builtin_tools(), cwd=workspace, config=config,
+        ))
     else:
         # An existing session keeps its recorded workspace unless --cwd says otherwise.
-        loop, repair = open_session(session, store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config)
+        loop, repair = open_session(session, SessionSetup(
+            store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config,
+        ))
         if repair is not None and repair.closers:
             err.print(safe(f"repaired {ident(loop.session.id)}: {_repair_text(repair)}", "yellow"))
     with loop:
@@ -171,9 +175,14 @@ def chat(
     sessions = open_store(store)
     repair = None
     if session is None:
-        loop = start_session(store=sessions, model=llm, tools=builtin_tools(), cwd=(cwd or Path.cwd()).resolve(), config=config)
+        loop = start_session(SessionSetup(
+            store=sessions, model=llm, tools=builtin_tools(), cwd=(cwd or Path.cwd()).resolve(),
+            config=config,
+        ))
     else:
-        loop, repair = open_session(session, store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config)
+        loop, repair = open_session(session, SessionSetup(
+            store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config,
+        ))
     with loop:
         out.print(styled("session: ", ident(loop.session.id)))
         if repair is not None:
@@ -225,7 +234,9 @@ def resume(
     require_prompt(prompt)
     llm = build_model(model, env=os.environ, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
     config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps, system_prompt=system_prompt(system))
-    loop, repair = resume_session(session_id, store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config)
+    loop, repair = resume_session(session_id, SessionSetup(
+        store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config,
+    ))
     err.print(safe(f"{ident(session_id)}: {_repair_text(repair)}"))
     with loop:
         result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
