@@ -26,7 +26,8 @@ from ..log import Event, check_log, check_pairing
 from ..loop import SessionSetup, resume_session, start_session
 from ..store import JsonlStore
 from ..tools import Tool, ToolContext, builtin_tools
-from ._render import LiveRenderer, styled
+from ._live import LiveRenderer
+from ._render import styled
 
 READ_LATENCY_SECONDS = 0.4
 
