@@ -34,7 +34,7 @@ from typing import Any
 import anyio
 
 from duraloop.llm import ModelRequest, OpenAIChatModel, ScriptedModel, StreamChunk
-from duraloop.loop import LoopConfig, start_session
+from duraloop.loop import LoopConfig, SessionSetup, start_session
 from duraloop.store import JsonlStore, MemoryStore, SessionStore
 from duraloop.tools import Tool, tool
 
@@ -268,10 +268,10 @@ async def run_steps(
     model = EncodingModel(step_script(steps), estimate_tokens=estimate_tokens)
     counter = FsyncCounter()
     with counter.installed():
-        loop = start_session(
+        loop = start_session(SessionSetup(
             store=store, model=model, tools=NOOP_TOOLS, cwd=workspace,
             config=LoopConfig(max_steps=steps + 1),
-        )
+        ))
         writer = loop.durability
         started, cpu_started = time.perf_counter(), time.process_time()
         result = await loop.run_turn("Run the benchmark task.")

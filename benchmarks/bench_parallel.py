@@ -27,7 +27,7 @@ import _scenario as sc
 import anyio
 
 from duraloop.log import Event
-from duraloop.loop import LoopConfig, start_session
+from duraloop.loop import LoopConfig, SessionSetup, start_session
 from duraloop.store import JsonlStore, MemoryStore, SessionStore
 
 CALLS = 30
@@ -50,10 +50,10 @@ async def tool_phases(*, durable: bool, seconds: float, steps: int, root: Path) 
     ]
     script.append({"text": "Done."})
     model = sc.EncodingModel(script)
-    loop = start_session(
+    loop = start_session(SessionSetup(
         store=store, model=model, tools=[sc.sleep_tool(seconds)], cwd=workspace,
         config=LoopConfig(max_parallel_tool_calls=CAP, max_steps=steps + 1),
-    )
+    ))
     starts: list[float] = []
     ends: list[float] = []
 

@@ -38,7 +38,7 @@ import anyio
 import bench_resume
 
 from duraloop.log import Event, Session, SessionHeader, now_ms
-from duraloop.loop import AgentLoop, LoopConfig, new_session_id, start_session
+from duraloop.loop import AgentLoop, LoopConfig, SessionSetup, new_session_id, start_session
 from duraloop.store import JsonlStore, SessionStore, SessionWriter, SqliteStore
 
 # (label, factory of a store under a directory)
@@ -133,10 +133,10 @@ async def _append_run(label: str, root: Path, steps: int) -> tuple[float, float,
     store = LAYOUTS[label](root)
     model = sc.EncodingModel(sc.step_script(steps))
     try:
-        loop = start_session(
+        loop = start_session(SessionSetup(
             store=store, model=model, tools=sc.NOOP_TOOLS, cwd=workspace,
             config=LoopConfig(max_steps=steps + 1),
-        )
+        ))
         writer = loop.durability
         started = time.perf_counter()
         result = await loop.run_turn("Run the benchmark task.")

@@ -19,6 +19,7 @@ from .log import interrupted_turn_closers as interrupted_turn_closers
 from .loop import AgentLoop as AgentLoop
 from .loop import LoopConfig as LoopConfig
 from .loop import LoopHooks as LoopHooks
+from .loop import SessionSetup as SessionSetup
 from .loop import TurnResult as TurnResult
 from .loop import fork_session as fork_session
 from .loop import open_session as open_session
@@ -47,6 +48,7 @@ __all__ = [
     "RetryPolicy",
     "ScriptedModel",
     "Session",
+    "SessionSetup",
     "SessionStore",
     "Tool",
     "ToolContext",

@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from duraloop.llm import ScriptedModel
-from duraloop.loop import start_session
+from duraloop.loop import SessionSetup, start_session
 from duraloop.store import JsonlStore
 
 from ._support import Cli, clean_env, ok, session_id_of
@@ -109,7 +109,7 @@ def test_check_reports_a_torn_tail_and_resume_warnings_are_unpadded(cli: Cli) ->
 
 def test_the_cli_opens_an_existing_zstd_store(cli: Cli) -> None:
     store = JsonlStore(cli.store, compression="zstd")
-    with start_session(store=store, model=ScriptedModel([{"text": "k"}]), cwd=cli.cwd) as loop:
+    with start_session(SessionSetup(store=store, model=ScriptedModel([{"text": "k"}]), cwd=cli.cwd)) as loop:
         anyio.run(loop.run_turn, "hi")
         session_id = loop.session.id
     assert session_id in ok(cli("ls")).stdout

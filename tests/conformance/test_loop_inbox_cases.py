@@ -19,7 +19,15 @@ import pytest
 
 from duraloop.llm import ScriptedModel
 from duraloop.log import Message, text_of
-from duraloop.loop import AgentLoop, LoopHooks, Reject, StepContext, resume_session, start_session
+from duraloop.loop import (
+    AgentLoop,
+    LoopHooks,
+    Reject,
+    SessionSetup,
+    StepContext,
+    resume_session,
+    start_session,
+)
 from duraloop.store import MemoryStore
 from duraloop.testing import assert_log_valid
 from duraloop.tools import Tool, ToolContext
@@ -202,12 +210,14 @@ async def test_b47_each_followup_runs_its_own_numbered_turn(tmp_path: Path, coun
 @pytest.mark.anyio
 async def test_b57_resume_continues_turn_numbering_with_a_resume_header(tmp_path: Path) -> None:
     store = MemoryStore()
-    first = start_session(store=store, model=ScriptedModel([{"text": "a"}]), cwd=tmp_path)
+    first = start_session(SessionSetup(store=store, model=ScriptedModel([{"text": "a"}]), cwd=tmp_path))
     await first.run_turn("one")
     old_events = list(first.session.events)
     old_messages = first.session.derive_messages()
     first.close()
-    loop, _repair = resume_session(first.session.id, store=store, model=ScriptedModel([{"text": "b"}]))
+    loop, _repair = resume_session(first.session.id, SessionSetup(
+        store=store, model=ScriptedModel([{"text": "b"}]),
+    ))
     events = loop.session.events
     assert [e.type for e in events] == [e.type for e in old_events] + ["session/end-seed"]
     assert loop.session.derive_messages() == old_messages
@@ -223,11 +233,11 @@ async def test_b57_resume_continues_turn_numbering_with_a_resume_header(tmp_path
 @pytest.mark.anyio
 async def test_b58_pending_injection_survives_resume_and_enters_after_followup(tmp_path: Path) -> None:
     store = MemoryStore()
-    first = start_session(store=store, model=ScriptedModel([]), cwd=tmp_path)
+    first = start_session(SessionSetup(store=store, model=ScriptedModel([]), cwd=tmp_path))
     first.inject("remember this")
     first.close()
     model = ScriptedModel([{"text": "noted"}])
-    loop, _repair = resume_session(first.session.id, store=store, model=model)
+    loop, _repair = resume_session(first.session.id, SessionSetup(store=store, model=model))
     assert [e.type for e in loop.session.events] == ["agent/inbox/spliced", "session/end-seed"]
     assert _texts(loop.inbox.next_step) == ["remember this"] and loop.last_turn == 0
     loop.followup("go")

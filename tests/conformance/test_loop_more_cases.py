@@ -41,6 +41,7 @@ from duraloop.loop import (
     LoopConfig,
     LoopHooks,
     RequestConfig,
+    SessionSetup,
     StepContext,
     resume_session,
     start_session,
@@ -282,7 +283,7 @@ async def test_b31_idle_cancel_is_a_no_op_and_the_next_turn_runs_normally(tmp_pa
 async def test_dispose_aborts_the_running_turn_as_disposed_then_closes(tmp_path: Path) -> None:
     store = MemoryStore()
     model = HangFirstModel()
-    loop = start_session(store=store, model=model, cwd=tmp_path)
+    loop = start_session(SessionSetup(store=store, model=model, cwd=tmp_path))
     out = _Turn()
     async with anyio.create_task_group() as tg:
         tg.start_soon(_run, loop, "go", out)
@@ -298,7 +299,7 @@ async def test_dispose_aborts_the_running_turn_as_disposed_then_closes(tmp_path:
         loop.followup("too late")
     await loop.dispose()  # idempotent
     # The writer is released and everything is durable, the parked follow-up included.
-    resumed, repair = resume_session(loop.session.id, store=store, model=ScriptedModel([]))
+    resumed, repair = resume_session(loop.session.id, SessionSetup(store=store, model=ScriptedModel([])))
     assert repair.closers == []
     assert [m["content"][0]["text"] for m in resumed.inbox.next_turn] == ["later"]
     assert_log_valid(resumed.session)
@@ -369,21 +370,23 @@ async def test_b59_resume_refuses_a_live_session_and_never_repairs_its_open_turn
     gates = Gates()
     store = JsonlStore(tmp_path / "sessions")
     script = ScriptedModel([tools_step(call("c1", "g")), {"text": "done"}])
-    loop = start_session(store=store, model=script, tools=[gated_tool("g", gates)], cwd=tmp_path)
+    loop = start_session(SessionSetup(
+        store=store, model=script, tools=[gated_tool("g", gates)], cwd=tmp_path,
+    ))
     sid = loop.session.id
     out = _Turn()
     async with anyio.create_task_group() as tg:
         tg.start_soon(_run, loop, "go", out)
         await gates.wait_entered("c1")  # the turn is open and its tool/call is durable
         with pytest.raises(StoreError, match="live turn is open"):  # same process, same store
-            resume_session(sid, store=store, model=ScriptedModel([]))
+            resume_session(sid, SessionSetup(store=store, model=ScriptedModel([])))
         other = JsonlStore(tmp_path / "sessions")  # another process's store: the lock refuses
         with pytest.raises(SessionLockedError):
-            resume_session(sid, store=other, model=ScriptedModel([]))
+            resume_session(sid, SessionSetup(store=other, model=ScriptedModel([])))
         gates.release("c1")
     assert out.result.kind == "completed"
     with pytest.raises(StoreError, match="open writer"):  # idle, but the writer is still open
-        resume_session(sid, store=store, model=ScriptedModel([]))
+        resume_session(sid, SessionSetup(store=store, model=ScriptedModel([])))
     events = list(loop.session.events)
     assert len(of_type(events, "turn/end")) == 1  # no closers were written into the live turn
     assert not any(
@@ -392,7 +395,7 @@ async def test_b59_resume_refuses_a_live_session_and_never_repairs_its_open_turn
     loop.close()
     _header, stored = store.read(sid)
     assert [e.type for e in stored] == [e.type for e in events]
-    resumed, repair = resume_session(sid, store=store, model=ScriptedModel([]))
+    resumed, repair = resume_session(sid, SessionSetup(store=store, model=ScriptedModel([])))
     assert repair.closers == []
     resumed.close()
 
@@ -400,14 +403,16 @@ async def test_b59_resume_refuses_a_live_session_and_never_repairs_its_open_turn
 @pytest.mark.anyio
 async def test_b60_driver_over_a_fork_child_numbers_turns_after_the_last(tmp_path: Path) -> None:
     store = MemoryStore()
-    parent = start_session(store=store, model=ScriptedModel([{"text": "a"}, {"text": "b"}]), cwd=tmp_path)
+    parent = start_session(SessionSetup(
+        store=store, model=ScriptedModel([{"text": "a"}, {"text": "b"}]), cwd=tmp_path,
+    ))
     await parent.run_turn("one")
     await parent.run_turn("two")
     parent.followup("parent's pending follow-up")
     parent.close()
     child_id = store.fork(parent.session.id)
     model = ScriptedModel([{"text": "c"}])
-    child, repair = resume_session(child_id, store=store, model=model)
+    child, repair = resume_session(child_id, SessionSetup(store=store, model=model))
     assert repair.closers == [] and child.last_turn == 2
     assert not child.inbox.pending  # a fork child ignores its parent's pending inbox
     result = await child.run_turn("three")
@@ -479,7 +484,7 @@ async def test_b62_vetoed_step_end_leaves_the_turn_open_until_crash_repair(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = MemoryStore()
-    loop = start_session(store=store, model=ScriptedModel([{"text": "ok"}]), cwd=tmp_path)
+    loop = start_session(SessionSetup(store=store, model=ScriptedModel([{"text": "ok"}]), cwd=tmp_path))
     loop.session.add_validator(_veto("step/end"))
     with caplog.at_level(logging.ERROR), pytest.raises(ValueError, match="reject first step/end"):
         await loop.run_turn("go")
@@ -492,7 +497,9 @@ async def test_b62_vetoed_step_end_leaves_the_turn_open_until_crash_repair(
         await loop.run_turn("again")
     # ...until a resume closes the stored log with crash repair's closers.
     loop.close()
-    resumed, repair = resume_session(loop.session.id, store=store, model=ScriptedModel([{"text": "again"}]))
+    resumed, repair = resume_session(loop.session.id, SessionSetup(
+        store=store, model=ScriptedModel([{"text": "again"}]),
+    ))
     assert [e.type for e in repair.closers] == ["step/end", "turn/end"]
     assert describe_log(resumed.session.events)[-3:] == ["S-1", "T-1(interrupted)", "session/end-seed"]
     assert_log_valid(resumed.session)

@@ -25,7 +25,14 @@ from duraloop.errors import LlmError, ToolError
 from duraloop.llm import OpenAIChatModel, RetryPolicy
 from duraloop.llm._chat_completions import ChatCompletionsModel, DeepSeekChatModel
 from duraloop.log import Session
-from duraloop.loop import AgentLoop, LoopConfig, TurnResult, resume_session, start_session
+from duraloop.loop import (
+    AgentLoop,
+    LoopConfig,
+    SessionSetup,
+    TurnResult,
+    resume_session,
+    start_session,
+)
 from duraloop.store import JsonlStore, MemoryStore
 from duraloop.testing import Gates, assert_log_valid, gated_tool
 from duraloop.tools import Tool, ToolContext
@@ -245,9 +252,9 @@ async def test_crash_after_tool_call_then_resume_sends_an_accepted_request(
     gates = Gates()
     live = tmp_path / "live"
     crashed = tmp_path / "crashed"
-    loop = start_session(
-        store=JsonlStore(live), model=model, tools=[gated_tool("slow", gates)], cwd=tmp_path
-    )
+    loop = start_session(SessionSetup(
+        store=JsonlStore(live), model=model, tools=[gated_tool("slow", gates)], cwd=tmp_path,
+    ))
     session_id = loop.session.id
     server.queue_sse(_calls(server, ("call_a", "slow"), ("call_b", "slow")))
     results: list[TurnResult] = []
@@ -259,9 +266,9 @@ async def test_crash_after_tool_call_then_resume_sends_an_accepted_request(
             shutil.copytree(live, crashed)
             loop.cancel()
             gates.release("call_a", "call_b")
-    resumed, repair = resume_session(
-        session_id, store=JsonlStore(crashed), model=model, tools=[gated_tool("slow", Gates())]
-    )
+    resumed, repair = resume_session(session_id, SessionSetup(
+        store=JsonlStore(crashed), model=model, tools=[gated_tool("slow", Gates())],
+    ))
     with resumed:
         assert repair.repaired
         server.queue_sse(_text("The earlier calls may or may not have run."))
@@ -281,7 +288,7 @@ async def test_fork_after_a_tool_turn_sends_an_accepted_request(
     tmp_path: Path, server: WireChatServer, model: ChatCompletionsModel
 ) -> None:
     store = MemoryStore()
-    loop = start_session(store=store, model=model, tools=[_plain_tool("fine")], cwd=tmp_path)
+    loop = start_session(SessionSetup(store=store, model=model, tools=[_plain_tool("fine")], cwd=tmp_path))
     server.queue_sse(_calls(server, ("call_1", "fine")))
     server.queue_sse(_text("Done."))
     server.queue_sse(_text("Second answer."))
@@ -291,7 +298,9 @@ async def test_fork_after_a_tool_turn_sends_an_accepted_request(
         await loop.run_turn("second")
         source = loop.session.id
     child = store.fork(source, boundary=boundary)
-    forked, _repair = resume_session(child, store=store, model=model, tools=[_plain_tool("fine")])
+    forked, _repair = resume_session(child, SessionSetup(
+        store=store, model=model, tools=[_plain_tool("fine")],
+    ))
     server.queue_sse(_text("Forked answer."))
     with forked:
         assert (await forked.run_turn("instead")).text == "Forked answer."

@@ -24,7 +24,7 @@ from duraloop.errors import LlmError
 from duraloop.llm import AnthropicMessagesModel, DeepSeekChatModel, OpenAIChatModel, RetryPolicy
 from duraloop.llm._chat_completions import ChatCompletionsModel
 from duraloop.llm._redact import REDACTED, SecretRedactor, url_secrets
-from duraloop.loop import LoopConfig, start_session
+from duraloop.loop import LoopConfig, SessionSetup, start_session
 from duraloop.store import JsonlStore
 
 from ._wire_anthropic import AnthropicWireServer, Reply
@@ -74,10 +74,10 @@ def _chat_model(dialect: str, base_url: str) -> ChatCompletionsModel:
 
 
 async def _failed_turn(tmp_path: Path, model: object, store: Path) -> LlmError:
-    loop = start_session(
+    loop = start_session(SessionSetup(
         store=JsonlStore(store), model=model,  # type: ignore[arg-type]
         cwd=tmp_path, config=LoopConfig(retry=ONE_RETRY),
-    )
+    ))
     with loop, pytest.raises(LlmError) as caught:
         await loop.run_turn("hi")
     return caught.value

@@ -20,7 +20,7 @@ from rich.console import Console
 
 from duraloop.cli._runner import run_turn_live
 from duraloop.llm import ScriptedModel
-from duraloop.loop import LoopConfig, start_session
+from duraloop.loop import LoopConfig, SessionSetup, start_session
 from duraloop.store import JsonlStore
 from duraloop.tools import Tool, ToolContext, tool
 
@@ -66,14 +66,10 @@ def _script(scenario: str) -> tuple[list[dict[str, object]], list[Tool]]:
 
 async def main(scenario: str, store_dir: Path, workspace: Path) -> None:
     script, tools = _script(scenario)
-    loop = start_session(
-        store=JsonlStore(store_dir),
-        model=ScriptedModel(script),
-        tools=tools,
-        cwd=workspace,
-        session_id=SESSION,
+    loop = start_session(SessionSetup(
+        store=JsonlStore(store_dir), model=ScriptedModel(script), tools=tools, cwd=workspace,
         config=LoopConfig(tool_cancel_grace_seconds=GRACE_SECONDS),
-    )
+    ), session_id=SESSION)
     try:
         if scenario == "stuck-sync":
             result = await run_turn_live(

@@ -26,7 +26,7 @@ import pytest
 from duraloop.llm import ScriptedModel
 from duraloop.log import Event
 from duraloop.log._vocabulary import OUTCOME_UNKNOWN_ERROR
-from duraloop.loop import resume_session, start_session
+from duraloop.loop import SessionSetup, resume_session, start_session
 from duraloop.store import JsonlStore, SessionWriter
 from duraloop.tools import tool
 
@@ -81,8 +81,9 @@ def test_first_result_survives_sigkill_while_second_parallel_call_sleeps(tmp_pat
             proc.kill()
             proc.wait()
 
-    loop, report = resume_session("child", store=JsonlStore(store_dir),
-                                  model=ScriptedModel([]), cwd=workspace)
+    loop, report = resume_session("child", SessionSetup(
+        store=JsonlStore(store_dir), model=ScriptedModel([]), cwd=workspace,
+    ))
     loop.close()
     events = loop.session.events
     (first,) = _results(events, "c1")
@@ -111,8 +112,9 @@ async def instant(i: int) -> str:
 async def _fsyncs_for(tool_steps: int, root: Path) -> int:
     calls = [{"id": f"c{i}", "name": "instant", "arguments": {"i": i}} for i in range(3)]
     script: list[dict[str, Any]] = [{"tool_calls": calls}] * tool_steps + [{"text": "done"}]
-    loop = start_session(store=JsonlStore(root), model=ScriptedModel(script), tools=[instant],
-                         cwd=root.parent)
+    loop = start_session(SessionSetup(
+        store=JsonlStore(root), model=ScriptedModel(script), tools=[instant], cwd=root.parent,
+    ))
     writer = loop.durability
     assert isinstance(writer, SessionWriter)
     await loop.run_turn("go")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from duraloop import fork_session, open_session, resume_session, start_session
+from duraloop import SessionSetup, fork_session, open_session, resume_session, start_session
 from duraloop.errors import SessionForkError, UnpairedHistoryError
 from duraloop.llm import ScriptedModel
 from duraloop.log import Event, SessionHeader
@@ -22,12 +22,14 @@ def anyio_backend() -> str:
 @pytest.mark.anyio
 async def test_fork_session_continues_the_parent_history_in_a_new_session(tmp_path: Path) -> None:
     store = MemoryStore()
-    parent = start_session(store=store, model=ScriptedModel([{"text": "one"}]), cwd=tmp_path, session_id="p")
+    parent = start_session(SessionSetup(
+        store=store, model=ScriptedModel([{"text": "one"}]), cwd=tmp_path,
+    ), session_id="p")
     await parent.run_turn("first")
     parent_events = len(parent.session.events)
     parent.close()
 
-    child = fork_session("p", store=store, model=ScriptedModel([{"text": "two"}]), child_id="c")
+    child = fork_session("p", SessionSetup(store=store, model=ScriptedModel([{"text": "two"}])), child_id="c")
     result = await child.run_turn("second")
     child.close()
 
@@ -41,7 +43,7 @@ async def test_fork_session_continues_the_parent_history_in_a_new_session(tmp_pa
 
 def test_fork_session_of_a_missing_session_raises_a_typed_error(tmp_path: Path) -> None:
     with pytest.raises(SessionForkError) as caught:
-        fork_session("nope", store=MemoryStore(), model=ScriptedModel([]), cwd=tmp_path)
+        fork_session("nope", SessionSetup(store=MemoryStore(), model=ScriptedModel([]), cwd=tmp_path))
     assert caught.value.code == "SESSION_NOT_FOUND"
 
 
@@ -65,7 +67,7 @@ def test_resume_and_open_session_refuse_unanswered_closed_history_before_writing
     revision = store.revision("w")
     for opener in (resume_session, open_session):
         with pytest.raises(UnpairedHistoryError, match=r"`duraloop fork w --at 2`") as caught:
-            opener("w", store=store, model=ScriptedModel([{"text": "never"}]))
+            opener("w", SessionSetup(store=store, model=ScriptedModel([{"text": "never"}])))
         assert caught.value.rescue_seq == 2 and caught.value.call_ids == ("c1",)
         assert store.revision("w") == revision
 
@@ -74,7 +76,9 @@ def test_resume_and_open_session_refuse_unanswered_closed_history_before_writing
 async def test_fork_session_at_the_rescue_seq_continues_a_wedged_session(tmp_path: Path) -> None:
     store = MemoryStore()
     _wedged(store, tmp_path)
-    child = fork_session("w", store=store, model=ScriptedModel([{"text": "ok"}]), boundary=2, child_id="c")
+    child = fork_session("w", SessionSetup(
+        store=store, model=ScriptedModel([{"text": "ok"}]),
+    ), boundary=2, child_id="c")
     with child:
         result = await child.run_turn("again")
     assert (result.turn, result.text) == (2, "ok")

@@ -15,7 +15,7 @@ import pytest
 from duraloop.errors import UsageError
 from duraloop.llm import ScriptedModel
 from duraloop.log import Message, user_message
-from duraloop.loop import LoopHooks, RequestConfig, StepContext, start_session
+from duraloop.loop import LoopHooks, RequestConfig, SessionSetup, StepContext, start_session
 from duraloop.store import MemoryStore
 from duraloop.testing import assert_log_valid, describe_log
 
@@ -43,9 +43,9 @@ async def test_request_hook_changes_max_tokens_and_the_header_records_it(tmp_pat
         return dataclasses.replace(config, max_tokens=64)
 
     model = ScriptedModel([{"text": "ok"}])
-    loop = start_session(
-        store=MemoryStore(), model=model, cwd=tmp_path, hooks=LoopHooks(request=request)
-    )
+    loop = start_session(SessionSetup(
+        store=MemoryStore(), model=model, cwd=tmp_path, hooks=LoopHooks(request=request),
+    ))
     await loop.run_turn("hi")
     assert seen == [1]
     assert model.requests[0].max_tokens == 64

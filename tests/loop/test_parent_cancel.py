@@ -20,7 +20,7 @@ SCRIPT = r'''
 import json, sys
 from pathlib import Path
 import anyio
-from duraloop import start_session
+from duraloop import SessionSetup, start_session
 from duraloop.llm import ScriptedModel
 from duraloop.store import MemoryStore
 from duraloop.tools import tool
@@ -40,7 +40,9 @@ async def slow(seconds: float) -> str:
     return "done"
 
 model = ScriptedModel([{"tool_calls": [{"name": "slow", "arguments": {"seconds": 60}, "id": "call_1"}]}])
-loop = start_session(store=MemoryStore(), model=model, tools=[slow], cwd=workspace, session_id="s")
+loop = start_session(
+    SessionSetup(store=MemoryStore(), model=model, tools=[slow], cwd=workspace), session_id="s"
+)
 outcome = "returned"
 try:
     anyio.run(loop.run_turn, "go")

@@ -19,7 +19,7 @@ import pytest
 from duraloop.errors import UsageError
 from duraloop.llm import ScriptedModel
 from duraloop.log import check_pairing, tool_calls_of
-from duraloop.loop import open_session, start_session
+from duraloop.loop import SessionSetup, open_session, start_session
 from duraloop.store import JsonlStore, MemoryStore
 from duraloop.testing import assert_log_valid
 from duraloop.tools import tool
@@ -45,7 +45,7 @@ async def test_duplicate_tool_call_ids_in_one_message_are_renamed_and_answered(t
                         {"id": "x", "name": "noop", "arguments": {}}]},
         {"text": "k"},
     ])
-    loop = start_session(store=MemoryStore(), model=model, tools=[noop], cwd=tmp_path)
+    loop = start_session(SessionSetup(store=MemoryStore(), model=model, tools=[noop], cwd=tmp_path))
     result = await loop.run_turn("hi")
     assert result.kind == "completed"
     (assistant,) = [m for m in loop.session.derive_messages() if tool_calls_of(m)]
@@ -60,7 +60,7 @@ async def test_duplicate_tool_call_ids_in_one_message_are_renamed_and_answered(t
 @pytest.mark.anyio
 async def test_a_closed_loop_refuses_a_turn_and_runs_nothing(tmp_path: Path) -> None:
     model = ScriptedModel([{"text": "one"}, {"tool_calls": [{"name": "noop", "arguments": {}}]}])
-    loop = start_session(store=MemoryStore(), model=model, tools=[noop], cwd=tmp_path)
+    loop = start_session(SessionSetup(store=MemoryStore(), model=model, tools=[noop], cwd=tmp_path))
     await loop.run_turn("first")
     events = len(loop.session.events)
     loop.close()
@@ -73,7 +73,7 @@ async def test_a_closed_loop_refuses_a_turn_and_runs_nothing(tmp_path: Path) -> 
 @pytest.mark.anyio
 async def test_cancel_does_not_wait_for_an_async_tool_that_ignores_the_signal(tmp_path: Path) -> None:
     model = ScriptedModel([{"tool_calls": [{"id": "s", "name": "stubborn", "arguments": {}}]}])
-    loop = start_session(store=MemoryStore(), model=model, tools=[stubborn], cwd=tmp_path)
+    loop = start_session(SessionSetup(store=MemoryStore(), model=model, tools=[stubborn], cwd=tmp_path))
 
     def cancel_when_running(event: object) -> None:
         if getattr(event, "type", None) == "tool/call":
@@ -100,7 +100,7 @@ async def test_cancel_mid_body_aborts_an_async_tool_that_ignores_the_signal(tmp_
         return "never"
 
     model = ScriptedModel([{"tool_calls": [{"id": "s", "name": "sleeper", "arguments": {}}]}])
-    loop = start_session(store=MemoryStore(), model=model, tools=[sleeper], cwd=tmp_path)
+    loop = start_session(SessionSetup(store=MemoryStore(), model=model, tools=[sleeper], cwd=tmp_path))
     async with anyio.create_task_group() as group:
         async def cancel_once_running() -> None:
             await started.wait()
@@ -120,11 +120,11 @@ async def test_continuing_a_session_keeps_its_recorded_workspace(tmp_path: Path)
     workspace = tmp_path / "ws"
     workspace.mkdir()
     store = MemoryStore()
-    first = start_session(store=store, model=ScriptedModel([{"text": "a"}]), cwd=workspace)
+    first = start_session(SessionSetup(store=store, model=ScriptedModel([{"text": "a"}]), cwd=workspace))
     await first.run_turn("one")
     session_id = first.session.id
     first.close()
-    again, repair = open_session(session_id, store=store, model=ScriptedModel([{"text": "b"}]))
+    again, repair = open_session(session_id, SessionSetup(store=store, model=ScriptedModel([{"text": "b"}])))
     with again:
         assert again.cwd == workspace.resolve()
         assert repair is not None and not repair.repaired
@@ -134,7 +134,7 @@ async def test_continuing_a_session_keeps_its_recorded_workspace(tmp_path: Path)
 def test_starting_in_a_missing_workspace_fails_before_anything_is_created(tmp_path: Path) -> None:
     store = MemoryStore()
     with pytest.raises(UsageError, match="not a directory"):
-        start_session(store=store, model=ScriptedModel([]), cwd=tmp_path / "missing")
+        start_session(SessionSetup(store=store, model=ScriptedModel([]), cwd=tmp_path / "missing"))
     assert store.list() == []
 
 
@@ -157,7 +157,7 @@ async def test_a_lone_surrogate_from_the_model_becomes_u_fffd_and_the_turn_compl
 ) -> None:
     store = JsonlStore(tmp_path / "store")
     model = ScriptedModel([response, {"text": "done"}])
-    with start_session(store=store, model=model, tools=[save], cwd=tmp_path) as loop:
+    with start_session(SessionSetup(store=store, model=model, tools=[save], cwd=tmp_path)) as loop:
         result = await loop.run_turn("hi")
         session_id = loop.session.id
     assert result.kind == "completed"

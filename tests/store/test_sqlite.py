@@ -31,7 +31,7 @@ from duraloop.errors import (
 )
 from duraloop.llm import ScriptedModel
 from duraloop.log import Event, Session
-from duraloop.loop import start_session
+from duraloop.loop import SessionSetup, start_session
 from duraloop.store import SqliteBackend, SqliteStore
 from duraloop.store._codec._varint import decode_seqs
 from duraloop.tools import ToolHooks
@@ -453,11 +453,11 @@ async def test_a_turn_whose_store_is_deleted_fails_with_store_error_and_runs_no_
         os.unlink(db)
 
     store = SqliteStore(db)
-    loop = start_session(
+    loop = start_session(SessionSetup(
         store=store, model=ScriptedModel([tools_step(call("c1")), {"text": "done"}]),
-        tools=[recorder_tool("p", ran)], cwd=db.parent, session_id="s",
+        tools=[recorder_tool("p", ran)], cwd=db.parent,
         tool_hooks=ToolHooks(pre_execute=[delete_store]),
-    )
+    ), session_id="s")
     with pytest.raises(StoreError, match="deleted or moved"):
         await loop.run_turn("go")
     assert ran == [], "no body runs without a durable tool/call (Law 5)"

@@ -21,7 +21,7 @@ from conformance._builders import CH, SE, SS, TC, TE, TR, TS, A, Spec, U, build,
 from duraloop.errors import CorruptLogError
 from duraloop.llm import ScriptedModel
 from duraloop.log import Event, Session, check_pairing, encode_event
-from duraloop.loop import start_session
+from duraloop.loop import SessionSetup, start_session
 from duraloop.store import JsonlStore, SessionStore, SqliteStore
 from duraloop.store._codec._records import encode_header
 from duraloop.store._jsonl._scan import scan_log
@@ -115,9 +115,9 @@ def _write_open_turn(store: SessionStore, cwd: Path) -> None:
     """A loop runs step 1 (8 parallel calls) and step 2's response; the turn is left open."""
     ran: list[str] = []
     script = [tools_step(*(tool_call(f"c{n}") for n in range(CALLS)), text="eight"), {"text": "done"}]
-    loop = start_session(
-        store=store, model=ScriptedModel(script), tools=[recorder_tool("p", ran)], cwd=cwd, session_id="s"
-    )
+    loop = start_session(SessionSetup(
+        store=store, model=ScriptedModel(script), tools=[recorder_tool("p", ran)], cwd=cwd,
+    ), session_id="s")
 
     async def turn() -> None:
         await loop.run_turn("go")

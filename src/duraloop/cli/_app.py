@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
-import os
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -17,12 +15,25 @@ from rich.console import Console
 
 from ..errors import CorruptLogError, DuraloopError, UnpairedHistoryError
 from ..log import Event, SessionHeader, check_log, rescue_command
-from ..loop import LoopConfig, open_session, resume_session, start_session
+from ..loop import open_session, resume_session, start_session
 from ..store import read_log_file
-from ..tools import builtin_tools
 from ._chat import run_chat
-from ._config import build_model
 from ._help import DuraloopTyper, PlainHelpGroup, root_options
+from ._options import (
+    BaseUrlOption,
+    CwdOption,
+    EachTurnMaxStepsOption,
+    JsonOption,
+    MaxParallelOption,
+    MaxStepsOption,
+    MaxTokensOption,
+    ModelOption,
+    ReasoningEffortOption,
+    StoreOption,
+    SystemOption,
+    TurnOptions,
+    json_option,
+)
 from ._render import (
     ShowFlagsError,
     VisibleFormatter,
@@ -31,29 +42,17 @@ from ._render import (
     messages_json,
     print_events,
     print_header,
+    print_json,
     print_messages,
     print_sessions,
     render_transcript,
+    repair_text,
     safe,
     show_view,
     styled,
 )
-from ._runner import (
-    exit_code_for,
-    os_error_text,
-    refuse_model_flags_without_prompt,
-    require_prompt,
-    run_turn_live,
-    system_prompt,
-)
-from ._stores import (
-    StoreSpec,
-    name_the_store,
-    open_store,
-    opened_store_text,
-    session_log_file,
-    store_option,
-)
+from ._runner import exit_code_for, os_error_text, require_prompt, run_turn_live
+from ._stores import StoreSpec, name_the_store, open_store, opened_store_text, session_log_file
 
 app = DuraloopTyper(
     name="duraloop",
@@ -69,54 +68,6 @@ app.callback()(root_options)
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-StoreOption = Annotated[
-    StoreSpec | None,
-    typer.Option(
-        "--store",
-        envvar="DURALOOP_STORE",
-        parser=store_option,
-        metavar="STORE",
-        help="Session store: jsonl:DIR (or DIR; an existing root keeps its encoding, a new one is raw), "
-        "jsonl+zstd:DIR or sqlite:PATH \\[default: $DURALOOP_HOME/sessions, ~/.duraloop/sessions].",
-    ),
-]
-CwdOption = Annotated[
-    Path | None, typer.Option("--cwd", help="Workspace directory the tools are confined to \\[default: current directory].")
-]
-ModelOption = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        envvar="DURALOOP_MODEL",
-        help="Model spec: scripted:PATH, replay:PATH (a session log, ours or dsh's), openai:MODEL, deepseek:MODEL "
-        "or anthropic:MODEL \\[default: default_model in $DURALOOP_HOME/config.toml].",
-    ),
-]
-BaseUrlOption = Annotated[
-    str | None,
-    typer.Option("--base-url", help="The provider's API root, over *_BASE_URL and the config file (openai:, deepseek:, anthropic: only)."),
-]
-MaxTokensOption = Annotated[
-    int | None,
-    typer.Option("--max-tokens", min=1, help="Output token cap per model request, over the config file (openai:, deepseek:, anthropic: only)."),
-]
-ReasoningEffortOption = Annotated[
-    str | None,
-    typer.Option(
-        "--reasoning-effort",
-        help="The provider's reasoning effort, e.g. deepseek: off|low|high|max, over the config file (openai:, deepseek:, anthropic: only).",
-    ),
-]
-
-
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
-SystemOption = Annotated[str | None, typer.Option("--system", help="System prompt text, or @FILE to read it.")]
-
-
-def _print_json(value: object) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
-
-
 @app.command()
 def run(
     prompt: Annotated[str, typer.Argument(help="The user's prompt for this turn.")],
@@ -124,8 +75,8 @@ def run(
     store: StoreOption = None,
     cwd: CwdOption = None,
     session: Annotated[str | None, typer.Option("--session", help="Run in this session: continued if it exists, created with this id if not.")] = None,
-    max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Most tool calls running at once (at least 1).")] = 10,
-    max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Most steps (model requests) in the turn (at least 1).")] = 100,
+    max_parallel: MaxParallelOption = 10,
+    max_steps: MaxStepsOption = 100,
     system: SystemOption = None,
     base_url: BaseUrlOption = None,
     max_tokens: MaxTokensOption = None,
@@ -133,17 +84,18 @@ def run(
 ) -> None:
     """Run one turn and print the session id; exit 0 when the turn completes."""
     require_prompt(prompt)
-    llm = build_model(model, env=os.environ, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
-    config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps, system_prompt=system_prompt(system))
-    sessions = open_store(store)
+    turn = TurnOptions(
+        model=model, system=system, max_parallel=max_parallel, max_steps=max_steps,
+        base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort,
+    )
+    setup = turn.session_setup(store, cwd=cwd)
     if session is None:
-        workspace = (cwd or Path.cwd()).resolve()
-        loop = start_session(store=sessions, model=llm, tools=builtin_tools(), cwd=workspace, config=config)
+        loop = start_session(setup)
     else:
         # An existing session keeps its recorded workspace unless --cwd says otherwise.
-        loop, repair = open_session(session, store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config)
+        loop, repair = open_session(session, setup)
         if repair is not None and repair.closers:
-            err.print(safe(f"repaired {ident(loop.session.id)}: {_repair_text(repair)}", "yellow"))
+            err.print(safe(f"repaired {ident(loop.session.id)}: {repair_text(repair)}", "yellow"))
     with loop:
         try:
             result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
@@ -158,47 +110,31 @@ def chat(
     store: StoreOption = None,
     cwd: CwdOption = None,
     session: Annotated[str | None, typer.Option("--session", help="Chat in this session: resumed (with repair) if it exists, created with this id if not.")] = None,
-    max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Most tool calls running at once (at least 1).")] = 10,
-    max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Most steps (model requests) in each turn (at least 1).")] = 100,
+    max_parallel: MaxParallelOption = 10,
+    max_steps: EachTurnMaxStepsOption = 100,
     system: SystemOption = None,
     base_url: BaseUrlOption = None,
     max_tokens: MaxTokensOption = None,
     reasoning_effort: ReasoningEffortOption = None,
 ) -> None:
     """Chat interactively: a line starts a turn, typing during a turn steers it, Ctrl-C cancels it."""
-    llm = build_model(model, env=os.environ, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
-    config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps, system_prompt=system_prompt(system))
-    sessions = open_store(store)
+    turn = TurnOptions(
+        model=model, system=system, max_parallel=max_parallel, max_steps=max_steps,
+        base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort,
+    )
+    setup = turn.session_setup(store, cwd=cwd)
     repair = None
     if session is None:
-        loop = start_session(store=sessions, model=llm, tools=builtin_tools(), cwd=(cwd or Path.cwd()).resolve(), config=config)
+        loop = start_session(setup)
     else:
-        loop, repair = open_session(session, store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config)
+        loop, repair = open_session(session, setup)
     with loop:
         out.print(styled("session: ", ident(loop.session.id)))
         if repair is not None:
-            err.print(safe(f"resumed {ident(loop.session.id)}: {_repair_text(repair)}"))
-        code = anyio.run(functools.partial(run_chat, loop, sessions, console=out, errors=err, resumed=repair is not None))
+            err.print(safe(f"resumed {ident(loop.session.id)}: {repair_text(repair)}"))
+        chat_turns = functools.partial(run_chat, loop, setup.store, console=out, errors=err, resumed=repair is not None)
+        code = anyio.run(chat_turns)
     raise typer.Exit(code)
-
-
-def _repair_text(repair: object) -> str:
-    closers: list[Event] = list(getattr(repair, "closers", []))
-    truncated = int(getattr(repair, "truncated_bytes", 0) or 0)
-    parts = []
-    if truncated:
-        parts.append(f"truncated a torn tail of {truncated} bytes{getattr(repair, 'cut_text', '')}")
-    if closers:
-        kinds = []
-        for event in closers:
-            if event.type == "tool/result":
-                kinds.append(f"tool/result {event.data['error']['code']} for {event.data['message']['source']['callId']}")
-            elif event.type == "turn/end":
-                kinds.append("turn/end interrupted")
-            else:
-                kinds.append(event.type)
-        parts.append("appended " + ", ".join(kinds))
-    return "; ".join(parts) if parts else "the log was balanced; nothing to repair"
 
 
 @app.command()
@@ -208,25 +144,27 @@ def resume(
     model: ModelOption = None,
     store: StoreOption = None,
     cwd: CwdOption = None,
-    max_parallel: Annotated[int, typer.Option("--max-parallel", min=1, help="Most tool calls running at once (at least 1).")] = 10,
-    max_steps: Annotated[int, typer.Option("--max-steps", min=1, help="Most steps (model requests) in the turn (at least 1).")] = 100,
+    max_parallel: MaxParallelOption = 10,
+    max_steps: MaxStepsOption = 100,
     system: SystemOption = None,
     base_url: BaseUrlOption = None,
     max_tokens: MaxTokensOption = None,
     reasoning_effort: ReasoningEffortOption = None,
 ) -> None:
     """Load a session with crash repair, say what repair did, optionally run a turn."""
+    turn = TurnOptions(
+        model=model, system=system, max_parallel=max_parallel, max_steps=max_steps,
+        base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort,
+    )
     sessions = open_store(store)
     if prompt is None:
-        refuse_model_flags_without_prompt(model=model, system=system, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
+        turn.refuse_model_flags()
         loaded = sessions.load(session_id)
-        out.print(safe(f"{ident(session_id)}: {_repair_text(loaded.repair)}"))
+        out.print(safe(f"{ident(session_id)}: {repair_text(loaded.repair)}"))
         return
     require_prompt(prompt)
-    llm = build_model(model, env=os.environ, base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort)
-    config = LoopConfig(max_parallel_tool_calls=max_parallel, max_steps=max_steps, system_prompt=system_prompt(system))
-    loop, repair = resume_session(session_id, store=sessions, model=llm, tools=builtin_tools(), cwd=cwd, config=config)
-    err.print(safe(f"{ident(session_id)}: {_repair_text(repair)}"))
+    loop, repair = resume_session(session_id, turn.session_setup(sessions, cwd=cwd))
+    err.print(safe(f"{ident(session_id)}: {repair_text(repair)}"))
     with loop:
         result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
         out.print(styled("session: ", ident(session_id)))
@@ -257,7 +195,7 @@ def show(
     target: Annotated[str, typer.Argument(help="A session id, or a session log file (ours or a dsh JSONL) or its session folder.")],
     events: Annotated[bool, typer.Option("--events", help="Show the raw events.")] = False,
     messages: Annotated[bool, typer.Option("--messages", help="Show the derived messages (the next request's history).")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Machine output: JSONL events (alone or with --events), or a JSON array of messages (with --messages).")] = False,
+    as_json: Annotated[bool, json_option("Machine output: JSONL events (alone or with --events), or a JSON array of messages (with --messages).")] = False,
     store: StoreOption = None,
 ) -> None:
     """Show a session (never writes); an open final turn is shown as open."""
@@ -297,7 +235,7 @@ def check(
     except CorruptLogError as exc:
         # Damage is a finding of `check`, reported like any other problem (not a crash).
         if as_json:
-            _print_json({"session": target, "valid": False, "problems": [str(exc)]})
+            print_json({"session": target, "valid": False, "problems": [str(exc)]})
         else:
             out.print(styled(target, ": INVALID (the log cannot be read)"))
             out.print(styled("  - ", str(exc)))
@@ -308,19 +246,7 @@ def check(
         library = rescue_command(session_id, report.rescue_seq)
         report = replace(report, problems=[p.replace(library, rescue) for p in report.problems])
     if as_json:
-        _print_json(
-            {
-                "session": session_id,
-                "valid": report.valid,
-                "events": report.event_count,
-                "turns": report.turn_count,
-                "openTurn": report.open_turn,
-                "closersNeeded": report.closers_needed,
-                "tornTailBytes": report.torn_tail_bytes,
-                "problems": report.problems,
-                "rescue": rescue,
-            }
-        )
+        print_json({"session": session_id, **report.to_json(), "rescue": rescue})
         raise typer.Exit(0 if report.valid else 1)
     status = "valid" if report.valid else "INVALID"
     out.print(styled(ident(session_id), f": {status} ({report.event_count} events, {report.turn_count} turns)"))
@@ -340,21 +266,7 @@ def list_sessions(as_json: JsonOption = False, store: StoreOption = None) -> Non
     """List sessions: id, created, turns, the last turn's end reason."""
     summaries = open_store(store).list()
     if as_json:
-        _print_json(
-            [
-                {
-                    "id": summary.id,
-                    "createdAt": summary.created_at,
-                    "cwd": summary.cwd,
-                    "turns": summary.turn_count,
-                    "lastTurnEnd": summary.last_turn_end,
-                    "events": summary.event_count,
-                    "parentSession": summary.parent_session,
-                    **({"damaged": summary.damaged} if summary.damaged is not None else {}),
-                }
-                for summary in summaries
-            ]
-        )
+        print_json([summary.to_json() for summary in summaries])
         return
     print_sessions(out, summaries)
 

@@ -18,8 +18,7 @@ cancels a running turn durably and ends the chat with 143.
 Output stays line-oriented (no cursor control): the stream and the transcript go to stdout,
 a one-line status after each step, tool and turn change goes to stderr.
 
-Size: 405 lines; the reader, dispatcher and signal watcher share the chat's state, and
-splitting them would pass that state around.
+The status line is `StatusLine` (in `_status.py`), an observer like the live renderer.
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ import shlex
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -39,19 +37,17 @@ from rich.console import Console
 from ..errors import UsageError
 from ..log import Event
 from ..log._vocabulary import (
-    ASSISTANT_MESSAGE,
     REASON_BLOCKED,
-    STEP_START,
-    TOOL_CALL,
-    TOOL_RESULT,
     TURN_END,
     TURN_START,
 )
 from ..loop import AgentLoop
 from ..store import SessionStore
 from ..tools._bash_tool import kill_running_commands
-from ._render import LiveRenderer, ident, render_transcript, safe, styled
+from ._live import LiveRenderer
+from ._render import ident, render_transcript, safe, styled
 from ._runner import close_model, utf8_text
+from ._status import StatusLine
 from ._stores import name_the_store, opened_store_text
 
 EXIT_AT_ONCE = 130
@@ -69,72 +65,6 @@ _READ_SIZE = 4096
 
 # An item from the reader or the signal watcher: a line, or None to end the chat.
 _Item = str | None
-
-
-class StatusLine:
-    """Print `[running · step 2 · 1 tool running · 1,234 tokens]` on changes (an observer).
-
-    Args:
-        errors: where the status goes (stderr).
-    """
-
-    def __init__(self, errors: Console, history: Sequence[Event] = ()) -> None:
-        self.errors = errors
-        self.state = "idle"
-        self.step = 0
-        self.running_tools: set[str] = set()
-        self.tokens = 0
-        for event in history:  # a resumed chat counts on from the session's earlier turns
-            if event.type == ASSISTANT_MESSAGE:
-                self.tokens += _usage_tokens(event)
-
-    def text(self) -> str:
-        """Return the current status line."""
-        parts = [self.state]
-        if self.state != "idle":
-            parts.append(f"step {self.step}")
-            count = len(self.running_tools)
-            parts.append(f"{count} tool{'' if count == 1 else 's'} running")
-        parts.append(f"{self.tokens:,} tokens")
-        return "[" + " · ".join(parts) + "]"
-
-    def show(self) -> None:
-        """Print the status line now."""
-        self.errors.print(safe(self.text(), "dim"))
-
-    def __call__(self, event: Event) -> None:
-        """Update from one committed event; print when the step, tools or turn changed."""
-        data: dict[str, Any] = event.data if isinstance(event.data, dict) else {}
-        kind = event.type
-        if kind == TURN_START:
-            self.state, self.step = "running", 0
-            self.running_tools.clear()
-        elif kind == STEP_START:
-            self.step = int(data.get("step", self.step + 1))
-            self.show()
-        elif kind == ASSISTANT_MESSAGE:
-            self.tokens += _usage_tokens(event)
-        elif kind == TOOL_CALL:
-            self.running_tools.add(str(data.get("callId")))
-            self.show()
-        elif kind == TOOL_RESULT:
-            call_id = str(data.get("message", {}).get("source", {}).get("callId"))
-            if call_id in self.running_tools:
-                self.running_tools.discard(call_id)
-                self.show()
-        elif kind == TURN_END:
-            self.state = "idle"
-            self.running_tools.clear()
-            self.show()
-
-
-def _usage_tokens(event: Event) -> int:
-    """Return the input plus output tokens an `assistant/message` reports (0 without usage)."""
-    usage = event.data.get("usage") if isinstance(event.data, dict) else None
-    if not isinstance(usage, dict):
-        return 0
-    counts = (usage.get("inputTokens"), usage.get("outputTokens"))
-    return sum(count for count in counts if isinstance(count, int))
 
 
 def last_closed_turn_seq(events: Sequence[Event]) -> int | None:

@@ -23,10 +23,11 @@ from rich.console import Console
 from ..errors import DuraloopError, UsageError
 from ..llm import ScriptedModel
 from ..log import Event, check_log, check_pairing
-from ..loop import resume_session, start_session
+from ..loop import SessionSetup, resume_session, start_session
 from ..store import JsonlStore
 from ..tools import Tool, ToolContext, builtin_tools
-from ._render import LiveRenderer, styled
+from ._live import LiveRenderer
+from ._render import styled
 
 READ_LATENCY_SECONDS = 0.4
 
@@ -124,7 +125,7 @@ def run_demo(out: Console, err: Console, *, base: Path | None) -> None:
     model = ScriptedModel(_script_turns_1_2(), name="demo")
 
     out.print("[bold]1. Parallel reads, then an exclusive write[/bold]")
-    loop = start_session(store=store, model=model, tools=_tools(), cwd=workspace)
+    loop = start_session(SessionSetup(store=store, model=model, tools=_tools(), cwd=workspace))
     session_id = loop.session.id
     loop.session.observe(LiveRenderer(out))
     result = anyio.run(loop.run_turn, "Summarize the notes into SUMMARY.md.")
@@ -141,7 +142,9 @@ def run_demo(out: Console, err: Console, *, base: Path | None) -> None:
     loop.close()
 
     out.print("[bold]3. Resume from disk and continue[/bold]")
-    loop, repair = resume_session(session_id, store=store, model=ScriptedModel(_script_turn_3(), name="demo"), tools=_tools())
+    loop, repair = resume_session(session_id, SessionSetup(
+        store=store, model=ScriptedModel(_script_turn_3(), name="demo"), tools=_tools(),
+    ))
     out.print(f"[dim]loaded {len(loop.session.events)} events; closers needed: {len(repair.closers)}[/dim]")
     loop.session.observe(LiveRenderer(out))
     with loop:

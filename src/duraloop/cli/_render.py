@@ -1,16 +1,19 @@
-r"""Render a session for people: the live stream of a running turn, a transcript, listings.
+r"""Render a session for people: a transcript, listings, what repair did, machine JSON.
 
-This module is the CLI's one rendering boundary for untrusted text. Session ids, paths,
-prompts, model text, tool names, arguments and output, and log payloads are never read as
-Rich markup and never reach the terminal as control sequences: every piece goes through
-`visible` (control characters shown as `\xNN`) and is printed as a Rich `Text`, built by
-`safe` or `styled`. Nothing here passes an untrusted string to a markup-parsing call.
+This module is the CLI's one rendering boundary for untrusted text; the live stream of a
+running turn (`LiveRenderer`, in `_live.py`) and chat's status line print through it too.
+Session ids, paths, prompts, model text, tool names, arguments and output, and log payloads
+are never read as Rich markup and never reach the terminal as control sequences: every
+piece goes through `visible` (control characters shown as `\xNN`) and is printed as a Rich
+`Text`, built by `safe` or `styled`. Nothing here passes an untrusted string to a
+markup-parsing call.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -23,19 +26,15 @@ from rich.text import Text
 from ..errors import UsageError
 from ..log import Event, SessionHeader
 from ..log._vocabulary import (
-    ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
     END_SEED,
-    LLM_RETRY,
-    STEP_START,
     SURFACE_APPEND,
-    TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
     TURN_START,
     USER_MESSAGE,
 )
-from ..store import SessionSummary
+from ..store import RepairReport, SessionSummary
 
 _MAX_ARGS_CHARS = 80
 MAX_NAME_CHARS = 64
@@ -75,7 +74,8 @@ def visible(text: str) -> str:
     return text.translate(_ESCAPES)
 
 
-def _short(text: str, limit: int = _MAX_ARGS_CHARS) -> str:
+def short_text(text: str, limit: int = _MAX_ARGS_CHARS) -> str:
+    """Return `text` on one line (whitespace runs folded), cut with `…` past `limit` characters."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -93,7 +93,7 @@ def safe(value: object, style: str = "", *, limit: int | None = None) -> Text:
         The text, ready for `Console.print` or a table cell.
     """
     text = str(value)
-    return Text(visible(text if limit is None else _short(text, limit)), style=style)
+    return Text(visible(text if limit is None else short_text(text, limit)), style=style)
 
 
 def styled(*parts: object | tuple[object, str]) -> Text:
@@ -135,7 +135,8 @@ class VisibleFormatter(logging.Formatter):
         return visible(super().format(record))
 
 
-def _result_text(data: dict[str, Any]) -> str:
+def result_text(data: dict[str, Any]) -> str:
+    """Return the text blocks of a `tool/result` payload's content, joined."""
     blocks = data.get("message", {}).get("content", [{}])[0].get("content", [])
     return "".join(b.get("text", "") for b in blocks if isinstance(b, dict))
 
@@ -146,102 +147,18 @@ def reason_text(reason: dict[str, Any]) -> str:
     if kind == "error":
         error = reason.get("error", {})
         code = ident(error.get("code"), MAX_NAME_CHARS)
-        return f"error [{code}]: {_short(str(error.get('message')), _MAX_MESSAGE_CHARS)}"
+        return f"error [{code}]: {short_text(str(error.get('message')), _MAX_MESSAGE_CHARS)}"
     if kind == "aborted":
         return f"aborted ({ident(reason.get('reason', {}).get('kind', 'user'), MAX_NAME_CHARS)})"
     if kind == "blocked" and reason.get("message"):
-        return f"blocked: {_short(str(reason['message']), _MAX_MESSAGE_CHARS)}"
+        return f"blocked: {short_text(str(reason['message']), _MAX_MESSAGE_CHARS)}"
     return kind
 
 
-def _code_label(error: dict[str, Any]) -> str:
+def code_label(error: dict[str, Any]) -> str:
+    """Return `[CODE] ` for a result error with a code, else the empty string."""
     code = error.get("code")
     return f"[{ident(code, MAX_NAME_CHARS)}] " if code else ""
-
-
-class LiveRenderer:
-    """Print a running turn as a session observer.
-
-    Shows text as it streams, each tool call with its state and duration (milliseconds),
-    and the turn's end. Untrusted text is shown through `visible`.
-
-    Args:
-        console: where the stream goes (stdout).
-    """
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self._mid_line = False
-        self._call_started: dict[str, tuple[int, str]] = {}
-        self._call_names: dict[str, str] = {}
-        self._turn_started_ms = 0
-
-    def _newline(self) -> None:
-        if self._mid_line:
-            self.console.file.write("\n")
-            self._mid_line = False
-
-    def __call__(self, event: Event) -> None:
-        """Render one committed event."""
-        kind = event.type
-        data = event.data if isinstance(event.data, dict) else {}
-        if kind == ASSISTANT_CHUNK:
-            chunk = data.get("chunk", {})
-            if chunk.get("type") == "text-delta":
-                self.console.file.write(visible(str(chunk.get("text", ""))))
-                self.console.file.flush()
-                self._mid_line = True
-        elif kind == TURN_START:
-            self._turn_started_ms = event.time
-            self._newline()
-            self.console.print(styled((f"── turn {data.get('turn')}", "bold")))
-        elif kind == STEP_START and data.get("step", 1) > 1:
-            self._newline()
-        elif kind == TOOL_CALL:
-            self._newline()
-            name = ident(data.get("name"), MAX_NAME_CHARS)
-            self._call_started[str(data.get("callId"))] = (event.time, name)
-            at = (event.time - self._turn_started_ms) / 1000
-            arguments = _short(str(data.get("arguments", "")))
-            self.console.print(styled(("  ⏵ " + name, "cyan"), " ", arguments, (f"  started +{at:.2f}s", "dim")))
-        elif kind == TOOL_RESULT:
-            self._render_result(event, data)
-        elif kind == ASSISTANT_MESSAGE:
-            for block in data.get("message", {}).get("content", []):
-                if block.get("type") == "tool-call":
-                    self._call_names[str(block.get("id"))] = ident(block.get("name"), MAX_NAME_CHARS)
-            if data.get("interrupted"):
-                self._newline()
-                self.console.print(styled(("  (stream interrupted; the visible prefix is kept)", "yellow")))
-        elif kind == LLM_RETRY:
-            self._newline()
-            failure = data.get("failure") or {}
-            budget = f"/{data['maxRetries']}" if "maxRetries" in data else ""
-            text = (
-                f"  ↻ model request failed [{ident(failure.get('code'), MAX_NAME_CHARS)}]: "
-                f"{_short(str(failure.get('message', '')), 120)}; retry "
-                f"{data.get('retry')}{budget} in {int(data.get('delayMs', 0)) / 1000:g} s"
-            )
-            self.console.print(safe(text, "yellow"))
-        elif kind == TURN_END:
-            self._newline()
-            reason = data.get("reason", {})
-            style = "green" if reason.get("kind") == "completed" else "red"
-            self.console.print(safe(f"── turn {data.get('turn')} {reason_text(reason)}", style))
-
-    def _render_result(self, event: Event, data: dict[str, Any]) -> None:
-        self._newline()
-        call_id = str(data.get("message", {}).get("source", {}).get("callId"))
-        started, name = self._call_started.pop(call_id, (event.time, self._call_names.get(call_id, "tool")))
-        duration = event.time - started
-        error = data.get("error") or {}
-        is_error = bool(data.get("message", {}).get("content", [{}])[0].get("isError"))
-        text = _short(_result_text(data))
-        if not is_error:
-            self.console.print(styled((f"  ✓ {name}", "green"), " ", (f"{duration} ms", "dim"), "  ", text))
-            return
-        label = _code_label(error)
-        self.console.print(styled((f"  ✗ {name} {label}", "red"), (f"{duration} ms", "dim"), "  ", text))
 
 
 def render_transcript(console: Console, events: Sequence[Event], *, running: bool = False) -> None:
@@ -272,11 +189,11 @@ def render_transcript(console: Console, events: Sequence[Event], *, running: boo
             _print_assistant(console, data)
         elif kind == TOOL_RESULT and event.surface_op == SURFACE_APPEND:
             error = data.get("error") or {}
-            code = f" {_code_label(error).strip()}" if error.get("code") else ""
+            code = f" {code_label(error).strip()}" if error.get("code") else ""
             call_id = ident(data.get("message", {}).get("source", {}).get("callId"), MAX_NAME_CHARS)
             is_error = bool(data.get("message", {}).get("content", [{}])[0].get("isError"))
             mark = ("✗", "red") if is_error else ("✓", "green")
-            console.print(styled("  ", mark, f" {call_id}{code} {_short(_result_text(data), 160)}"))
+            console.print(styled("  ", mark, f" {call_id}{code} {short_text(result_text(data), 160)}"))
     if open_turn is not None and running:
         console.print(styled((f"── turn {open_turn} is running", "yellow")))
     elif open_turn is not None:
@@ -288,11 +205,11 @@ def _print_assistant(console: Console, data: dict[str, Any]) -> None:
         if block.get("type") == "text":
             console.print(styled(("assistant:", "bold magenta"), " ", str(block.get("text", ""))))
         elif block.get("type") == "reasoning":
-            console.print(styled(("thinking: " + _short(str(block.get("text", "")), 200), "dim")))
+            console.print(styled(("thinking: " + short_text(str(block.get("text", "")), 200), "dim")))
         elif block.get("type") == "tool-call":
             name = ident(block.get("name", ""), MAX_NAME_CHARS)
             call_id = ident(block.get("id", ""), MAX_NAME_CHARS)
-            console.print(styled((f"  → {name}", "cyan"), " ", _short(str(block.get("arguments", ""))), (f" ({call_id})", "dim")))
+            console.print(styled((f"  → {name}", "cyan"), " ", short_text(str(block.get("arguments", ""))), (f" ({call_id})", "dim")))
     if data.get("interrupted"):
         console.print(styled(("  (interrupted)", "yellow")))
 
@@ -328,7 +245,7 @@ def show_view(*, events: bool, messages: bool, as_json: bool) -> str:
 
 
 def _payload(value: object, limit: int) -> str:
-    return _short(json.dumps(value, ensure_ascii=False), limit)
+    return short_text(json.dumps(value, ensure_ascii=False), limit)
 
 
 def print_events(console: Console, events: Iterable[Event]) -> None:
@@ -392,3 +309,34 @@ def events_jsonl(events: Sequence[Event]) -> str:
 def messages_json(messages: Sequence[Any]) -> str:
     """Return derived messages as one JSON array."""
     return json.dumps(list(messages), ensure_ascii=False)
+
+
+def repair_text(repair: RepairReport) -> str:
+    """Return what a load's crash repair did, on one line (untrusted: print it with `safe`).
+
+    Args:
+        repair: the load's report.
+
+    Returns:
+        `truncated a torn tail of N bytes...; appended tool/result CODE for ID, ...`, or
+        `the log was balanced; nothing to repair`.
+    """
+    parts = []
+    if repair.truncated_bytes:
+        parts.append(f"truncated a torn tail of {repair.truncated_bytes} bytes{repair.cut_text}")
+    if repair.closers:
+        kinds = []
+        for event in repair.closers:
+            if event.type == TOOL_RESULT:
+                kinds.append(f"tool/result {event.data['error']['code']} for {event.data['message']['source']['callId']}")
+            elif event.type == TURN_END:
+                kinds.append("turn/end interrupted")
+            else:
+                kinds.append(event.type)
+        parts.append("appended " + ", ".join(kinds))
+    return "; ".join(parts) if parts else "the log was balanced; nothing to repair"
+
+
+def print_json(value: object) -> None:
+    """Write `value` to stdout as one line of JSON (non-ASCII kept), for `--json`."""
+    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")

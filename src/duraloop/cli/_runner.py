@@ -19,7 +19,7 @@ from ..errors import UsageError
 from ..log import Message
 from ..loop import AgentLoop, TurnResult
 from ..tools._bash_tool import kill_running_commands
-from ._render import LiveRenderer
+from ._live import LiveRenderer
 
 EXIT_AT_ONCE = 130
 

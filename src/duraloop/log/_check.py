@@ -65,6 +65,23 @@ class LogCheckReport:
         """
         return self.unanswered[0].rescue_seq if self.unanswered else None
 
+    def to_json(self) -> dict[str, object]:
+        """Return the report as `duraloop check --json` prints it (camelCase keys).
+
+        Returns:
+            `{"valid", "events", "turns", "openTurn", "closersNeeded", "tornTailBytes",
+            "problems"}`, in that order; the CLI adds the session id and the rescue command.
+        """
+        return {
+            "valid": self.valid,
+            "events": self.event_count,
+            "turns": self.turn_count,
+            "openTurn": self.open_turn,
+            "closersNeeded": self.closers_needed,
+            "tornTailBytes": self.torn_tail_bytes,
+            "problems": self.problems,
+        }
+
 
 def rescue_command(session_id: str, seq: int, *, store: str | None = None) -> str:
     """Return the exact command that rescues a session's history up to `seq` into a fork.

@@ -9,6 +9,7 @@ from ._hooks import RequestConfig as RequestConfig
 from ._hooks import Steering as Steering
 from ._hooks import StepContext as StepContext
 from ._inbox import Inbox as Inbox
+from ._open import SessionSetup as SessionSetup
 from ._open import fork_session as fork_session
 from ._open import new_session_id as new_session_id
 from ._open import open_session as open_session
@@ -26,6 +27,7 @@ __all__ = [
     "LoopHooks",
     "Reject",
     "RequestConfig",
+    "SessionSetup",
     "Steering",
     "StepContext",
     "StepRecovery",

@@ -1,5 +1,11 @@
 """Open an AgentLoop over a stored session: start a new one, continue one, or resume one.
 
+The four entry points (`start_session`, `resume_session`, `open_session`, `fork_session`)
+take one `SessionSetup`: what every loop over a session needs (store, model, tools,
+workspace, options, hooks), documented once there. A setup is frozen, so the same one can
+start a session, resume it after a crash and fork it; `dataclasses.replace(setup, model=...)`
+changes one part.
+
 Resume loads the log with crash repair committed (a torn tail is truncated, an interrupted
 final turn gets its closers), seeds a `Session` (which appends `session/end-seed`), opens
 the single writer and makes the marker durable before anything else happens.
@@ -10,6 +16,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import SessionNotFoundError, UsageError
@@ -24,6 +31,36 @@ from ._hooks import LoopHooks
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, kw_only=True)
+class SessionSetup:
+    """What a loop over a stored session is built from; the same for every entry point.
+
+    Build one and pass it to `start_session`, `resume_session`, `open_session` or
+    `fork_session`; nothing is opened or checked until then.
+
+    Args:
+        store: where the log is persisted (a fork's parent and child both live here).
+        model: the model to request.
+        tools: the tools the model may call (a registry, or a sequence of tools).
+        cwd: the workspace directory the tools are confined to; it must exist when a
+            session is opened (`UsageError` otherwise, before anything is written). None
+            means the session header's recorded workspace for a stored session (`resume`,
+            `open`, `fork`), and the current directory for a new one. A new session
+            records it in its header.
+        config: loop options; None means `LoopConfig()`.
+        tool_hooks: pre- and post-execute hooks around each tool call.
+        hooks: the loop-level hooks (pre-step, request, request error, turn-stopping).
+    """
+
+    store: SessionStore
+    model: Model
+    tools: ToolRegistry | Sequence[Tool] = ()
+    cwd: Path | str | None = None
+    config: LoopConfig | None = None
+    tool_hooks: ToolHooks | None = None
+    hooks: LoopHooks | None = None
+
+
 def _workspace(cwd: Path | str | None) -> Path:
     """Resolve a workspace directory, refusing one that does not exist (before any write)."""
     workspace = Path(cwd if cwd is not None else ".").resolve()
@@ -32,74 +69,49 @@ def _workspace(cwd: Path | str | None) -> Path:
     return workspace
 
 
+def _loop(session: Session, setup: SessionSetup, workspace: Path) -> AgentLoop:
+    """Open the session's single writer in `setup.store` and build the loop over it."""
+    writer = setup.store.open_writer(session)
+    return AgentLoop(
+        session, model=setup.model, tools=setup.tools, cwd=workspace, config=setup.config,
+        durability=writer, tool_hooks=setup.tool_hooks, hooks=setup.hooks,
+    )
+
+
 def new_session_id() -> str:
     """Return a fresh session id (a UUID4 string)."""
     return str(uuid.uuid4())
 
 
-def start_session(
-    *,
-    store: SessionStore,
-    model: Model,
-    tools: ToolRegistry | Sequence[Tool] = (),
-    cwd: Path | str,
-    session_id: str | None = None,
-    config: LoopConfig | None = None,
-    tool_hooks: ToolHooks | None = None,
-    hooks: LoopHooks | None = None,
-) -> AgentLoop:
-    """Create a new session in `store` and return a loop that writes it.
+def start_session(setup: SessionSetup, *, session_id: str | None = None) -> AgentLoop:
+    """Create a new session in `setup.store` and return a loop that writes it.
 
     Args:
-        store: where the log is persisted.
-        model: the model to request.
-        tools: the tools the model may call.
-        cwd: the workspace directory; recorded in the session header.
+        setup: the store, model, tools, workspace (None: the current directory), options
+            and hooks (see `SessionSetup`).
         session_id: the id to use; a fresh UUID when None.
-        config: loop options.
-        tool_hooks: pre- and post-execute hooks.
-        hooks: the loop-level hooks (pre-step, request, turn-stopping).
 
     Returns:
         An `AgentLoop` owning the session's writer; call `close()` when done.
 
     Raises:
+        UsageError: if the workspace is not an existing directory.
         SessionExistsError: if `session_id` already has a stored log (resume it instead).
         SessionLockedError: if another process writes that session.
     """
-    workspace = _workspace(cwd)
+    workspace = _workspace(setup.cwd)
     sid = session_id or new_session_id()
     header = SessionHeader(id=sid, created_at=now_ms(), cwd=str(workspace))
-    session = Session(sid, header=header)
-    writer = store.open_writer(session)
-    return AgentLoop(
-        session, model=model, tools=tools, cwd=workspace, config=config,
-        durability=writer, tool_hooks=tool_hooks, hooks=hooks,
-    )
+    return _loop(Session(sid, header=header), setup, workspace)
 
 
-def resume_session(
-    session_id: str,
-    *,
-    store: SessionStore,
-    model: Model,
-    tools: ToolRegistry | Sequence[Tool] = (),
-    cwd: Path | str | None = None,
-    config: LoopConfig | None = None,
-    tool_hooks: ToolHooks | None = None,
-    hooks: LoopHooks | None = None,
-) -> tuple[AgentLoop, RepairReport]:
+def resume_session(session_id: str, setup: SessionSetup) -> tuple[AgentLoop, RepairReport]:
     """Load a stored session with crash repair and return a loop that continues it.
 
     Args:
         session_id: the stored session.
-        store: where it is persisted.
-        model: the model to request.
-        tools: the tools the model may call.
-        cwd: the workspace; defaults to the session header's cwd.
-        config: loop options.
-        tool_hooks: pre- and post-execute hooks.
-        hooks: the loop-level hooks (pre-step, request, turn-stopping).
+        setup: the store it is persisted in, model, tools, workspace (None: the session
+            header's), options and hooks (see `SessionSetup`).
 
     Returns:
         The loop (turn numbering continues; messages pending in the inbox are pending
@@ -114,46 +126,27 @@ def resume_session(
             (no provider would accept a request); nothing is written, and the message names
             the rescue (`fork_session(..., boundary=SEQ)`, `duraloop fork ID --at SEQ`).
     """
-    loaded, session = store.prepare(session_id)
+    loaded, session = setup.store.prepare(session_id)
     recorded = loaded.header.cwd
+    cwd = setup.cwd
     workspace = _workspace(cwd if cwd is not None else recorded)
     if cwd is not None and recorded is not None and workspace != Path(recorded):
         logger.warning(
             "session %s was created in workspace %s; this loop works in %s instead",
             session_id, recorded, workspace,
         )
-    writer = store.open_writer(session)
-    loop = AgentLoop(
-        session, model=model, tools=tools, cwd=workspace, config=config,
-        durability=writer, tool_hooks=tool_hooks, hooks=hooks,
-    )
+    loop = _loop(session, setup, workspace)
     loop.flush()
     return loop, loaded.repair
 
 
-def open_session(
-    session_id: str,
-    *,
-    store: SessionStore,
-    model: Model,
-    tools: ToolRegistry | Sequence[Tool] = (),
-    cwd: Path | str | None = None,
-    config: LoopConfig | None = None,
-    tool_hooks: ToolHooks | None = None,
-    hooks: LoopHooks | None = None,
-) -> tuple[AgentLoop, RepairReport | None]:
+def open_session(session_id: str, setup: SessionSetup) -> tuple[AgentLoop, RepairReport | None]:
     """Resume `session_id` if it is stored, else create it with that id.
 
     Args:
         session_id: the session to continue or create.
-        store: where it is persisted.
-        model: the model to request.
-        tools: the tools the model may call.
-        cwd: the workspace; None means the session's recorded one when it exists, else the
-            current directory.
-        config: loop options.
-        tool_hooks: pre- and post-execute hooks.
-        hooks: the loop-level hooks (pre-step, request, turn-stopping).
+        setup: see `SessionSetup`; a None workspace means the session's recorded one when
+            it exists, else the current directory.
 
     Returns:
         The loop, and the repair report (None for a new session).
@@ -165,31 +158,17 @@ def open_session(
         UnpairedHistoryError: as `resume_session`; nothing is written.
     """
     try:
-        return resume_session(
-            session_id, store=store, model=model, tools=tools, cwd=cwd, config=config,
-            tool_hooks=tool_hooks, hooks=hooks,
-        )
+        return resume_session(session_id, setup)
     except SessionNotFoundError:
-        loop = start_session(
-            store=store, model=model, tools=tools, cwd=cwd if cwd is not None else Path.cwd(),
-            session_id=session_id,
-            config=config, tool_hooks=tool_hooks, hooks=hooks,
-        )
-        return loop, None
+        return start_session(setup, session_id=session_id), None
 
 
 def fork_session(
     source_id: str,
+    setup: SessionSetup,
     *,
-    store: SessionStore,
-    model: Model,
     boundary: int | None = None,
     child_id: str | None = None,
-    tools: ToolRegistry | Sequence[Tool] = (),
-    cwd: Path | str | None = None,
-    config: LoopConfig | None = None,
-    tool_hooks: ToolHooks | None = None,
-    hooks: LoopHooks | None = None,
 ) -> AgentLoop:
     """Fork a stored session and return a loop on the child.
 
@@ -201,16 +180,12 @@ def fork_session(
 
     Args:
         source_id: the session to fork.
-        store: where both sessions are persisted.
-        model: the model the child's loop requests.
+        setup: the store both sessions live in, and the child loop's model, tools,
+            workspace (None: the parent's recorded one), options and hooks (see
+            `SessionSetup`).
         boundary: the last inherited seq (inclusive); None means the parent's last event,
             or its last closed turn's `turn/end` while its final turn is open.
         child_id: the child's id; a UUID4 when None.
-        tools: the tools the model may call.
-        cwd: the workspace; defaults to the parent's recorded one.
-        config: loop options.
-        tool_hooks: pre- and post-execute hooks.
-        hooks: the loop-level hooks.
 
     Returns:
         A loop on the child session (`loop.session.id` is the child id).
@@ -224,9 +199,6 @@ def fork_session(
         UnpairedHistoryError: if the inherited prefix holds a step closed with calls
             unanswered (the message names the boundary that rescues it).
     """
-    child = store.fork(source_id, boundary=boundary, child_id=child_id)
-    loop, _repair = resume_session(
-        child, store=store, model=model, tools=tools, cwd=cwd, config=config,
-        tool_hooks=tool_hooks, hooks=hooks,
-    )
+    child = setup.store.fork(source_id, boundary=boundary, child_id=child_id)
+    loop, _repair = resume_session(child, setup)
     return loop

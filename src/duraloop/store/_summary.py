@@ -45,6 +45,26 @@ class SessionSummary:
         """`damaged: <reason>` for a damaged log, else the last turn's end (`last_turn_end`)."""
         return self.last_turn_end if self.damaged is None else f"damaged: {self.damaged}"
 
+    def to_json(self) -> dict[str, object]:
+        """Return the row as `duraloop ls --json` prints it (camelCase keys).
+
+        Returns:
+            `{"id", "createdAt", "cwd", "turns", "lastTurnEnd", "events", "parentSession"}`,
+            in that order, plus `"damaged"` for a damaged log.
+        """
+        row: dict[str, object] = {
+            "id": self.id,
+            "createdAt": self.created_at,
+            "cwd": self.cwd,
+            "turns": self.turn_count,
+            "lastTurnEnd": self.last_turn_end,
+            "events": self.event_count,
+            "parentSession": self.parent_session,
+        }
+        if self.damaged is not None:
+            row["damaged"] = self.damaged
+        return row
+
 
 def damaged_summary(
     session_id: str, reason: str, *, header: SessionHeader | None = None

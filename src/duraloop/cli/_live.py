@@ -1,0 +1,115 @@
+"""The live stream of a running turn: text as it streams, tool calls, retries, the turn's end."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+from ..log import Event
+from ..log._vocabulary import (
+    ASSISTANT_CHUNK,
+    ASSISTANT_MESSAGE,
+    LLM_RETRY,
+    STEP_START,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+)
+from ._render import (
+    MAX_NAME_CHARS,
+    code_label,
+    ident,
+    reason_text,
+    result_text,
+    safe,
+    short_text,
+    styled,
+    visible,
+)
+
+
+class LiveRenderer:
+    """Print a running turn as a session observer.
+
+    Shows text as it streams, each tool call with its state and duration (milliseconds),
+    and the turn's end. Untrusted text is shown through `visible`.
+
+    Args:
+        console: where the stream goes (stdout).
+    """
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._mid_line = False
+        self._call_started: dict[str, tuple[int, str]] = {}
+        self._call_names: dict[str, str] = {}
+        self._turn_started_ms = 0
+
+    def _newline(self) -> None:
+        if self._mid_line:
+            self.console.file.write("\n")
+            self._mid_line = False
+
+    def __call__(self, event: Event) -> None:
+        """Render one committed event."""
+        kind = event.type
+        data = event.data if isinstance(event.data, dict) else {}
+        if kind == ASSISTANT_CHUNK:
+            chunk = data.get("chunk", {})
+            if chunk.get("type") == "text-delta":
+                self.console.file.write(visible(str(chunk.get("text", ""))))
+                self.console.file.flush()
+                self._mid_line = True
+        elif kind == TURN_START:
+            self._turn_started_ms = event.time
+            self._newline()
+            self.console.print(styled((f"── turn {data.get('turn')}", "bold")))
+        elif kind == STEP_START and data.get("step", 1) > 1:
+            self._newline()
+        elif kind == TOOL_CALL:
+            self._newline()
+            name = ident(data.get("name"), MAX_NAME_CHARS)
+            self._call_started[str(data.get("callId"))] = (event.time, name)
+            at = (event.time - self._turn_started_ms) / 1000
+            arguments = short_text(str(data.get("arguments", "")))
+            self.console.print(styled(("  ⏵ " + name, "cyan"), " ", arguments, (f"  started +{at:.2f}s", "dim")))
+        elif kind == TOOL_RESULT:
+            self._render_result(event, data)
+        elif kind == ASSISTANT_MESSAGE:
+            for block in data.get("message", {}).get("content", []):
+                if block.get("type") == "tool-call":
+                    self._call_names[str(block.get("id"))] = ident(block.get("name"), MAX_NAME_CHARS)
+            if data.get("interrupted"):
+                self._newline()
+                self.console.print(styled(("  (stream interrupted; the visible prefix is kept)", "yellow")))
+        elif kind == LLM_RETRY:
+            self._newline()
+            failure = data.get("failure") or {}
+            budget = f"/{data['maxRetries']}" if "maxRetries" in data else ""
+            text = (
+                f"  ↻ model request failed [{ident(failure.get('code'), MAX_NAME_CHARS)}]: "
+                f"{short_text(str(failure.get('message', '')), 120)}; retry "
+                f"{data.get('retry')}{budget} in {int(data.get('delayMs', 0)) / 1000:g} s"
+            )
+            self.console.print(safe(text, "yellow"))
+        elif kind == TURN_END:
+            self._newline()
+            reason = data.get("reason", {})
+            style = "green" if reason.get("kind") == "completed" else "red"
+            self.console.print(safe(f"── turn {data.get('turn')} {reason_text(reason)}", style))
+
+    def _render_result(self, event: Event, data: dict[str, Any]) -> None:
+        self._newline()
+        call_id = str(data.get("message", {}).get("source", {}).get("callId"))
+        started, name = self._call_started.pop(call_id, (event.time, self._call_names.get(call_id, "tool")))
+        duration = event.time - started
+        error = data.get("error") or {}
+        is_error = bool(data.get("message", {}).get("content", [{}])[0].get("isError"))
+        text = short_text(result_text(data))
+        if not is_error:
+            self.console.print(styled((f"  ✓ {name}", "green"), " ", (f"{duration} ms", "dim"), "  ", text))
+            return
+        label = code_label(error)
+        self.console.print(styled((f"  ✗ {name} {label}", "red"), (f"{duration} ms", "dim"), "  ", text))

@@ -1,0 +1,153 @@
+"""The options several commands share, defined once: typer `Annotated` aliases and helpers.
+
+A command declares a shared option by its alias (`store: StoreOption = None`), so its flag,
+help text, environment variable and parser are the same in every command. The options of a
+command that runs turns (`run`, `chat`, `resume`) are gathered in `TurnOptions`, which builds
+the command's `SessionSetup` in one place.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..loop import LoopConfig, SessionSetup
+from ..store import SessionStore
+from ..tools import builtin_tools
+from ._config import build_model
+from ._runner import refuse_model_flags_without_prompt, system_prompt
+from ._stores import StoreSpec, open_store, store_option
+
+
+def json_option(help_text: str = "Print machine-readable JSON.") -> Any:
+    """Return the `--json` flag of `show`, `check` and `ls` (one definition, its own help).
+
+    Args:
+        help_text: the flag's help, when a command says what its JSON holds.
+
+    Returns:
+        The typer option, for an `Annotated[bool, ...]` parameter.
+    """
+    return typer.Option("--json", help=help_text)
+
+
+def max_steps_option(scope: str) -> Any:
+    """Return the `--max-steps` option, its help naming the steps' `scope` (`the turn`).
+
+    Returns:
+        The typer option, for an `Annotated[int, ...]` parameter.
+    """
+    return typer.Option("--max-steps", min=1, help=f"Most steps (model requests) in {scope} (at least 1).")
+
+
+StoreOption = Annotated[
+    StoreSpec | None,
+    typer.Option(
+        "--store",
+        envvar="DURALOOP_STORE",
+        parser=store_option,
+        metavar="STORE",
+        help="Session store: jsonl:DIR (or DIR; an existing root keeps its encoding, a new one is raw), "
+        "jsonl+zstd:DIR or sqlite:PATH \\[default: $DURALOOP_HOME/sessions, ~/.duraloop/sessions].",
+    ),
+]
+CwdOption = Annotated[
+    Path | None, typer.Option("--cwd", help="Workspace directory the tools are confined to \\[default: current directory].")
+]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        envvar="DURALOOP_MODEL",
+        help="Model spec: scripted:PATH, replay:PATH (a session log, ours or dsh's), openai:MODEL, deepseek:MODEL "
+        "or anthropic:MODEL \\[default: default_model in $DURALOOP_HOME/config.toml].",
+    ),
+]
+BaseUrlOption = Annotated[
+    str | None,
+    typer.Option("--base-url", help="The provider's API root, over *_BASE_URL and the config file (openai:, deepseek:, anthropic: only)."),
+]
+MaxTokensOption = Annotated[
+    int | None,
+    typer.Option("--max-tokens", min=1, help="Output token cap per model request, over the config file (openai:, deepseek:, anthropic: only)."),
+]
+ReasoningEffortOption = Annotated[
+    str | None,
+    typer.Option(
+        "--reasoning-effort",
+        help="The provider's reasoning effort, e.g. deepseek: off|low|high|max, over the config file (openai:, deepseek:, anthropic: only).",
+    ),
+]
+SystemOption = Annotated[str | None, typer.Option("--system", help="System prompt text, or @FILE to read it.")]
+MaxParallelOption = Annotated[int, typer.Option("--max-parallel", min=1, help="Most tool calls running at once (at least 1).")]
+MaxStepsOption = Annotated[int, max_steps_option("the turn")]
+"""`--max-steps` of a command that runs one turn (`run`, `resume`)."""
+EachTurnMaxStepsOption = Annotated[int, max_steps_option("each turn")]
+"""`--max-steps` of `chat`, which runs many turns."""
+JsonOption = Annotated[bool, json_option()]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TurnOptions:
+    """The model and loop options of a command that runs turns, as given on its command line.
+
+    Args:
+        model: `--model`, a model spec; None for the config file's default.
+        system: `--system`, the text or `@FILE`.
+        max_parallel: `--max-parallel`.
+        max_steps: `--max-steps`.
+        base_url: `--base-url`.
+        max_tokens: `--max-tokens`.
+        reasoning_effort: `--reasoning-effort`.
+    """
+
+    model: str | None
+    system: str | None
+    max_parallel: int
+    max_steps: int
+    base_url: str | None
+    max_tokens: int | None
+    reasoning_effort: str | None
+
+    def session_setup(self, store: StoreSpec | SessionStore | None, *, cwd: Path | None) -> SessionSetup:
+        """Build the model, then the loop options, then open the store (in that order).
+
+        Args:
+            store: the `--store` value (None: the default store), or a store already open.
+            cwd: `--cwd`; None means the session's recorded workspace, or the current
+                directory for a new session.
+
+        Returns:
+            The setup, with the built-in tools.
+
+        Raises:
+            UsageError: if no model is given anywhere, the `--system` file cannot be read or
+                is not UTF-8, or the store cannot be opened (`open_store`).
+            ConfigError: if the config file, the spec or a flag is invalid (`build_model`).
+            CorruptLogError: if a `replay:` log is damaged inside its committed region.
+        """
+        model = build_model(
+            self.model, env=os.environ, base_url=self.base_url, max_tokens=self.max_tokens,
+            reasoning_effort=self.reasoning_effort,
+        )
+        config = LoopConfig(
+            max_parallel_tool_calls=self.max_parallel, max_steps=self.max_steps,
+            system_prompt=system_prompt(self.system),
+        )
+        sessions = open_store(store) if store is None or isinstance(store, StoreSpec) else store
+        return SessionSetup(store=sessions, model=model, tools=builtin_tools(), cwd=cwd, config=config)
+
+    def refuse_model_flags(self) -> None:
+        """Refuse the model options when no turn runs (`resume ID` without a prompt).
+
+        Raises:
+            UsageError: naming the options that were given.
+        """
+        refuse_model_flags_without_prompt(
+            model=self.model, system=self.system, base_url=self.base_url,
+            max_tokens=self.max_tokens, reasoning_effort=self.reasoning_effort,
+        )
