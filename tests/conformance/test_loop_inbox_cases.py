@@ -1,11 +1,13 @@
-"""Conformance: loop-spec 8 cases B40-B47 (pre-step and inbox) and B57-B58 (resume).
+"""Conformance: loop-spec 8 behaviour cases B40-B47 (pre-step and inbox), and the driver's sends.
 
 Pins the inbox's durability (a splice is logged before the lists change, claims are pure
-deletions right after `turn/start` or between steps, pending messages survive resume
-without starting a turn) and the turn algorithm's use of it (loop-spec 2.2, 2.3): steering
-enters at the next step boundary, `turn_stopping` continues a turn only through the inbox,
-and a rejecting or failing `pre_step` ends the turn without a step. Every test checks the
-whole log (`inbox_log`, `assert_log_valid`) and what the model was sent.
+deletions right after `turn/start` or between steps) and the turn algorithm's use of it
+(loop-spec 2.2, 2.3): steering enters at the next step boundary, `turn_stopping` continues a
+turn only through the inbox, and a rejecting or failing `pre_step` ends the turn without a step.
+With the background driver (loop-spec 2.1, 10.1), inside `async with loop:` a waking send from
+idle opens the turn before it returns and the driver drains queued follow-ups, one turn each.
+Ordering rests on `anyio.wait_all_tasks_blocked()` and the log, never on sleeps; every test
+checks the whole log (`inbox_log`, `assert_log_valid`) and what the model was sent.
 """
 
 from __future__ import annotations
@@ -17,21 +19,20 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from duraloop.llm import ScriptedModel
-from duraloop.log import Message, text_of
-from duraloop.loop import (
-    AgentLoop,
-    LoopHooks,
-    Reject,
-    SessionSetup,
-    StepContext,
-    resume_session,
-    start_session,
-)
-from duraloop.store import MemoryStore
+from duraloop.errors import UsageError
+from duraloop.log import Message, Session, text_of
+from duraloop.loop import AgentLoop, LoopHooks, Reject, StepContext
 from duraloop.testing import assert_log_valid
 from duraloop.tools import Tool, ToolContext
-from loop._support import call, inbox_log, make_loop, of_type, tools_step, user_texts
+from loop._support import (
+    HangFirstModel,
+    call,
+    inbox_log,
+    make_loop,
+    of_type,
+    tools_step,
+    user_texts,
+)
 
 
 @pytest.fixture
@@ -42,22 +43,6 @@ def anyio_backend() -> str:
 
 def _texts(messages: tuple[Message, ...] | list[Message]) -> list[str]:
     return [text_of(message) for message in messages]
-
-
-def _steering_tool(holder: list[AgentLoop], text: str) -> Tool:
-    """A tool whose body steers the loop running it (B44)."""
-
-    async def body(args: Any, ctx: ToolContext) -> str:
-        holder[0].steer(text)
-        return "steered"
-
-    return Tool(
-        name="steerer",
-        description="Steer the loop.",
-        parameters={"type": "object", "properties": {}},
-        validator=lambda arguments: arguments,
-        body=body,
-    )
 
 
 @pytest.mark.anyio
@@ -112,6 +97,32 @@ async def test_b42_throwing_pre_step_fails_turn_and_keeps_queued_followup(tmp_pa
     assert_log_valid(session)
 
 
+def _kinds(results: list[Any]) -> list[tuple[int, str]]:
+    return [(r.turn, r.kind) for r in results]
+
+
+@pytest.mark.anyio
+async def test_a_failed_background_turn_reports_its_error_and_stops_draining(tmp_path: Path) -> None:
+    script: list[dict[str, Any]] = [
+        {"error": {"code": "AUTH", "message": "bad key"}},
+        {"text": "two"},
+        {"text": "three"},
+    ]
+    session, _model, loop = make_loop(tmp_path, script, [])
+    async with loop:
+        loop.followup("first")
+        loop.followup("second")
+        (result,) = await loop.wait_idle()
+        assert result.kind == "error"
+        assert result.error is not None and "bad key" in str(result.error)
+        # B42: no auto-drain after an error turn; the next waking send runs "second".
+        assert [m["content"][0]["text"] for m in loop.inbox.next_turn] == ["second"]
+        loop.followup("third")
+        results = await loop.wait_idle()
+    assert _kinds(results) == [(2, "completed"), (3, "completed")]
+    assert_log_valid(session)
+
+
 @pytest.mark.anyio
 async def test_b43_input_staged_during_pre_step_joins_step_two(tmp_path: Path) -> None:
     stopping: list[int] = []
@@ -137,6 +148,22 @@ async def test_b43_input_staged_during_pre_step_joins_step_two(tmp_path: Path) -
     assert user_texts(model.requests[1].messages) == ["P", "C", "S"]
     assert stopping == [2]  # skipped after step 1: next-step was not empty
     assert_log_valid(session)
+
+
+def _steering_tool(holder: list[AgentLoop], text: str) -> Tool:
+    """A tool whose body steers the loop running it (B44)."""
+
+    async def body(args: Any, ctx: ToolContext) -> str:
+        holder[0].steer(text)
+        return "steered"
+
+    return Tool(
+        name="steerer",
+        description="Steer the loop.",
+        parameters={"type": "object", "properties": {}},
+        validator=lambda arguments: arguments,
+        body=body,
+    )
 
 
 @pytest.mark.anyio
@@ -192,6 +219,20 @@ async def test_b46_idle_inject_only_records_the_splice(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_inject_while_idle_does_not_wake_the_driver(tmp_path: Path) -> None:
+    session, model, loop = make_loop(tmp_path, [{"text": "ok"}], [])
+    async with loop:
+        loop.inject("context only")
+        assert await loop.wait_idle() == []
+        assert inbox_log(session.events) == ["ins(ns)"]
+        loop.followup("now go")
+        (result,) = await loop.wait_idle()
+    assert result.kind == "completed"
+    assert user_texts(model.requests[0].messages) == ["context only", "now go"]
+    assert_log_valid(session)
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("count", range(1, 7))
 async def test_b47_each_followup_runs_its_own_numbered_turn(tmp_path: Path, count: int) -> None:
     session, model, loop = make_loop(tmp_path, [{"text": f"answer {i}"} for i in range(count)], [])
@@ -208,42 +249,61 @@ async def test_b47_each_followup_runs_its_own_numbered_turn(tmp_path: Path, coun
 
 
 @pytest.mark.anyio
-async def test_b57_resume_continues_turn_numbering_with_a_resume_header(tmp_path: Path) -> None:
-    store = MemoryStore()
-    first = start_session(SessionSetup(store=store, model=ScriptedModel([{"text": "a"}]), cwd=tmp_path))
-    await first.run_turn("one")
-    old_events = list(first.session.events)
-    old_messages = first.session.derive_messages()
-    first.close()
-    loop, _repair = resume_session(first.session.id, SessionSetup(
-        store=store, model=ScriptedModel([{"text": "b"}]),
-    ))
-    events = loop.session.events
-    assert [e.type for e in events] == [e.type for e in old_events] + ["session/end-seed"]
-    assert loop.session.derive_messages() == old_messages
-    result = await loop.run_turn("two")
-    assert result.turn == 2
-    assert [e.seq for e in loop.session.events] == list(range(loop.session.seq))
-    headers = of_type(loop.session.events, "request/header")
-    assert [h.data["reason"] for h in headers] == ["initial", "resume"]
-    assert_log_valid(loop.session)
-    loop.close()
+async def test_waking_send_from_idle_appends_turn_start_and_claims_before_it_returns(
+    tmp_path: Path,
+) -> None:
+    session, model, loop = make_loop(tmp_path, [{"text": "hi"}], [])
+    async with loop:
+        loop.followup("hello")
+        # loop-spec 10.1: synchronous start, before any await.
+        assert inbox_log(session.events) == ["ins(nt)", "T+1", "claim"]
+        assert loop.inbox.pending == 0
+        (result,) = await loop.wait_idle()
+    assert (result.turn, result.kind, result.text) == (1, "completed", "hi")
+    assert user_texts(model.requests[0].messages) == ["hello"]
+    assert_log_valid(session)
 
 
 @pytest.mark.anyio
-async def test_b58_pending_injection_survives_resume_and_enters_after_followup(tmp_path: Path) -> None:
-    store = MemoryStore()
-    first = start_session(SessionSetup(store=store, model=ScriptedModel([]), cwd=tmp_path))
-    first.inject("remember this")
-    first.close()
-    model = ScriptedModel([{"text": "noted"}])
-    loop, _repair = resume_session(first.session.id, SessionSetup(store=store, model=model))
-    assert [e.type for e in loop.session.events] == ["agent/inbox/spliced", "session/end-seed"]
-    assert _texts(loop.inbox.next_step) == ["remember this"] and loop.last_turn == 0
-    loop.followup("go")
-    result = await loop.run_turn()
-    assert (result.turn, result.kind) == (1, "completed")
-    assert user_texts(model.requests[0].messages) == ["remember this", "go"]
-    assert not loop.inbox.pending
-    assert_log_valid(loop.session)
-    loop.close()
+async def test_idle_steering_starts_a_turn_synchronously(tmp_path: Path) -> None:
+    session, _model, loop = make_loop(tmp_path, [{"text": "ok"}], [])
+    async with loop:
+        loop.steer("look here")
+        assert inbox_log(session.events) == ["ins(ns)", "T+1", "claim"]
+        (result,) = await loop.wait_idle()
+    assert result.kind == "completed"
+    assert_log_valid(session)
+
+
+@pytest.mark.anyio
+async def test_the_driver_drains_followups_one_turn_each(tmp_path: Path) -> None:
+    session, model, loop = make_loop(tmp_path, [{"text": "one"}, {"text": "two"}, {"text": "three"}], [])
+    async with loop:
+        loop.followup("a")
+        loop.followup("b")
+        loop.followup("c")
+        results = await loop.wait_idle()
+    assert _kinds(results) == [(1, "completed"), (2, "completed"), (3, "completed")]
+    assert [user_texts(r.messages)[-1] for r in model.requests] == ["a", "b", "c"]
+    assert_log_valid(session)
+
+
+@pytest.mark.anyio
+async def test_run_turn_is_refused_while_a_background_turn_runs(tmp_path: Path) -> None:
+    session = Session("s")
+    loop = AgentLoop(session, model=HangFirstModel(), cwd=tmp_path)
+    async with loop:
+        loop.followup("A")
+        with pytest.raises(UsageError, match="already running"):
+            await loop.run_turn("B")
+        loop.cancel()
+        assert _kinds(await loop.wait_idle()) == [(1, "aborted")]
+    assert_log_valid(session)
+
+
+@pytest.mark.anyio
+async def test_send_rejects_an_unknown_target(tmp_path: Path) -> None:
+    _session, _model, loop = make_loop(tmp_path, [], [])
+    with pytest.raises(UsageError, match="unknown send target"):
+        loop.send("x", target="later")  # type: ignore[arg-type]
+    assert loop.inbox.pending == 0

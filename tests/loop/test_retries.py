@@ -1,11 +1,13 @@
-"""Model-request retries in the same step and the stream idle timeout (loop-spec 5.1, B32-B39).
+"""Model-request retries in the same step and the stream idle timeout (loop-spec 5.1).
 
-A retry is recorded, not hidden: `llm/retry` before the wait, `llm/retry-started` after it,
-and the failed attempt's chunks stay in the log uncited. Each test drives a scripted (or a
-tiny hand-written) model whose failures are data, uses millisecond backoffs with no jitter
-so every recorded delay is exact, and checks the whole log afterwards. Ordering never rests
-on a sleep: cancellation tests wait with `anyio.wait_all_tasks_blocked()` on a backoff far
-longer than any test, and the idle-timeout model blocks forever rather than sleeping.
+The behaviour cases B32-B39 are in `tests/conformance/test_loop_model_request_cases.py`; here
+are the policy's other rules (no policy, the exhausted and per-step budget, `always` mode,
+provider retry-after hints) and the stream idle timeout. A retry is recorded, not hidden:
+`llm/retry` before the wait, `llm/retry-started` after it, and the failed attempt's chunks stay
+in the log uncited. Each test drives a scripted (or a tiny hand-written) model whose failures
+are data, uses millisecond backoffs with no jitter so every recorded delay is exact, and checks
+the whole log afterwards. Ordering never rests on a sleep: the idle-timeout model blocks
+forever rather than sleeping.
 """
 
 from __future__ import annotations
@@ -30,15 +32,12 @@ from duraloop.llm import (
 )
 from duraloop.log import Event, Session
 from duraloop.loop import AgentLoop, LoopConfig
-from duraloop.testing import assert_log_valid, describe_log
+from duraloop.testing import assert_log_valid
 
 from ._support import call, make_loop, of_type, recorder_tool, tools_step
 
 FAST = RetryPolicy(initial_delay_ms=1, max_delay_ms=8, jitter_ratio=0.0)
 """Backoffs of 1, 2, 4, 8 ms: exact, because there is no jitter."""
-
-NEVER = RetryPolicy(initial_delay_ms=600_000, max_delay_ms=600_000, jitter_ratio=0.0)
-"""A backoff longer than any test: a test that reaches its end cancelled the wait."""
 
 
 def _error(code: str, message: str = "failed", text: str = "") -> dict[str, Any]:
@@ -92,139 +91,6 @@ def _planned_loop(
     session = Session("s")
     model = _PlannedModel(plan)
     return session, model, AgentLoop(session, model=model, cwd=tmp_path, config=config)
-
-
-@pytest.mark.anyio
-async def test_b33_retry_stays_in_the_same_turn_and_step(tmp_path: Path) -> None:
-    script = [
-        _error("RATE_LIMIT", "slow down", text="partial one"),
-        _error("SERVER", "service unavailable", text="partial two"),
-        {"text": "ok"},
-    ]
-    session, model, loop = make_loop(tmp_path, script, [], config=LoopConfig(retry=FAST))
-    result = await loop.run_turn("go")
-    assert (result.kind, result.text, result.steps) == ("completed", "ok", 1)
-    events = list(session.events)
-    assert describe_log(events) == [
-        "T+1", "S+1", "U", "H", "C",
-        "llm/retry", "llm/retry-started", "llm/retry", "llm/retry-started",
-        "A", "S-1", "T-1(completed)",
-    ]
-    retries = _retries(events)
-    assert [(r["turn"], r["step"], r["retry"], r["delayMs"]) for r in retries] == [
-        (1, 1, 1, 1), (1, 1, 2, 2),
-    ]
-    assert [r["failure"] for r in retries] == [
-        {"message": "slow down", "code": "RATE_LIMIT"},
-        {"message": "service unavailable", "code": "SERVER"},
-    ]
-    for retry in retries:
-        assert retry["provider"] == "scripted" and retry["mode"] == "normal"
-        assert retry["maxRetries"] == 5 and retry["policyKey"] == FAST.policy_key
-    started = [event.data for event in of_type(events, "llm/retry-started")]
-    assert [(s["retryId"], s["retry"]) for s in started] == [
-        (r["retryId"], r["retry"]) for r in retries
-    ]
-    # One provider-policy chain: one retryId for all its retries (dsh's llm-retry invariant).
-    assert len({r["retryId"] for r in retries}) == 1
-    # Every attempt re-derives the same history: the failed chunks never enter it.
-    assert len(model.requests) == 3
-    assert all(list(r.messages) == list(model.requests[0].messages) for r in model.requests)
-    assert_log_valid(session)
-
-
-@pytest.mark.anyio
-async def test_b34_retry_discards_the_failed_attempt(tmp_path: Path) -> None:
-    script = [_error("RATE_LIMIT", text="never shown"), {"text": "the answer"}]
-    session, _model, loop = make_loop(tmp_path, script, [], config=LoopConfig(retry=FAST))
-    await loop.run_turn("go")
-    events = list(session.events)
-    (message,) = of_type(events, "assistant/message")
-    started = of_type(events, "llm/retry-started")[0]
-    own_chunks = _chunk_seqs_between(events, started.seq, message.seq)
-    failed_chunks = _chunk_seqs_between(events, 0, started.seq)
-    assert failed_chunks and own_chunks
-    assert message.source_event_seqs == own_chunks
-    assert "interrupted" not in message.data
-    assert message.data["message"]["content"] == [{"type": "text", "text": "the answer"}]
-    # The failed attempt is logged, text and terminal error finish included.
-    failed = [events[seq].data["chunk"] for seq in failed_chunks]
-    assert failed[-1]["reason"]["failure"]["code"] == "RATE_LIMIT"
-    assert [m["role"] for m in session.derive_messages()] == ["user", "assistant"]
-    assert_log_valid(session)
-
-
-@pytest.mark.anyio
-async def test_b35_cancel_during_the_backoff_wait_ends_aborted_without_retrying(
-    tmp_path: Path,
-) -> None:
-    script = [_error("RATE_LIMIT"), {"text": "never requested"}]
-    session, model, loop = make_loop(tmp_path, script, [], config=LoopConfig(retry=NEVER))
-    results = []
-
-    async def run() -> None:
-        results.append(await loop.run_turn("go"))
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(run)
-        await anyio.wait_all_tasks_blocked()
-        assert [e.type for e in session.events][-1] == "llm/retry"  # waiting out the backoff
-        loop.cancel()
-    (result,) = results
-    assert result.reason == {"kind": "aborted", "reason": {"kind": "user"}}
-    assert len(model.requests) == 1
-    assert describe_log(list(session.events)) == [
-        "T+1", "S+1", "U", "H", "C", "llm/retry", "S-1", "T-1(aborted)",
-    ]
-    assert_log_valid(session)
-
-
-@pytest.mark.anyio
-async def test_b35_cancel_as_the_retry_is_recorded_beats_the_retry(tmp_path: Path) -> None:
-    script = [_error("SERVER"), {"text": "never requested"}]
-    session, model, loop = make_loop(tmp_path, script, [], config=LoopConfig(retry=FAST))
-    session.observe(lambda event: loop.cancel() if event.type == "llm/retry" else None)
-    result = await loop.run_turn("go")
-    assert result.kind == "aborted"
-    assert len(model.requests) == 1
-    assert not of_type(list(session.events), "llm/retry-started")
-    assert_log_valid(session)
-
-
-@pytest.mark.anyio
-async def test_b36_a_failing_retry_record_ends_the_turn_error_without_retrying(
-    tmp_path: Path,
-) -> None:
-    script = [_error("SERVER"), {"text": "never requested"}]
-    session, model, loop = make_loop(tmp_path, script, [], config=LoopConfig(retry=FAST))
-
-    def veto_retries(event: Event) -> None:
-        if event.type == "llm/retry":
-            raise RuntimeError("retry vetoed")
-
-    session.add_validator(veto_retries)
-    with pytest.raises(RuntimeError, match="retry vetoed"):
-        await loop.run_turn("go")
-    assert len(model.requests) == 1
-    assert describe_log(list(session.events))[-2:] == ["S-1", "T-1(error)"]
-    assert_log_valid(session)
-
-
-@pytest.mark.anyio
-async def test_b32_non_retryable_code_ends_the_turn_error_at_once(tmp_path: Path) -> None:
-    script = [_error("AUTH", "provider 401"), {"text": "never requested"}]
-    session, model, loop = make_loop(tmp_path, script, [], config=LoopConfig(retry=FAST))
-    with pytest.raises(LlmError) as caught:
-        await loop.run_turn("go")
-    assert caught.value.code == "AUTH"
-    assert len(model.requests) == 1
-    events = list(session.events)
-    assert not _retries(events)
-    assert not of_type(events, "assistant/message")
-    assert events[-1].data["reason"] == {
-        "kind": "error", "error": {"message": "provider 401", "code": "AUTH"},
-    }
-    assert_log_valid(session)
 
 
 @pytest.mark.anyio
@@ -399,61 +265,3 @@ async def test_idle_timeout_does_not_count_the_loops_time_between_chunks(tmp_pat
     assert (result.kind, result.text, len(model.requests)) == ("completed", "one two three ", 1)
     assert len(blocked) == 2
     assert_log_valid(session)
-
-
-@pytest.mark.anyio
-async def test_b39a_max_tokens_step_ends_the_turn_max_tokens(tmp_path: Path) -> None:
-    script = [{"text": "cut sho", "finish": "max-tokens"}, {"text": "next turn"}]
-    session, _model, loop = make_loop(tmp_path, script, [], config=LoopConfig(retry=FAST))
-    result = await loop.run_turn("go")
-    assert result.reason == {"kind": "max-tokens"}
-    (message,) = of_type(list(session.events), "assistant/message")
-    assert "usage" in message.data
-    assert message.data["message"]["content"] == [{"type": "text", "text": "cut sho"}]
-    # B39 (d): the next turn is independent.
-    assert (await loop.run_turn("again")).kind == "completed"
-    assert_log_valid(session)
-
-
-@pytest.mark.anyio
-async def test_b39b_max_tokens_drops_tool_calls_and_still_writes_the_message(
-    tmp_path: Path,
-) -> None:
-    record: list[str] = []
-    script = [{"tool_calls": [call("c1")], "finish": "max-tokens"}]
-    session, _model, loop = make_loop(
-        tmp_path, script, [recorder_tool("p", record)], config=LoopConfig(retry=FAST)
-    )
-    result = await loop.run_turn("go")
-    assert result.reason == {"kind": "max-tokens"}
-    events = list(session.events)
-    assert describe_log(events) == ["T+1", "S+1", "U", "H", "C", "A", "S-1", "T-1(max-tokens)"]
-    (message,) = of_type(events, "assistant/message")
-    assert message.data["message"]["content"] == []
-    assert message.data["usage"]["outputTokens"] >= 0
-    assert message.source_event_seqs == [e.seq for e in of_type(events, "assistant/chunk")]
-    assert [m["role"] for m in session.derive_messages()] == ["user"]
-    assert record == []
-    assert_log_valid(session)
-
-
-@pytest.mark.anyio
-async def test_b39_max_tokens_after_a_tool_step_and_a_retry_ends_max_tokens(
-    tmp_path: Path,
-) -> None:
-    record: list[str] = []
-    script = [
-        tools_step(call("c1")),
-        _error("SERVER"),
-        {"text": "trunc", "finish": "max-tokens"},
-    ]
-    session, _model, loop = make_loop(
-        tmp_path, script, [recorder_tool("p", record)], config=LoopConfig(retry=FAST)
-    )
-    result = await loop.run_turn("go")
-    assert (result.reason, result.steps) == ({"kind": "max-tokens"}, 2)
-    assert [r["step"] for r in _retries(list(session.events))] == [2]
-    assert record == ["p-start-c1", "p-end-c1"]
-    assert_log_valid(session)
-
-

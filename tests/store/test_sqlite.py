@@ -1,12 +1,13 @@
 """The SQLite store's own rules (session-spec 6.8), checked by reading the database itself.
 
-The shared contract (test_store.py) already runs on SqliteStore; these tests pin what only a
-SQLite store has: the schema, pragmas and identity a dsh store carries, the row encodings
-(compressed data, packed rows, varint seqs), the append transaction's stale-writer check, the
-read scan's split between a torn tail (repaired on load) and corruption (refused), the file
-permission checks, the per-session OS lock across processes, and the revision token. Damage
-is made with raw SQL on a second connection, the way a crash or a foreign writer leaves it.
-Every failure test also asserts what the database holds afterwards.
+The shared contract (tests/conformance/test_persistence_contract_cases.py) already runs on
+SqliteStore; these tests pin what only a SQLite store has: the schema, pragmas and identity
+a dsh store carries, the row encodings (compressed data, packed rows, varint seqs), the
+append transaction's stale-writer check, the read scan's split between a torn tail
+(repaired on load) and corruption (refused), the file permission checks, the per-session OS
+lock across processes, and the revision token. Damage is made with raw SQL on a second
+connection, the way a crash or a foreign writer leaves it. Every failure test also asserts
+what the database holds afterwards.
 """
 
 from __future__ import annotations

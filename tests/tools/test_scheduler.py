@@ -1,8 +1,9 @@
-"""The tool-call scheduler on its own (loop-spec 4): rolling cap, barriers, drain (Laws 6, 7).
+"""The tool-call scheduler on its own (loop-spec 4): cap, barriers, drain (Laws 6, 7).
 
 `execute_tool_calls` is driven directly over a session holding an open step, so each test
 sees exactly what the scheduler appends. Gated bodies (`duraloop.testing.Gates`) and
-`anyio.wait_all_tasks_blocked()` decide the order; no test sleeps.
+`anyio.wait_all_tasks_blocked()` decide the order; no test sleeps. The behaviour cases B6-B8
+(rolling cap, cap 1, registry swap) are in `tests/conformance/test_loop_basics_cases.py`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,7 @@ from duraloop.testing import Gates, assert_log_valid, describe_log, gated_tool
 from duraloop.tools import (
     CancelSignal,
     SchedulerOutcome,
-    Tool,
     ToolCallRequest,
-    ToolContext,
     ToolPipeline,
     ToolRegistry,
     execute_tool_calls,
@@ -77,85 +76,6 @@ async def _execute(
 
 def _pipeline(registry: ToolRegistry, tmp_path: Path) -> ToolPipeline:
     return ToolPipeline(registry, cwd=tmp_path, session_id="s")
-
-
-@pytest.mark.anyio
-async def test_b6_rolling_cap_starts_next_call_when_a_slot_frees(tmp_path: Path) -> None:
-    gates = Gates()
-    session, blocks = _open_step([(f"c{i}", "p") for i in range(1, 5)])
-    pipeline = _pipeline(ToolRegistry([gated_tool("p", gates)]), tmp_path)
-    run = _Run()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: _execute(session, blocks, pipeline, run, cap=2))
-        await gates.wait_entered("c1", "c2")
-        await anyio.wait_all_tasks_blocked()
-        assert gates.entered == ["c1", "c2"]
-        gates.release("c1")
-        await gates.wait_entered("c3")
-        await anyio.wait_all_tasks_blocked()
-        assert gates.entered == ["c1", "c2", "c3"]
-        assert describe_log(session.events)[3:] == ["call(c1)", "call(c2)", "res(c1,ok)", "call(c3)"]
-        gates.release("c2", "c3", "c4")
-    assert run.outcome == SchedulerOutcome(aborted=False)
-    assert [s for s in describe_log(session.events) if s.startswith("res(")] == [
-        "res(c1,ok)", "res(c2,ok)", "res(c3,ok)", "res(c4,ok)",
-    ]
-    _close_and_check(session)
-
-
-@pytest.mark.anyio
-async def test_b7_cap_one_runs_parallel_calls_serially(tmp_path: Path) -> None:
-    gates = Gates()
-    session, blocks = _open_step([("c1", "p"), ("c2", "p")])
-    pipeline = _pipeline(ToolRegistry([gated_tool("p", gates)]), tmp_path)
-    run = _Run()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: _execute(session, blocks, pipeline, run, cap=1))
-        await gates.wait_entered("c1")
-        await anyio.wait_all_tasks_blocked()
-        assert gates.entered == ["c1"]
-        gates.release("c1")
-        await gates.wait_entered("c2")
-        gates.release("c2")
-    assert describe_log(session.events)[3:] == [
-        "call(c1)", "res(c1,ok)", "call(c2)", "res(c2,ok)",
-    ]
-    _close_and_check(session)
-
-
-@pytest.mark.anyio
-async def test_b8_registry_swap_by_a_body_reclassifies_unstarted_calls(tmp_path: Path) -> None:
-    gates = Gates()
-    registry = ToolRegistry([gated_tool("x", gates, parallel=True)])
-
-    async def replace_body(args: Any, ctx: ToolContext) -> str:
-        registry.unregister("x")
-        registry.register(gated_tool("x", gates, parallel=False))
-        return "replaced"
-
-    registry.register(
-        Tool(
-            name="replace",
-            description="Swap x for an exclusive version.",
-            parameters={"type": "object", "properties": {}},
-            validator=lambda arguments: arguments,
-            body=replace_body,
-        )
-    )
-    session, blocks = _open_step([("x0", "replace"), ("x1", "x"), ("x2", "x")])
-    run = _Run()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: _execute(session, blocks, _pipeline(registry, tmp_path), run))
-        await gates.wait_entered("x1")
-        await anyio.wait_all_tasks_blocked()
-        assert gates.entered == ["x1"], "x now runs as barriers: only x1 starts"
-        gates.release("x1")
-        await gates.wait_entered("x2")
-        gates.release("x2")
-    assert describe_log(session.events)[3:] == [
-        "call(x0)", "res(x0,ok)", "call(x1)", "res(x1,ok)", "call(x2)", "res(x2,ok)",
-    ]
-    _close_and_check(session)
 
 
 @pytest.mark.anyio

@@ -20,6 +20,7 @@ SqliteStore alike. Cases are `test_case_NN_...`; those of 7.6 with no test here:
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,14 +38,23 @@ from duraloop.errors import (
 )
 from duraloop.log import Event, Session, SessionHeader, check_pairing
 from duraloop.log import vocabulary as v
-from duraloop.store import JsonlStore, SessionStore
+from duraloop.store import JsonlStore, MemoryStore, SessionStore, SqliteStore
+from store._builders import assistant, call_block, ev, meta, one_turn_log, se, ss, te, tool_call, ts
+from store._torn import append_torn_fragment
 
-from ._builders import assistant, call_block, ev, meta, one_turn_log, se, ss, te, tool_call, ts
-from ._torn import append_torn_fragment
 
-
-def stored(store: SessionStore, session_id: str) -> list[Event]:
-    return store.backend.read(session_id).events
+@pytest.fixture(params=["memory", "jsonl", "jsonl-zstd", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
+    """Every contract test runs on each backend (and on both JSONL encodings)."""
+    if request.param == "memory":
+        yield MemoryStore()
+    elif request.param == "jsonl":
+        yield JsonlStore(tmp_path / "sessions")
+    elif request.param == "jsonl-zstd":
+        yield JsonlStore(tmp_path / "sessions", compression="zstd")
+    else:
+        with SqliteStore(tmp_path / "sessions.db") as sqlite_store:
+            yield sqlite_store
 
 
 def test_case_71_round_trip_returns_identical_events_and_header(store: SessionStore) -> None:
@@ -56,6 +66,10 @@ def test_case_71_round_trip_returns_identical_events_and_header(store: SessionSt
     assert loaded.header.created_at == 1000
     assert loaded.events == one_turn_log()
     assert not loaded.repair.repaired
+
+
+def stored(store: SessionStore, session_id: str) -> list[Event]:
+    return store.backend.read(session_id).events
 
 
 def test_case_73_crash_with_open_turn_and_step_is_closed_durably(store: SessionStore) -> None:
