@@ -7,7 +7,7 @@ DuraloopError
 │   ├── DuplicateMessageError           an inbox message whose id is already pending
 │   └── ToolDefinitionError             a tool that cannot be registered
 ├── EventRejectedError (ValueError)     an append or seed that breaks a log rule
-│   └── InvariantError                  a turn/step/tool relation broken (session-spec 4.5)
+│   └── InvariantError                  a turn/step/tool relation broken (docs/log.md#invariants)
 ├── PairingError                        derived messages a provider would reject
 │   ├── UnpairedHistoryError            closed history with unanswered calls: fork to rescue
 │   └── WirePairingError                an unpaired provider payload (a duraloop bug)
@@ -68,7 +68,7 @@ class ConfigError(UsageError):
 class DuplicateMessageError(UsageError):
     """Raised when a message sent to the inbox has the id of a message already pending.
 
-    Message ids are unique across both inbox lists (loop-spec 1); nothing is appended.
+    Message ids are unique across both inbox lists (docs/loop.md#the-inbox); nothing is appended.
 
     Args:
         message_id: the duplicate id.
@@ -93,7 +93,7 @@ class EventRejectedError(DuraloopError, ValueError):
 
 
 class InvariantError(EventRejectedError):
-    """Raised when an event would break a turn/step/tool relation (session-spec 4.5)."""
+    """Raised when an event would break a turn/step/tool relation (docs/log.md#invariants)."""
 
 
 class PairingError(DuraloopError):
@@ -169,12 +169,12 @@ class UnpairedHistoryError(PairingError):
 class WirePairingError(PairingError):
     """Raised before sending when a provider payload breaks that provider's pairing rule.
 
-    The exact wire `messages` an adapter is about to send are checked (llm-spec 3.1 for
-    Chat Completions, 3.2 for Anthropic Messages). Derived history is already checked, so a
-    violation here means duraloop converted a valid history into an invalid payload: a bug
-    in duraloop, never in the caller's code. Nothing was sent; the message names the call,
-    the wire message index and the rule, and quotes the provider's own error text where one
-    is documented, so a search for that text finds this error.
+    The exact wire `messages` an adapter is about to send are checked
+    (docs/providers.md#chat-completions-pairing for Chat Completions, 3.2 for Anthropic Messages).
+    Derived history is already checked, so a violation here means duraloop converted a valid history
+    into an invalid payload: a bug in duraloop, never in the caller's code. Nothing was sent; the
+    message names the call, the wire message index and the rule, and quotes the provider's own error
+    text where one is documented, so a search for that text finds this error.
 
     Args:
         detail: what is wrong, in the payload's own terms.
@@ -298,7 +298,7 @@ class AppendConflictError(StoreError):
 
 
 class LlmError(DuraloopError):
-    """Raised when a model request fails; `code` is stable, `retryable` follows llm-spec 1.9.
+    """Raised when a model request fails; `code` is stable, `retryable` follows docs/providers.md#error-codes.
 
     Args:
         message: what failed.
@@ -310,7 +310,7 @@ class LlmError(DuraloopError):
     """
 
     RETRYABLE_CODES = frozenset({"EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"})
-    """The codes retried by default (llm-spec 1.9); the one spelling (`RetryPolicy` uses it)."""
+    """The codes retried by default (docs/providers.md#error-codes); the one spelling (`RetryPolicy` uses it)."""
 
     def __init__(
         self,
@@ -331,7 +331,9 @@ class LlmError(DuraloopError):
         self.request_id = request_id
 
     def failure(self) -> dict[str, object]:
-        """Return the `LlmFailure` JSON recorded in `turn/end` (session-spec 2.1).
+        """Return the `LlmFailure` JSON recorded in `turn/end`.
+
+        See docs/log.md#messages-and-content-blocks.
 
         Returns:
             `{message, code, status?, providerRetryAfterMs?, requestId?}`.

@@ -1,4 +1,6 @@
-"""`duraloop show PATH` and `duraloop check PATH` on every dsh fixture (session-spec 8).
+"""`duraloop show PATH` and `duraloop check PATH` on every dsh fixture.
+
+See docs/store.md#projected-fixtures.
 
 Each fixture file is read as it is (no store): `show` prints its transcript with the user's
 first prompt, `check` finds it valid, and neither touches the file.

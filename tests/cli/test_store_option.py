@@ -2,7 +2,7 @@
 
 Real `python -m duraloop` subprocesses. Kinds: `jsonl:DIR` and a plain `DIR` (raw for a new
 root, the existing encoding otherwise), `jsonl+zstd:DIR`, `sqlite:PATH`, and a dsh JSONL root
-built here by hand in dsh's on-disk layout (session-spec 6.3), raw and zstd.
+built here by hand in dsh's on-disk layout (docs/store.md#jsonl-layout), raw and zstd.
 """
 
 from __future__ import annotations
@@ -192,12 +192,12 @@ def _units(text: str) -> list[int]:
 
 
 def _dsh_segment(value: str) -> str:
-    """dsh's `encodeSegment` (session-spec 6.3), written independently of duraloop's."""
+    """dsh's `encodeSegment` (docs/store.md#jsonl-layout), written independently of duraloop's."""
     return "".join(chr(u) if chr(u) in _SAFE else f"~{u:04X}" for u in _units(value))
 
 
 def _dsh_project_key(cwd: str) -> str:
-    """dsh's `projectKey` (session-spec 6.3) for the cwd."""
+    """dsh's `projectKey` (docs/store.md#jsonl-layout) for the cwd."""
     slug = ""
     for unit in _units(cwd):
         char = chr(unit)

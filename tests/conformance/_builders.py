@@ -1,4 +1,5 @@
-"""Small event builders in the notation of session-spec 7 (TS, TE, SS, SE, U, A, CH, TC, TR, ES).
+"""Small event builders in the notation of docs/cases.md#log-and-persistence-cases (TS, TE, SS, SE,
+U, A, CH, TC, TR, ES).
 
 A builder returns a `Spec` (type, data and surface marker, no seq yet). `build(*specs)` turns
 specs into a log with `seq == time == index`, as the spec's repair cases assume; `append(session,
@@ -39,7 +40,7 @@ def TS(turn: int) -> Spec:  # noqa: N802 - the spec's notation
 
 
 def TE(turn: int, kind: str = "completed", **reason: Any) -> Spec:  # noqa: N802
-    # An error or aborted reason needs its failure or cause (session-spec 2.2): default one.
+    # An error or aborted reason needs its failure or cause (docs/log.md#event-types): default one.
     defaults: dict[str, Any] = {
         "error": {"error": {"message": "boom", "code": "UNKNOWN"}},
         "aborted": {"reason": {"kind": "user"}},

@@ -1,7 +1,7 @@
-"""Conformance: fork, session-spec 7.4 cases 47-53, on `fork_seed` and `fork_header`.
+"""Conformance: fork, docs/cases.md#fork-cases cases 47-53, on `fork_seed` and `fork_header`.
 
 Pins that a fork child inherits only a closed-turn prefix (so it is a valid conversation,
-Law 4) and its lineage header (session-spec 5.2 step 6). Store-level cases (54: unknown,
+Law 4) and its lineage header (docs/recovery.md#fork step 6). Store-level cases (54: unknown,
 stale or existing ids) belong to the store suite. Each rejection checks `SessionForkError.code`
 and the spec's message fragment.
 """

@@ -1,6 +1,7 @@
-"""Conformance: relational invariants, session-spec 7.2 cases 16-33 (turn/step/tool relations).
+"""Conformance: relational invariants, docs/cases.md#invariant-cases cases 16-33 (turn/step/tool
+relations).
 
-duraloop's `Session` enforces session-spec 4.5 on every append and on seeds (it is optional in
+duraloop's `Session` enforces docs/log.md#invariants on every append and on seeds (it is optional in
 dsh). Each rejection asserts the `InvariantError`, the spec's quoted message fragment, and that
 the log is unchanged afterwards (Law 9: a bad input loses nothing already committed).
 """
@@ -185,7 +186,7 @@ def test_not_started_result_for_a_call_of_an_earlier_step_is_an_orphan() -> None
 
 
 def test_case_30_not_started_code_without_is_error_is_rejected() -> None:
-    # The exemption needs both isError and the code (session-spec 4.5).
+    # The exemption needs both isError and the code (docs/log.md#invariants).
     spec = TR(1, 1, "crashed", is_error=False, error=NS_ERROR)
     assert_rejected(session_with(TS(1), SS(1, 1)), spec, "no prior tool/call")
 

@@ -1,16 +1,16 @@
-"""Conformance: loop-spec 8 behaviour cases B19-B31 (abort), plus `dispose`.
+"""Conformance: docs/cases.md#loop-behaviour-cases behaviour cases B19-B31 (abort), plus `dispose`.
 
-Pins Laws 4 and 6 under cancellation at every boundary (loop-spec 2.1, F2, F10-F12, F17):
-cancellation answers unstarted calls with `ABORTED_BEFORE_DISPATCH` pairs, a cancel
-mid-stream keeps the streamed prefix, and on abort the contexts of committed results stay
-parked in `next-step` (loop-spec 4.4). B28 and B30 are pinned in both modes. Awaited, without
-a driver, a send only queues: an idle `cancel()` discards queued follow-ups and
-`cancel(keep_inbox=True)` parks them. With the background driver (`async with loop:`, loop-spec
-10.1) a waking send from idle opens the turn before it returns, so a cancel right after it
-closes the already-open turn (B28), and a waking send during an abort is latched (B30).
-Disposal, an exception in the body of `async with loop:` and a cancelled host scope abort the
-running turn durably. Concurrency is ordered with `Gates` and `anyio.wait_all_tasks_blocked()`,
-never with sleeps, and every test checks the whole log afterwards.
+Pins Laws 4 and 6 under cancellation at every boundary (docs/loop.md#send-and-cancel, F2, F10-F12,
+F17): cancellation answers unstarted calls with `ABORTED_BEFORE_DISPATCH` pairs, a cancel mid-stream
+keeps the streamed prefix, and on abort the contexts of committed results stay parked in `next-step`
+(docs/scheduler.md#cancellation). B28 and B30 are pinned in both modes. Awaited, without a driver, a
+send only queues: an idle `cancel()` discards queued follow-ups and `cancel(keep_inbox=True)` parks
+them. With the background driver (`async with loop:`, docs/loop.md#send-and-cancel) a waking send
+from idle opens the turn before it returns, so a cancel right after it closes the already-open turn
+(B28), and a waking send during an abort is latched (B30). Disposal, an exception in the body of
+`async with loop:` and a cancelled host scope abort the running turn durably. Concurrency is ordered
+with `Gates` and `anyio.wait_all_tasks_blocked()`, never with sleeps, and every test checks the
+whole log afterwards.
 """
 
 from __future__ import annotations

@@ -1,16 +1,16 @@
-"""Conformance: loop-spec 8 behaviour cases B1-B18 (basics).
+"""Conformance: docs/cases.md#loop-behaviour-cases behaviour cases B1-B18 (basics).
 
 Pins Laws 4 and 6 on the live driver: every tool call is answered in model order, commits
 wait for earlier calls, an exclusive call is a barrier between parallel groups. B6-B8 drive
-the scheduler on its own (loop-spec 4): `execute_tool_calls` over a session holding an open
-step, so each test sees exactly what the scheduler appends (the rolling cap, a cap of 1, a
-registry swap that reclassifies the calls not yet started). Reclassification and ordered
-middleware also hold on the live driver (B9, B10). A result's `additional_contexts`
-(deferred by the body with `ToolContext.defer_context`, or attached by a post-execute hook)
-are queued in `next-step` right after their owning `tool/result` and enter at the next step
-(loop-spec 4.2, 4.3). `ToolContext.conclude_turn` ends the turn after the step unless
-`next-step` holds steering or contexts (B16-B18). Concurrency is ordered with `Gates` and
-`anyio.wait_all_tasks_blocked()`, never with sleeps, and every test checks the whole log
+the scheduler on its own (docs/scheduler.md#planning-and-groups): `execute_tool_calls` over a
+session holding an open step, so each test sees exactly what the scheduler appends (the rolling cap,
+a cap of 1, a registry swap that reclassifies the calls not yet started). Reclassification and
+ordered middleware also hold on the live driver (B9, B10). A result's `additional_contexts`
+(deferred by the body with `ToolContext.defer_context`, or attached by a post-execute hook) are
+queued in `next-step` right after their owning `tool/result` and enter at the next step
+(docs/scheduler.md#running-a-group, #ordering). `ToolContext.conclude_turn` ends the turn after the
+step unless `next-step` holds steering or contexts (B16-B18). Concurrency is ordered with `Gates`
+and `anyio.wait_all_tasks_blocked()`, never with sleeps, and every test checks the whole log
 afterwards (`assert_log_valid`).
 """
 

@@ -1,13 +1,14 @@
-"""Conformance: loop-spec 8 behaviour cases B40-B47 (pre-step and inbox), and the driver's sends.
+"""Conformance: docs/cases.md#loop-behaviour-cases behaviour cases B40-B47 (pre-step and inbox), and
+the driver's sends.
 
 Pins the inbox's durability (a splice is logged before the lists change, claims are pure
 deletions right after `turn/start` or between steps) and the turn algorithm's use of it
-(loop-spec 2.2, 2.3): steering enters at the next step boundary, `turn_stopping` continues a
-turn only through the inbox, and a rejecting or failing `pre_step` ends the turn without a step.
-With the background driver (loop-spec 2.1, 10.1), inside `async with loop:` a waking send from
-idle opens the turn before it returns and the driver drains queued follow-ups, one turn each.
-Ordering rests on `anyio.wait_all_tasks_blocked()` and the log, never on sleeps; every test
-checks the whole log (`inbox_log`, `assert_log_valid`) and what the model was sent.
+(docs/loop.md#turns, #pre-step): steering enters at the next step boundary, `turn_stopping`
+continues a turn only through the inbox, and a rejecting or failing `pre_step` ends the turn without
+a step. With the background driver (docs/loop.md#send-and-cancel), inside `async with loop:` a
+waking send from idle opens the turn before it returns and the driver drains queued follow-ups, one
+turn each. Ordering rests on `anyio.wait_all_tasks_blocked()` and the log, never on sleeps; every
+test checks the whole log (`inbox_log`, `assert_log_valid`) and what the model was sent.
 """
 
 from __future__ import annotations
@@ -255,7 +256,7 @@ async def test_waking_send_from_idle_appends_turn_start_and_claims_before_it_ret
     session, model, loop = make_loop(tmp_path, [{"text": "hi"}], [])
     async with loop:
         loop.followup("hello")
-        # loop-spec 10.1: synchronous start, before any await.
+        # docs/loop.md#send-and-cancel: synchronous start, before any await.
         assert inbox_log(session.events) == ["ins(nt)", "T+1", "claim"]
         assert loop.inbox.pending == 0
         (result,) = await loop.wait_idle()

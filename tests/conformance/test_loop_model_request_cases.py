@@ -1,10 +1,10 @@
-"""Conformance: loop-spec 8 behaviour cases B32-B39 (model requests).
+"""Conformance: docs/cases.md#loop-behaviour-cases behaviour cases B32-B39 (model requests).
 
-A retry is recorded, not hidden (loop-spec 5.1): `llm/retry` before the wait,
+A retry is recorded, not hidden (docs/loop.md#request-retries): `llm/retry` before the wait,
 `llm/retry-started` after it, and the failed attempt's chunks stay in the log uncited. B33-B36
 are pinned once for each source of a retry. The `RetryPolicy` tests use millisecond backoffs
 with no jitter, so every recorded delay is exact. The `LoopHooks.request_error` hook is
-duraloop's `agent/request-error` listener (loop-spec 2.4 step 5): it sees each in-band model
+duraloop's `agent/request-error` listener (docs/loop.md#request-retries): it sees each in-band model
 failure inside the open step, before the `RetryPolicy`. `"retry"` retries at once in the same
 step, logged as `llm/retry` (`origin` `"hook"`, `delayMs` 0) then `llm/retry-started`; None
 leaves the failure to the policy. Most hook tests run with no policy (`retry=None`), so any

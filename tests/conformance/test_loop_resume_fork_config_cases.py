@@ -1,4 +1,5 @@
-"""Conformance: loop-spec 8 behaviour cases B57-B62 (resume, fork and config).
+"""Conformance: docs/cases.md#loop-behaviour-cases behaviour cases B57-B62 (resume, fork and
+config).
 
 Resume continues a stored session: the log plus `session/end-seed`, turn numbering going on
 with a `resume` request header, pending messages surviving without starting a turn. A live

@@ -1,11 +1,12 @@
-"""Conformance: loop-spec 8 behaviour cases B48-B56 (scheduler failure and recovery).
+"""Conformance: docs/cases.md#loop-behaviour-cases behaviour cases B48-B56 (scheduler failure and
+recovery).
 
-Live step recovery after a scheduler failure (loop-spec 6; Laws 4, 5, 7). Each test injects
-one fault (a `ToolPipeline` subclass whose stage raises, a session validator that vetoes an
-append, a durability flush that fails), orders the concurrent parts with `Gates` (never
-sleeps), and then asserts the whole log: the recovery results, their codes and
-`sourceEventSeqs`, `step/end` and `turn/end` after them, the original exception propagating,
-and the log still passing the invariants and the pairing check.
+Live step recovery after a scheduler failure (docs/loop.md#unanswered-tool-results; Laws 4, 5, 7).
+Each test injects one fault (a `ToolPipeline` subclass whose stage raises, a session validator that
+vetoes an append, a durability flush that fails), orders the concurrent parts with `Gates` (never
+sleeps), and then asserts the whole log: the recovery results, their codes and `sourceEventSeqs`,
+`step/end` and `turn/end` after them, the original exception propagating, and the log still passing
+the invariants and the pairing check.
 """
 
 from __future__ import annotations
@@ -58,7 +59,10 @@ def anyio_backend() -> str:
 
 
 def _assert_recovery(events: list[Event] | Any, call_id: str, code: str) -> None:
-    """The recovery result for `call_id` has the spec's exact shape (loop-spec 6.2)."""
+    """The recovery result for `call_id` has the spec's exact shape.
+
+    See docs/loop.md#unanswered-tool-results.
+    """
     event = result_for(events, call_id)
     data = event.data
     assert data["error"] == (

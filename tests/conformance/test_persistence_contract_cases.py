@@ -1,4 +1,4 @@
-"""The persistence contract (session-spec 7.6), run on every backend.
+"""The persistence contract (docs/cases.md#persistence-contract-cases), run on every backend.
 
 Coordination (seq checks, repair on load, collision check, single writer) lives once in
 SessionStore, so the same assertions must hold for MemoryStore, JsonlStore (raw and zstd) and

@@ -1,4 +1,5 @@
-"""Conformance: crash repair, session-spec 7.1 cases 1-15 (`interrupted_turn_closers`).
+"""Conformance: crash repair, docs/cases.md#crash-repair-cases cases 1-15
+(`interrupted_turn_closers`).
 
 Pins Law 4 after crash plus resume and Law 5 (a recorded call without a result is
 TOOL_OUTCOME_UNKNOWN, an unrecorded one TOOL_NOT_STARTED). Each test builds the case's log
@@ -117,7 +118,7 @@ def test_case_05_unstarted_call_gets_not_started_result() -> None:
     assert result.surface_op == "append"
     assert result.data["message"]["id"] == "interrupted-tool-result-call-1-3"
     assert result.data["message"]["content"][0]["content"][0]["text"] == NOT_STARTED_TEXT
-    # Key order of a repair result (session-spec 9.18): message then block.
+    # Key order of a repair result (docs/recovery.md#recovery-results): message then block.
     assert list(result.data["message"]) == ["id", "role", "source", "content"]
     assert list(result.data["message"]["content"][0]) == ["type", "toolCallId", "isError", "content"]
     assert_balanced(log, closers, check_invariants=False)

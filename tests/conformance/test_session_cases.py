@@ -1,4 +1,4 @@
-"""Conformance: session, surface and seed, session-spec 7.3 cases 34-46.
+"""Conformance: session, surface and seed, docs/cases.md#session-and-surface-cases cases 34-46.
 
 Pins Law 1 (history changes only by appending, `replace` included), Law 2 (contiguous seqs,
 lossless JSON, the envelope) and Law 3 (model history is derived from the log alone). Surface

@@ -1,4 +1,6 @@
-"""A wire-level Anthropic Messages server on 127.0.0.1 for adapter tests (llm-spec 5.4).
+"""A wire-level Anthropic Messages server on 127.0.0.1 for adapter tests.
+
+See docs/providers.md#offline-testing.
 
 `POST /v1/messages` records the request and answers with the next scripted reply: an SSE
 stream (`event:` + `data:` lines, as the API sends them) or an HTTP error with Anthropic's
@@ -8,8 +10,8 @@ not JSON, a stall (the server stops writing until the test ends), and a connecti
 (RST, before or during the body).
 
 Every request is validated by `request_violations`, an independent reading of the API's
-rules (llm-spec 3.2, plus the thinking and empty-text rules of the API's own 400s), not
-duraloop's pairing views. A violation is recorded, answered with a 400 like the real
+rules (docs/providers.md#anthropic-pairing, plus the thinking and empty-text rules of the API's own
+400s), not duraloop's pairing views. A violation is recorded, answered with a 400 like the real
 API's, and fails the test in the fixture's teardown unless the test takes it with
 `take_violations()`.
 """

@@ -1,4 +1,6 @@
-"""A wire-level Chat Completions server on 127.0.0.1, scripted per test (llm-spec 5.4).
+"""A wire-level Chat Completions server on 127.0.0.1, scripted per test.
+
+See docs/providers.md#offline-testing.
 
 `POST /v1/chat/completions` (or `/chat/completions`) records the request and answers with
 the next scripted reply: an SSE stream of frames (chunk objects, comments, raw bytes, a
@@ -7,9 +9,9 @@ error with a provider-style body; or a reset before any response. A real socket,
 mock, so the SDK's transport and duraloop's SSE reader are the ones users get.
 
 Every request is validated, independently of duraloop's own pairing views, against the
-Chat Completions pairing rule (llm-spec 3.1) and, for the DeepSeek dialect, the thinking
-mode rules (3.3): a request that breaks one is recorded in `violations` and answered with
-the provider's 400, and `stop()` fails the test unless the test took the violations.
+Chat Completions pairing rule (docs/providers.md#chat-completions-pairing) and, for the DeepSeek
+dialect, the thinking mode rules (3.3): a request that breaks one is recorded in `violations` and
+answered with the provider's 400, and `stop()` fails the test unless the test took the violations.
 """
 
 from __future__ import annotations
@@ -180,7 +182,8 @@ def validate_chat_request(
 ) -> list[tuple[int, str, str]]:
     """Check one Chat Completions request body; return `(message index, rule, detail)`s.
 
-    Rules: llm-spec 3.1 (an assistant message with `tool_calls` is followed by one `tool`
+    Rules: docs/providers.md#chat-completions-pairing (an assistant message with `tool_calls` is
+        followed by one `tool`
     message per call id, in call order, before any other message; a `tool` message answers
     a call of the assistant message just before its run, once; call ids are strings of at
     most 40 characters; tool content is a non-empty string); for `deepseek`, 3.3 (assistant

@@ -5,7 +5,7 @@ SSE decoding, error classes and `max_retries=0` are exercised. Each fault the is
 (429 with Retry-After, 500, 529 overloaded, a stream cut mid tool_use, an `event: error`
 mid-stream, a malformed data line, a stall, a connection reset) maps to its `LlmError` code
 and retryability; the server validates every request against the pairing rules
-(llm-spec 3.2) and the fixture fails the test on any violation.
+(docs/providers.md#anthropic-pairing) and the fixture fails the test on any violation.
 """
 
 from __future__ import annotations

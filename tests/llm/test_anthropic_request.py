@@ -1,4 +1,6 @@
-"""Neutral history -> Anthropic Messages request body (llm-spec 2.3, 3.2, 4, 6).
+"""Neutral history -> Anthropic Messages request body.
+
+See docs/providers.md#anthropic-wire, #anthropic-pairing, #error-tool-results, #adapters.
 
 Through `AnthropicMessagesModel.payload` (a full conversion) and `encode_request` (the
 incremental encoder `stream()` uses): results first in one user message, error results

@@ -1,4 +1,6 @@
-"""EventTranslator: Anthropic stream events in, neutral stream chunks out (llm-spec 1.4, 2.3).
+"""EventTranslator: Anthropic stream events in, neutral stream chunks out.
+
+See docs/providers.md#stream-contract, #anthropic-wire.
 
 Pure tests over event dicts (the SSE `data` JSON), so every mapping rule is pinned without a
 server: block indices in first-seen order, block-end when the provider closes a block,

@@ -1,4 +1,5 @@
-"""BlockAssembler conformance (llm-spec 1.5): the assembler decides what becomes history.
+"""BlockAssembler conformance (docs/providers.md#the-block-assembler): the assembler decides what
+becomes history.
 
 Pure data in, data out, so each rule of 1.5 gets one small chunk sequence and an exact
 expected result.

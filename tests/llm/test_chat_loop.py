@@ -1,14 +1,14 @@
 """The loop's recovery scenarios through the real Chat Completions adapters (issue 5).
 
 `AgentLoop` drives `OpenAIChatModel` and `DeepSeekChatModel` against the wire-level server,
-which validates every request it receives (llm-spec 3.1, and 3.3 for DeepSeek) and fails
-the test at teardown on a violation. Each scenario ends in a state the loop must repair
-or record (ARCHITECTURE Laws 4, 5 and 9) and then sends the next request: a failing tool
-with transient faults retried on the way, a stalled stream cut by the loop's idle timeout
-(`LoopConfig.stream_idle_timeout_seconds`; the adapter has no timer of its own), a stream
-cut mid tool call (`STREAM_CLOSED`, not retried), a cancellation while tools run, a crash
-after `tool/call` then a resume, and a fork. The server accepting every request is the
-point; the log is checked valid after each.
+which validates every request it receives (docs/providers.md#chat-completions-pairing, and 3.3 for
+DeepSeek) and fails the test at teardown on a violation. Each scenario ends in a state the loop must
+repair or record (ARCHITECTURE Laws 4, 5 and 9) and then sends the next request: a failing tool with
+transient faults retried on the way, a stalled stream cut by the loop's idle timeout
+(`LoopConfig.stream_idle_timeout_seconds`; the adapter has no timer of its own), a stream cut mid
+tool call (`STREAM_CLOSED`, not retried), a cancellation while tools run, a crash after `tool/call`
+then a resume, and a fork. The server accepting every request is the point; the log is checked valid
+after each.
 """
 
 from __future__ import annotations
@@ -147,8 +147,8 @@ async def test_failed_tool_and_transient_faults_then_the_next_request_is_accepte
 async def test_keep_alive_comments_rearm_the_loop_idle_timeout(
     tmp_path: Path, server: WireChatServer, model: ChatCompletionsModel
 ) -> None:
-    # llm-spec 1.11: transport activity re-arms the idle timer. 1.5 s of keep-alives before
-    # the first chunk, under a 0.5 s idle timeout: no TIMEOUT, no retry.
+    # docs/providers.md#adapter-guarantees: transport activity re-arms the idle timer. 1.5 s of
+    # keep-alives before the first chunk, under a 0.5 s idle timeout: no TIMEOUT, no retry.
     session = Session("s")
     config = LoopConfig(retry=FAST, stream_idle_timeout_seconds=0.5)
     loop = AgentLoop(session, model=model, cwd=tmp_path, config=config)
@@ -237,7 +237,8 @@ async def test_cancellation_while_tools_run_then_the_next_request_is_accepted(
     assert results[0].kind == "aborted"
     server.queue_sse(_text("Stopped as asked."))
     assert (await loop.run_turn("what happened?")).kind == "completed"
-    # The loop's cancellation results, marked as errors in their text (llm-spec 4).
+    # The loop's cancellation results, marked as errors in their text
+    # (docs/providers.md#error-tool-results).
     assert _tool_messages(server, 1) == [
         ("call_a", "Error: tool call aborted"),
         ("call_b", "Error: tool call aborted"),
@@ -274,7 +275,8 @@ async def test_crash_after_tool_call_then_resume_sends_an_accepted_request(
         server.queue_sse(_text("The earlier calls may or may not have run."))
         assert (await resumed.run_turn("continue")).kind == "completed"
         assert_log_valid(resumed.session)
-    # Crash repair's TOOL_OUTCOME_UNKNOWN closers, sent as error text (llm-spec 4).
+    # Crash repair's TOOL_OUTCOME_UNKNOWN closers, sent as error text
+    # (docs/providers.md#error-tool-results).
     answered = _tool_messages(server, 1)
     assert [call_id for call_id, _ in answered] == ["call_a", "call_b"]
     assert all(

@@ -1,4 +1,5 @@
-"""Stream chunk constructors (llm-spec 1.4): exact dsh key names, lossless JSON.
+"""Stream chunk constructors (docs/providers.md#stream-contract): exact dsh key names, lossless
+JSON.
 
 Chunks are logged verbatim as `assistant/chunk.data.chunk`, so the pinned shapes are the
 wire contract.

@@ -1,4 +1,6 @@
-"""DeepSeekChatModel against the wire-level server in the DeepSeek dialect (llm-spec 2.1, 3.3).
+"""DeepSeekChatModel against the wire-level server in the DeepSeek dialect.
+
+See docs/providers.md#deepseek, #deepseek-thinking-mode.
 
 The server validates every request independently of duraloop (pairing, assistant content
 never null, `reasoning_content` on tool-call turns in thinking mode, and byte-equal to the

@@ -1,4 +1,5 @@
-"""Error classification (llm-spec 1.8-1.9): the same status and wording give the same code.
+"""Error classification (docs/providers.md#errors, #error-codes): the same status and wording give
+the same code.
 
 Table-driven: each row is a catalog entry whose code decides retryability downstream.
 """

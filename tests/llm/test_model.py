@@ -1,4 +1,5 @@
-"""stream_chunks (llm-spec 1.4 rule 6): consumers only ever see the terminal-finish form.
+"""stream_chunks (docs/providers.md#stream-contract): consumers only ever see the terminal-finish
+form.
 
 Hand-written adapters exercise each failure path: raise before any chunk, raise mid-stream,
 keep yielding after finish, and end without a finish.

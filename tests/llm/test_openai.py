@@ -2,11 +2,12 @@
 
 The wire server (`_wire_chat`, OpenAI dialect) is a socket, not a mock: the SDK's transport
 and duraloop's SSE reader run as they do for users, and every request the adapter sends
-is validated against the pairing rule of llm-spec 3.1 (the `fake_openai` fixture fails the
-test at teardown on a violation). Pinned: parallel tool calls split across deltas, usage
-after finish, the OpenAI body options (`max_completion_tokens`, `reasoning_effort`, no
-`reasoning_content`), tool-call ids mapped onto the 40-character rule, and each fault with
-its code and retryability (llm-spec 1.9, 2.1, 2.3, 5.4).
+is validated against the pairing rule of docs/providers.md#chat-completions-pairing (the
+`fake_openai` fixture fails the test at teardown on a violation). Pinned: parallel tool calls split
+across deltas, usage after finish, the OpenAI body options (`max_completion_tokens`,
+`reasoning_effort`, no `reasoning_content`), tool-call ids mapped onto the 40-character rule, and
+each fault with its code and retryability (docs/providers.md#error-codes, #chat-completions-wire,
+#offline-testing).
 """
 
 from __future__ import annotations

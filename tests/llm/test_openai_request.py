@@ -117,7 +117,8 @@ async def test_request_body_received_is_encode_request_and_equals_payload(
     server.start()
     model = factory(base_url=server.base_url)
     call = {"type": "tool-call", "id": "cx", "name": "read_file", "arguments": "{}"}
-    # A user message mixing text and a result: the tool message goes first (llm-spec 6.14).
+    # A user message mixing text and a result: the tool message goes first
+    # (docs/providers.md#chat-completions-wire).
     mixed = user_message(
         [
             {"type": "text", "text": "and also"},

@@ -1,16 +1,17 @@
-"""Recovery histories through every adapter: the exact payload is paired (Law 4, llm-spec 3-4).
+"""Recovery histories through every adapter: the exact payload is paired (Law 4,
+docs/providers.md#pairing-rules, #error-tool-results).
 
-Each scenario is a session log in the conformance notation of session-spec 7, built the way
-the loop and crash repair write it: parallel calls answered in model order, error results,
-a turn cancelled before dispatch, a max-tokens message whose calls were dropped, a crash
-closed by repair (`TOOL_OUTCOME_UNKNOWN` and `TOOL_NOT_STARTED`), a fork mid-history, and a
-session that moves from DeepSeek ids to Anthropic ids and to ids neither dialect accepts.
-The log derives the history (so the scenario is what a real request would carry); every
-adapter (`OpenAIChatModel`, `DeepSeekChatModel` with each effort, `AnthropicMessagesModel`
-with and without thinking) turns it into its body, and the dialect's pre-send checker must
-accept that body. The body `encode_request` would send must equal `payload`, and the wire
-call ids must be the history's ids mapped by `wire_tool_id`, none dropped or added.
-Nothing is sent: the clients point at a closed loopback port and are closed after use.
+Each scenario is a session log in the conformance notation of
+docs/cases.md#log-and-persistence-cases, built the way the loop and crash repair write it: parallel
+calls answered in model order, error results, a turn cancelled before dispatch, a max-tokens message
+whose calls were dropped, a crash closed by repair (`TOOL_OUTCOME_UNKNOWN` and `TOOL_NOT_STARTED`),
+a fork mid-history, and a session that moves from DeepSeek ids to Anthropic ids and to ids neither
+dialect accepts. The log derives the history (so the scenario is what a real request would carry);
+every adapter (`OpenAIChatModel`, `DeepSeekChatModel` with each effort, `AnthropicMessagesModel`
+with and without thinking) turns it into its body, and the dialect's pre-send checker must accept
+that body. The body `encode_request` would send must equal `payload`, and the wire call ids must be
+the history's ids mapped by `wire_tool_id`, none dropped or added. Nothing is sent: the clients
+point at a closed loopback port and are closed after use.
 """
 
 from __future__ import annotations
@@ -164,7 +165,8 @@ def cancelled_before_dispatch() -> list[Message]:
 
 
 def cancelled_mid_stream() -> list[Message]:
-    # A user cancellation mid-stream keeps the delivered text only (llm-spec 4 (c)).
+    # A user cancellation mid-stream keeps the delivered text only
+    # (docs/providers.md#error-tool-results (c)).
     specs = [TS(1), SS(1, 1), U("long answer"), A(1, 1, reasoning("hmm"), txt("The first part"))]
     specs += [SE(1, 1), TE(1, "aborted", reason={"kind": "user"})]
     return derived([*specs, *turn_with_calls(2, "go on", "call_x")])

@@ -1,10 +1,11 @@
 """ReplayModel: each request is answered with the next recorded assistant message (issue 5).
 
 A replay must reproduce the recorded answers exactly (text, reasoning, tool calls with their
-recorded ids and raw arguments, the recorded finish and usage) while obeying the llm-spec 1.4
-chunk contract, skip interrupted prefixes, and fail with a typed, non-retryable error when
-the recording runs out. The technique: stream through `stream_chunks` (the consumer's view)
-and re-assemble with the real `BlockAssembler`, so what the loop would commit is compared.
+recorded ids and raw arguments, the recorded finish and usage) while obeying the
+docs/providers.md#stream-contract chunk contract, skip interrupted prefixes, and fail with a typed,
+non-retryable error when the recording runs out. The technique: stream through `stream_chunks` (the
+consumer's view) and re-assemble with the real `BlockAssembler`, so what the loop would commit is
+compared.
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ def _assemble(chunks: list[StreamChunk]) -> BlockAssembler:
 
 
 def _check_contract(chunks: list[StreamChunk]) -> None:
-    """llm-spec 1.4: first-seen indices, deltas inside open blocks, usage before one final finish."""
+    """docs/providers.md#stream-contract: first-seen indices, deltas inside open blocks, usage
+    before one final finish."""
     opened: list[int] = []
     closed: set[int] = set()
     for position, typed in enumerate(chunks):

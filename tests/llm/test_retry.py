@@ -1,4 +1,5 @@
-"""The retry policy (llm-spec 1.10, loop-spec 5.1): validation, policy key, delay bounds.
+"""The retry policy (docs/providers.md#retry-policy, docs/loop.md#request-retries): validation,
+policy key, delay bounds.
 
 The delay rule is a formula with edge cases (jitter, the cap, a provider Retry-After on
 either side of it, normal versus always), so its bounds are properties checked with

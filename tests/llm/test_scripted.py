@@ -1,7 +1,7 @@
 """ScriptedModel: streams like a real provider and fails loudly when misused.
 
 The scripted model is the default for the demo, the tests and the benchmarks, so its
-chunk shapes must satisfy the llm-spec 1.4 contract exactly as a real adapter's do.
+chunk shapes must satisfy the docs/providers.md#stream-contract exactly as a real adapter's do.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Tool-call id mapping (llm-spec 2.3, 3.2, 6.5): valid, stable, reversible, provider-portable.
+"""Tool-call id mapping (docs/providers.md#tool-call-ids, #anthropic-pairing): valid, stable,
+reversible, provider-portable.
 
 A session moves between providers (DeepSeek -> Anthropic -> DeepSeek) while durable history
 keeps each provider's own ids, so the mapping must be a pure function of the id: valid for

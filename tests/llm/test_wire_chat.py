@@ -1,4 +1,6 @@
-"""The wire server's own request validator catches what a provider rejects (llm-spec 3.1, 3.3).
+"""The wire server's own request validator catches what a provider rejects.
+
+See docs/providers.md#chat-completions-pairing, #deepseek-thinking-mode.
 
 The adapter tests rely on the server failing them when a request is invalid; this pins that
 the validator (independent of duraloop's pairing views) does fail, one rule at a time,

@@ -1,4 +1,6 @@
-"""The pre-send pairing check on provider payloads (llm-spec 3.1, 3.2; ARCHITECTURE Law 4).
+"""The pre-send pairing check on provider payloads.
+
+See docs/providers.md#chat-completions-pairing, #anthropic-pairing; ARCHITECTURE Law 4.
 
 A provider rejects an unpaired history with a 400 no retry can fix, so every adapter checks
 the exact wire `messages` before sending. Hypothesis builds payloads from random valid

@@ -1,4 +1,4 @@
-"""Law 2: all data is lossless JSON (session-spec 1.3), checked and copied in one pass.
+"""Law 2: all data is lossless JSON (docs/log.md#lossless-json), checked and copied in one pass.
 
 Each refused value is one that would silently change in a JSON round trip (NaN, infinities,
 -0.0, non-string keys, sets, bytes, cycles). Tests go through `Session.append`, the path every

@@ -1,8 +1,10 @@
-"""The one pending-call tracker and the one recovery-result constructor (loop-spec 6.3).
+"""The one pending-call tracker and the one recovery-result constructor.
+
+See docs/recovery.md#pending-calls.
 
 Crash repair and the live step recovery share these, so each tracker rule of the table in
-loop-spec 6.3 is pinned here event by event, and both recovery codes are pinned on the
-constructor (Law 5: a recorded call is never reported as not-started).
+docs/recovery.md#pending-calls is pinned here event by event, and both recovery codes are pinned on
+the constructor (Law 5: a recorded call is never reported as not-started).
 """
 
 from __future__ import annotations

@@ -167,7 +167,7 @@ def tool_results_in(messages: Sequence[Message]) -> list[tuple[str, bool, str]]:
 
 
 def inbox_log(events: Sequence[Event]) -> list[str]:
-    """`describe_log` with inbox splices in the spec's notation (loop-spec, "Notation").
+    """`describe_log` with inbox splices, in describe_log's notation.
 
     `ins(nt)`/`ins(ns)` insert into next-turn/next-step, `claim` is a pure deletion and
     `discard` a deletion recorded with the cancel outcome.

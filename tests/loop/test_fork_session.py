@@ -1,4 +1,4 @@
-"""`fork_session`: a loop on a persisted child of a stored session (session-spec 5.2)."""
+"""`fork_session`: a loop on a persisted child of a stored session (docs/recovery.md#fork)."""
 
 from __future__ import annotations
 

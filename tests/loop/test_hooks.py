@@ -1,4 +1,5 @@
-"""Loop hooks (loop-spec 2.3, 2.4, 2.6): pre-step rewrites, request config, failure paths.
+"""Loop hooks (docs/loop.md#pre-step, #steps, #hooks): pre-step rewrites, request config, failure
+paths.
 
 A hook is a plain callable, sync or async; what it changes must be in the log (Law 3: the
 `request/header` records the max_tokens actually sent), and a failing hook fails the turn

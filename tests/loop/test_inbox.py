@@ -1,4 +1,7 @@
-"""The inbox and the delivery verbs (loop-spec 1, 2.1, 2.3, 7.1; subtleties 11-13, 27).
+"""The inbox and the delivery verbs.
+
+See docs/loop.md#the-inbox, #send-and-cancel, #pre-step,
+docs/recovery.md#resume; docs/loop.md#turns, #pre-step, #the-inbox, docs/recovery.md#resume.
 
 The inbox is a projection of `agent/inbox/spliced` events, so each test checks the log and
 a fresh replay (`Inbox(session)`) against the live lists. The property test drives random

@@ -1,4 +1,5 @@
-"""Live step recovery after a scheduler failure: loop-spec 6 (Laws 4, 5, 7).
+"""Live step recovery after a scheduler failure: docs/loop.md#unanswered-tool-results (Laws 4, 5,
+7).
 
 The behaviour cases B48-B56 are in `tests/conformance/test_loop_scheduler_failure_cases.py`;
 here are the further fault paths (a flush failing before dispatch, a validator failing on one

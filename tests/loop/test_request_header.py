@@ -1,4 +1,4 @@
-"""Request headers (session-spec 2.4): one `request/header` per change of the request
+"""Request headers (docs/log.md#request-headers): one `request/header` per change of the request
 envelope, with reason `initial`, `resume` or `change`; the header in force folds from the log.
 
 Model-visible means logged (Law 3): the system prompt and tool schemas a request carries

@@ -1,4 +1,6 @@
-"""Model-request retries in the same step and the stream idle timeout (loop-spec 5.1).
+"""Model-request retries in the same step and the stream idle timeout.
+
+See docs/loop.md#request-retries.
 
 The behaviour cases B32-B39 are in `tests/conformance/test_loop_model_request_cases.py`; here
 are the policy's other rules (no policy, the exhausted and per-step budget, `always` mode,

@@ -1,4 +1,7 @@
-"""Event builders for the store tests, and the contract's `oneTurnLog` (session-spec 7.6)."""
+"""Event builders for the store tests, and the contract's `oneTurnLog`.
+
+See docs/cases.md#persistence-contract-cases.
+"""
 
 from __future__ import annotations
 
@@ -64,7 +67,7 @@ def text_chunk(seq: int, time: int, text: str, *, turn: int = 1, step: int = 1, 
 
 
 def one_turn_log() -> list[Event]:
-    """session-spec 7.6 `oneTurnLog`: seqs 0..5, time = seq + 1."""
+    """docs/cases.md#persistence-contract-cases `oneTurnLog`: seqs 0..5, time = seq + 1."""
     return [
         ts(0, 1, time=1),
         user(1, "hi", "one-turn-user", time=2),

@@ -1,4 +1,5 @@
-"""Real dsh logs (session-spec 8): every fixture loads, validates, derives and round-trips.
+"""Real dsh logs (docs/store.md#projected-fixtures): every fixture loads, validates, derives and
+round-trips.
 
 The fixtures are projected snapshots recorded by the reference implementation, so they are
 the best evidence that duraloop reads dsh logs: `read_log_file` restores seq/time by

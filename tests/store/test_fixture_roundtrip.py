@@ -1,10 +1,10 @@
 """Every dsh fixture, written by duraloop's normal writer path and read back event for event.
 
-Each projected fixture (session-spec 8.1) is restored to raw events with `read_log_file`,
-seeded into a `Session`, persisted by `SessionStore.open_writer(...).flush()` into a
-`JsonlStore` with packed chunk rows, raw and zstd, and read back: every event equals the
-original in type, seq, time, data, surfaceOp, sourceEventSeqs and ignorable. The only
-addition is the `session/end-seed` a seeded Session appends (session-spec 5.1).
+Each projected fixture (docs/store.md#projected-fixtures) is restored to raw events with
+`read_log_file`, seeded into a `Session`, persisted by `SessionStore.open_writer(...).flush()` into
+a `JsonlStore` with packed chunk rows, raw and zstd, and read back: every event equals the original
+in type, seq, time, data, surfaceOp, sourceEventSeqs and ignorable. The only addition is the
+`session/end-seed` a seeded Session appends (docs/log.md#seeds-and-end-seed).
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ def _stored_plaintext(path: Path, compression: Compression) -> bytes:
     if compression == "none":
         return data
     frames = scan_frames(data, path=str(path)).frames
-    assert len(frames) >= 2  # the header alone in frame 1, then the batch (session-spec 6.4)
+    # the header alone in frame 1, then the batch (docs/store.md#jsonl-records)
+    assert len(frames) >= 2
     for start, _ in frames:
         assert zstandard.get_frame_parameters(data[start:]).has_checksum
     reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)

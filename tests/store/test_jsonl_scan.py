@@ -1,4 +1,5 @@
-"""Torn-tail scanning of raw and zstd JSONL logs, exactly per session-spec 6.6 (cases 55-61).
+"""Torn-tail scanning of raw and zstd JSONL logs, exactly per docs/store.md#reading-and-torn-tails
+(cases 55-61).
 
 A bad or gapped line is tolerated (the start of a torn tail) only if no later decodable line
 contains a `turn/end`; otherwise the committed region is damaged and the scan raises with
@@ -134,7 +135,8 @@ def test_a_row_written_with_another_key_order_expands_the_same() -> None:
     assert result.events[3].data["chunk"] == {"type": "text-delta", "index": 0, "text": "c"}
 
 
-# --------------------------------------------------------------------------- zstd (spec 6.6)
+# --------------------------------------------------------------------------- zstd
+# (docs/store.md#reading-and-torn-tails)
 
 
 def zstd_log(*plaintexts: bytes) -> bytes:

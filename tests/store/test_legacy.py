@@ -1,9 +1,11 @@
-"""Legacy import on read (session-spec 6.7, cases 69-70) and the read refusals (1.5, 1.6, 68).
+"""Legacy import on read (docs/store.md#legacy-import, cases 69-70) and the read refusals (1.5, 1.6,
+68).
 
 Each 6.7 rule is pinned on `import_legacy` directly; cases 69 and 70 and the refusals run
 through every store (memory, raw JSONL, zstd JSONL), because the import belongs to every read
 path and never rewrites storage. An older-format log shaped like dsh's `apps/web` fixtures
-(session-spec 8.1, header patched with `delegationDepth`) goes through `read_log_file`.
+(docs/store.md#projected-fixtures, header patched with `delegationDepth`) goes through
+`read_log_file`.
 """
 
 from __future__ import annotations
@@ -303,7 +305,8 @@ def test_current_looking_malformed_messages_are_not_repaired() -> None:
     assert imported(*events) == events
 
 
-# --- refusal texts (session-spec 1.5, 1.6; case 68) -------------------------------------------
+# --- refusal texts (docs/log.md#known-types, #the-session-header; case 68)
+# -------------------------------------------
 
 
 def rewrite_header(store: SessionStore, **fields: Any) -> str:
@@ -363,7 +366,8 @@ def test_steering_message_is_imported_before_the_vocabulary_check(store: Session
     assert events[1].data["id"] == legacy_id(1)
 
 
-# --- an older-format log, as dsh's apps/web fixtures are (session-spec 8.1) ---------------------
+# --- an older-format log, as dsh's apps/web fixtures are (docs/store.md#projected-fixtures)
+# ---------------------
 
 
 def web_fixture_lines() -> list[dict[str, Any]]:
@@ -395,7 +399,7 @@ def web_fixture_lines() -> list[dict[str, Any]]:
 
 def test_older_format_web_fixture_loads_derives_and_pairs(tmp_path: Path) -> None:
     # The apps/web header lacks delegationDepth; the JSONL reader refuses that (6.4), so the
-    # fixture is header-patched first, as session-spec 8.1 prescribes.
+    # fixture is header-patched first, as docs/store.md#projected-fixtures prescribes.
     header = {"type": "session", "version": 0, "id": "{{sessionId}}", "createdAt": 0, "cwd": "{{cwd}}"}
     path = tmp_path / "session.jsonl"
     body = b"".join(msgspec.json.encode(line) + b"\n" for line in web_fixture_lines())

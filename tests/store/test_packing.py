@@ -1,4 +1,4 @@
-"""Packed chunk rows (session-spec 6.4, case 65): which runs pack, and exact round trips.
+"""Packed chunk rows (docs/store.md#jsonl-records, case 65): which runs pack, and exact round trips.
 
 The typed row decoder (the load's fast path) must build exactly what the strict dict decoder
 builds and must leave every malformed row to it, so its messages stay the strict ones.

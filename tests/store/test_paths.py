@@ -1,4 +1,4 @@
-"""Path encoding of the JSONL layout (session-spec 6.3): the spec's examples, verbatim."""
+"""Path encoding of the JSONL layout (docs/store.md#jsonl-layout): the spec's examples, verbatim."""
 
 from __future__ import annotations
 

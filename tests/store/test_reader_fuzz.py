@@ -1,4 +1,5 @@
-"""Fuzz the readers (session-spec 6.6, 6.8, Law 9): damaged input loads a valid prefix or raises typed.
+"""Fuzz the readers (docs/store.md#reading-and-torn-tails, #sqlite, Law 9): damaged input loads a
+valid prefix or raises typed.
 
 Hypothesis builds valid logs (whole turns of chunks, assistant messages, tool calls and
 results; the last turn possibly cut short as by a crash), writes them through the JSONL store

@@ -1,4 +1,7 @@
-"""Header records: key order on write, version-before-shape on read (session-spec 6.4, case 62)."""
+"""Header records: key order on write, version-before-shape on read.
+
+See docs/store.md#jsonl-records, case 62.
+"""
 
 from __future__ import annotations
 

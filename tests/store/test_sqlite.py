@@ -1,4 +1,4 @@
-"""The SQLite store's own rules (session-spec 6.8), checked by reading the database itself.
+"""The SQLite store's own rules (docs/store.md#sqlite), checked by reading the database itself.
 
 The shared contract (tests/conformance/test_persistence_contract_cases.py) already runs on
 SqliteStore; these tests pin what only a SQLite store has: the schema, pragmas and identity

@@ -260,7 +260,8 @@ def test_sqlite_torn_rows_are_kept_beside_the_database_when_cut(tmp_path: Path) 
 
 
 def test_a_turn_end_after_the_last_batch_still_closes_with_the_old_rule() -> None:
-    # dsh's rule (session-spec 6.6) is kept: a later turn/end is proof on its own.
+    # dsh's rule (docs/store.md#reading-and-torn-tails) is kept: a later turn/end is proof on its
+    # own.
     events = build(TS(1), SS(1, 1), SE(1, 1), TE(1))
     with pytest.raises(CorruptLogError, match="unparsable committed event"):
         scan_log(_raw(events, 2), path="p")

@@ -1,4 +1,4 @@
-"""The `sourceEventSeqs` varint codec of the SQLite store (session-spec 6.8).
+"""The `sourceEventSeqs` varint codec of the SQLite store (docs/store.md#sqlite).
 
 Every list has exactly one encoding: the round trip is a property over random lists, and a
 non-canonical, truncated or out-of-range encoding is refused (what a hand-written or damaged

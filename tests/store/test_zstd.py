@@ -1,4 +1,4 @@
-"""Zstandard framing (session-spec 6.4 last bullet, 6.6 "Zstd scanning"): frame boundaries.
+"""Zstandard framing (docs/store.md#zstd-framing): frame boundaries.
 
 The structural scan decides what is torn (end of file inside a frame) and what is corrupt
 (bad magic, reserved bits or block type), so it is checked at every cut point of a real

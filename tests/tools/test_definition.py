@@ -1,4 +1,5 @@
-"""Tool definitions (loop-spec 3.1): schemas from typed functions and parallel classification.
+"""Tool definitions (docs/scheduler.md#tool-definitions): schemas from typed functions and parallel
+classification.
 
 Schemas are what the model sees, so they are compared whole; classification must never
 raise and must fall back to exclusive on anything but an exact `True`.

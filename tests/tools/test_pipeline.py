@@ -1,4 +1,5 @@
-"""The staged tool pipeline (loop-spec 3.3-3.5): every expected failure is an error result.
+"""The staged tool pipeline (docs/scheduler.md#pipeline-stages, #tool-error-codes): every expected
+failure is an error result.
 
 Each stage is driven directly, the way the scheduler drives it, and each test asserts the
 exact content and error info the scheduler would commit: denials and hook failures carry

@@ -1,7 +1,7 @@
 """The tool registry: ordered schemas, duplicate refusal, and changes seen by later lookups.
 
-The scheduler reclassifies lazily (loop-spec 4.3, B8/B9), so registry changes must show up
-in the very next `get`/`is_parallel` call, which the pipeline test below pins.
+The scheduler reclassifies lazily (docs/scheduler.md#ordering, B8/B9), so registry changes must show
+up in the very next `get`/`is_parallel` call, which the pipeline test below pins.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Argument parsing (loop-spec 3.2): empty is `{}`, invalid JSON passes through raw.
+"""Argument parsing (docs/scheduler.md#arguments): empty is `{}`, invalid JSON passes through raw.
 
 Raw text passed through must still be reported as what it is: when the validator refuses
 it, the model is told its JSON is malformed and where the decoder stopped (issue 9, B7),

@@ -1,4 +1,5 @@
-"""The tool-call scheduler on its own (loop-spec 4): cap, barriers, drain (Laws 6, 7).
+"""The tool-call scheduler on its own (docs/scheduler.md#planning-and-groups): cap, barriers, drain
+(Laws 6, 7).
 
 `execute_tool_calls` is driven directly over a session holding an open step, so each test
 sees exactly what the scheduler appends. Gated bodies (`duraloop.testing.Gates`) and
@@ -253,5 +254,6 @@ async def test_b4_failed_result_flush_is_a_scheduler_failure_after_the_drain(
         assert not run.done.is_set()  # the started c2 is drained first
         gates.release("c2")
     assert isinstance(run.error, OSError)
-    # c2's result is discarded (loop-spec 4.2 step 3); the driver answers it on recovery.
+    # c2's result is discarded (docs/scheduler.md#running-a-group); the driver answers it on
+    # recovery.
     assert [s for s in describe_log(session.events) if s.startswith("res(")] == ["res(c1,ok)"]

@@ -2,9 +2,9 @@
 
 Syntax, `KIND:PATH` or a plain path:
 
-- `DIR` or `jsonl:DIR`: a JSONL root (session-spec 6.3), ours or dsh's. An existing root is
-  opened in the encoding its logs use (zstd if it holds a `session.jsonl.zstd`, raw
-  otherwise); a new root is raw.
+- `DIR` or `jsonl:DIR`: a JSONL root (docs/store.md#jsonl-layout), ours or dsh's. An existing root
+  is opened in the encoding its logs use (zstd if it holds a `session.jsonl.zstd`, raw otherwise); a
+  new root is raw.
 - `jsonl+zstd:DIR`: a JSONL root whose new logs are zstd-framed (dsh's default encoding).
 - `sqlite:PATH`: a SQLite database file.
 

@@ -1,4 +1,6 @@
-"""Transport activity that re-arms a consumer's stream idle timer (llm-spec 1.11).
+"""Transport activity that re-arms a consumer's stream idle timer.
+
+See docs/providers.md#adapter-guarantees.
 
 A provider may keep a slow response alive with bytes that carry no chunk (DeepSeek's
 `: keep-alive` SSE comments while a request is queued, Anthropic's `ping` events). The

@@ -1,9 +1,9 @@
 """The block assembler: stream chunks in, content blocks and an assistant message out.
 
-Reimplements dsh's `BlockAssembler` exactly (llm-spec 1.5): tolerant of delta-only streams,
-first `block-start` and first `block-end` win, `usage` last wins, a missing `finish` means
-`stop`, and a `max-tokens` finish drops every tool-call block (truncated calls are unsafe
-to execute).
+Reimplements dsh's `BlockAssembler` exactly (docs/providers.md#the-block-assembler): tolerant of
+delta-only streams, first `block-start` and first `block-end` win, `usage` last wins, a missing
+`finish` means `stop`, and a `max-tokens` finish drops every tool-call block (truncated calls are
+unsafe to execute).
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ class _Partial:
 
 
 class BlockAssembler:
-    """Assemble the chunks of one model stream into content blocks (llm-spec 1.5).
+    """Assemble the chunks of one model stream into content blocks.
+
+    See docs/providers.md#the-block-assembler.
 
     Push every chunk in stream order, then read `finish`, `usage`, `blocks()` or
     `message(...)`. One assembler per model attempt.
@@ -98,7 +100,7 @@ class BlockAssembler:
 
     def _open(self, index: int, block_type: str) -> _Partial | None:
         if index in self._closed:
-            return None  # llm-spec 1.5: deltas after block-end are ignored
+            return None  # docs/providers.md#the-block-assembler: deltas after block-end are ignored
         partial = self._partials.get(index)
         if partial is None:
             partial = _Partial(block_type)
@@ -169,7 +171,7 @@ class BlockAssembler:
         """The finish's replay envelope, pruned like `blocks()`; None when absent or unusable.
 
         An envelope whose `blocks` list does not have one entry per emitted block is
-        discarded entirely (llm-spec 1.5).
+        discarded entirely (docs/providers.md#the-block-assembler).
         """
         envelope = self._replay_state
         if not isinstance(envelope, dict) or "blocks" not in envelope:

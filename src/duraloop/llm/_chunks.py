@@ -1,11 +1,12 @@
-"""The StreamChunk vocabulary (llm-spec 1.4) as plain JSON dicts.
+"""The StreamChunk vocabulary (docs/providers.md#stream-contract) as plain JSON dicts.
 
 A model stream is a sequence of chunks, each a lossless JSON dict logged verbatim as
 `assistant/chunk.data.chunk`, so the key names are dsh's (`blockType`, `argumentsDelta`,
 `inputTokens`). The TypedDicts document the shapes for type checkers; the union is closed
 and consumers switch on `type`.
 
-Contract (llm-spec 1.4): block indices are allocated in first-seen order; at most one
+Contract (docs/providers.md#stream-contract): block indices are allocated in first-seen order; at
+    most one
 `usage`, before `finish`; exactly one terminal `finish` and nothing after it; blocks may be
 left open only when the finish is `error` or `aborted`; tool arguments are raw strings.
 """
@@ -37,7 +38,7 @@ BlockType: TypeAlias = Literal["text", "reasoning", "image", "tool-call", "tool-
 
 
 class TokenUsage(TypedDict):
-    """Disjoint token counts (llm-spec 1.7); `inputTokens` excludes cached input."""
+    """Disjoint token counts (docs/providers.md#finish-and-usage); `inputTokens` excludes cached input."""
 
     inputTokens: int
     outputTokens: int

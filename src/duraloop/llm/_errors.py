@@ -1,4 +1,4 @@
-"""Provider failure classification (llm-spec 1.8-1.9): status codes, detail text, failures.
+"""Provider failure classification (docs/providers.md#errors, #error-codes): status codes, detail text, failures.
 
 `LlmError` itself lives in `duraloop.errors`; this module holds the shared classifiers every
 adapter uses so a status or wording maps to the same stable code everywhere.
@@ -56,7 +56,7 @@ LLM_ERROR_CODES: Final = {
     REPLAY_EXHAUSTED: "the replay model has no recorded answer left",
     UNKNOWN: "any other failure",
 }
-"""Every `LlmError` code duraloop raises, with what it means (llm-spec 1.9); besides these,
+"""Every `LlmError` code duraloop raises, with what it means (docs/providers.md#error-codes); besides these,
 `HTTP_<status>` for any other HTTP error status (`HTTP_404`)."""
 
 _HTTP_CODE: Final = re.compile(r"HTTP_[1-5][0-9][0-9]")
@@ -114,7 +114,7 @@ def is_context_window_exceeded(detail: str) -> bool:
         detail: the provider's code, type and message joined with spaces.
 
     Returns:
-        True when the wording matches the dsh context classifier (llm-spec 1.8).
+        True when the wording matches the dsh context classifier (docs/providers.md#errors).
     """
     return _CONTEXT_PATTERNS.search(detail) is not None
 
@@ -126,7 +126,7 @@ def is_quota_exceeded(detail: str) -> bool:
         detail: the provider's code, type and message joined with spaces.
 
     Returns:
-        True when the wording matches the dsh quota classifier (llm-spec 1.8).
+        True when the wording matches the dsh quota classifier (docs/providers.md#errors).
     """
     return _QUOTA_PATTERNS.search(detail) is not None
 
@@ -134,7 +134,8 @@ def is_quota_exceeded(detail: str) -> bool:
 def code_for_status(status: int, detail: str = "") -> str:
     """Map an HTTP error status and its detail text to a stable error code.
 
-    Order (llm-spec 2.1): 401/403 `AUTH`; 413 `INVALID_REQUEST`; quota wording `QUOTA` (any
+    Order (docs/providers.md#chat-completions-wire): 401/403 `AUTH`; 413 `INVALID_REQUEST`; quota
+        wording `QUOTA` (any
     status); 429 `RATE_LIMIT`; 400 with context wording `CONTEXT_WINDOW_EXCEEDED`; 400
     `INVALID_REQUEST`; >= 500 `SERVER`; anything else `HTTP_<status>`.
 
@@ -179,7 +180,7 @@ def parse_retry_after_ms(value: str | None, *, now_seconds: float | None = None)
     try:
         when = email.utils.parsedate_to_datetime(text)
     except (TypeError, ValueError):
-        return None  # an unparseable hint is no hint (llm-spec 6.12)
+        return None  # an unparseable hint is no hint (docs/providers.md#retry-policy)
     now = time.time() if now_seconds is None else now_seconds
     delay_ms = int((when.timestamp() - now) * 1000)
     return delay_ms if delay_ms > 0 else None

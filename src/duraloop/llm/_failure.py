@@ -1,4 +1,4 @@
-"""The failure record `LlmFailure` (session-spec 2.1, llm-spec 1.8): every way to one.
+"""The failure record `LlmFailure` (docs/log.md#messages-and-content-blocks, docs/providers.md#errors): every way to one.
 
 `LlmFailure` is the JSON object a failed model request leaves in the log: in a `finish`
 chunk's `failure`, in `llm/retry.failure`, and in `turn/end.reason.error`. Its shape is
@@ -37,7 +37,7 @@ def unknown_failure(message: str) -> JsonObject:
 
 
 def failure_from_exception(exc: BaseException) -> JsonObject:
-    """Normalise a raised value into an `LlmFailure` JSON object (llm-spec 1.8).
+    """Normalise a raised value into an `LlmFailure` JSON object (docs/providers.md#errors).
 
     Args:
         exc: the exception raised by an adapter.
@@ -58,7 +58,7 @@ def failure_from_exception(exc: BaseException) -> JsonObject:
 
 
 def turn_failure(exc: BaseException) -> JsonObject:
-    """Return the `LlmFailure` JSON for a turn's failure (loop-spec 1: errorChain).
+    """Return the `LlmFailure` JSON for a turn's failure (docs/loop.md#vocabulary: errorChain).
 
     Args:
         exc: what failed the turn.

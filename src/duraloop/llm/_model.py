@@ -1,8 +1,8 @@
 """The model seam: tool schemas, the request, the `Model` protocol and the safe stream.
 
 An adapter implements `Model.stream` as an async generator of stream chunks and may fail
-either way llm-spec 1.4 rule 6 allows: raise, or end with an error finish. Consumers call
-`stream_chunks`, which turns every raise into a terminal `finish {kind: error|aborted}`, so
+either way docs/providers.md#stream-contract allows: raise, or end with an error finish. Consumers
+call `stream_chunks`, which turns every raise into a terminal `finish {kind: error|aborted}`, so
 they only ever see the terminal-finish form.
 """
 
@@ -24,7 +24,9 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ToolSchema:
-    """A tool as the model sees it: `{name, description, parameters}` (llm-spec 1.3).
+    """A tool as the model sees it: `{name, description, parameters}`.
+
+    See docs/providers.md#the-request.
 
     Args:
         name: the tool name the model calls.
@@ -47,7 +49,9 @@ class ToolSchema:
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """One model request: the derived messages plus the call options (llm-spec 1.3).
+    """One model request: the derived messages plus the call options.
+
+    See docs/providers.md#the-request.
 
     Args:
         messages: the ordered history after the system slot.
@@ -82,7 +86,7 @@ class Model(Protocol):
             request: the messages and options to send.
 
         Returns:
-            An async iterator of chunks following the llm-spec 1.4 contract.
+            An async iterator of chunks following the docs/providers.md#stream-contract.
         """
         ...
 
@@ -113,7 +117,8 @@ async def stream_chunks(model: Model, request: ModelRequest) -> AsyncGenerator[S
             yield chunk
             if chunk["type"] == "finish":
                 return
-    except Exception as exc:  # noqa: BLE001 - llm-spec 1.4 rule 6: every adapter raise becomes a finish
+    # docs/providers.md#stream-contract: every adapter raise becomes a finish
+    except Exception as exc:  # noqa: BLE001
         failure = failure_from_exception(exc)
         logger.debug(
             "model %s:%s failed: %s [%s]",

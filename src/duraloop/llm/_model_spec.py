@@ -122,7 +122,7 @@ class ProviderSettings:
             provider's own (`DEEPSEEK_API_KEY`, ...).
         max_tokens: the default output token cap (a request's own `max_tokens` wins).
         reasoning_effort: the adapter's effort name (e.g. DeepSeek `off|low|high|max`,
-            llm-spec 2.1); the adapter refuses names it does not know.
+            docs/providers.md#chat-completions-wire); the adapter refuses names it does not know.
         timeout_seconds: the per-request HTTP timeout, in seconds.
         origins: where each set field came from (field name -> e.g. `--max-tokens` or
             `config file /x/config.toml, line 7`), quoted in error messages.

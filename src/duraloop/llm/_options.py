@@ -1,4 +1,6 @@
-"""The options every provider adapter takes, as one frozen type (llm-spec 1.11).
+"""The options every provider adapter takes, as one frozen type.
+
+See docs/providers.md#adapter-guarantees.
 
 `AdapterOptions` carries them inside duraloop: the three adapters' public constructors
 (`OpenAIChatModel`, `DeepSeekChatModel`, `AnthropicMessagesModel`) take them as keywords,
@@ -53,9 +55,10 @@ class AdapterOptions:
             These options with surrounding whitespace removed from the key.
 
         Raises:
-            ConfigError: if the key is empty or not printable ASCII without spaces (llm-spec
-                1.11; the message never shows the key), the model id is empty, the timeout
-                is not a positive finite number, or `max_tokens` is not an integer >= 1.
+            ConfigError: if the key is empty or not printable ASCII without spaces
+                (docs/providers.md#adapter-guarantees; the message never shows the key), the model
+                id is empty, the timeout is not a positive finite number, or `max_tokens` is not an
+                integer >= 1.
         """
         key = self.api_key.strip()
         if not key or not all("\x21" <= ch <= "\x7e" for ch in key):

@@ -3,20 +3,21 @@
 A recorded session (ours or dsh's) is re-run against a new workspace and new tools: the
 first model request gets the first recorded assistant message, the second request the
 second, and so on, whatever the request holds. Each message is streamed the way an adapter
-streams it (llm-spec 1.4): per block a `block-start`, one delta carrying the whole text,
-reasoning or tool call (the recorded call id and raw arguments, verbatim), and a `block-end`
-with the recorded block; then the recorded `usage`, if any, and a `finish`.
+streams it (docs/providers.md#stream-contract): per block a `block-start`, one delta carrying the
+whole text, reasoning or tool call (the recorded call id and raw arguments, verbatim), and a
+`block-end` with the recorded block; then the recorded `usage`, if any, and a `finish`.
 
 What counts as a recorded response (`recorded_responses`): every `assistant/message` event
 in seq order, except interrupted ones (`interrupted: true`, a prefix kept after a
-cancellation: no request was answered by it, session-spec 2.1). Log events are used rather
+cancellation: no request was answered by it, docs/log.md#messages-and-content-blocks). Log events
+    are used rather
 than the derived messages because the derived history is what the *next* request sees: a
 surface `replace` (compaction) can shadow an assistant message that nevertheless answered
 a request. The finish kind is the recorded one, read from the `finish` chunk the message
 cites in `sourceEventSeqs` (so a `max-tokens` step replays as `max-tokens`); when it is not
 recorded (a log without chunks) it is `tool-calls` if the message has tool calls, else
 `stop`. The recorded `replayState` is not replayed: it is private to the adapter that wrote
-it (llm-spec 1.4), and this route is not that adapter.
+it (docs/providers.md#stream-contract), and this route is not that adapter.
 
 Reading the log file is the caller's job (`llm/` must not import `store/`): the CLI reads
 it with `duraloop.store.read_log_file` and passes the events in.
@@ -79,10 +80,10 @@ class RecordedResponse:
 def recorded_responses(events: Sequence[Event]) -> list[RecordedResponse]:
     """Return the recorded answers of a session log, in seq order.
 
-    Every `assistant/message` event counts except an interrupted one (session-spec 2.1: a
-    prefix kept after a cancellation answered no request). Its finish kind comes from the
-    `finish` chunk among the `assistant/chunk` events it cites (`sourceEventSeqs`), when
-    that finish is `stop`, `tool-calls` or `max-tokens`.
+    Every `assistant/message` event counts except an interrupted one
+    (docs/log.md#messages-and-content-blocks: a prefix kept after a cancellation answered no
+    request). Its finish kind comes from the `finish` chunk among the `assistant/chunk` events it
+    cites (`sourceEventSeqs`), when that finish is `stop`, `tool-calls` or `max-tokens`.
 
     Args:
         events: the whole log in seq order, as `duraloop.store.read_log_file` returns it.

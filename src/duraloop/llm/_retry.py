@@ -1,8 +1,8 @@
 """The model-request retry policy: which failures retry, how often, and after what delay.
 
-Pure policy (llm-spec 1.10, loop-spec 5.1): the loop asks `retry_delay_ms` after an in-band
-failure and records and executes the answer; nothing here waits or logs. The retry counter
-lives in the log (`llm/retry` events), so the loop passes it in.
+Pure policy (docs/providers.md#retry-policy, docs/loop.md#request-retries): the loop asks
+`retry_delay_ms` after an in-band failure and records and executes the answer; nothing here waits or
+logs. The retry counter lives in the log (`llm/retry` events), so the loop passes it in.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ NEVER_RETRIED_CODES: Final = frozenset({PAIRING_VIOLATION})
 sending is a duraloop bug), so sending it again would fail the same way, forever."""
 
 DEFAULT_RETRYABLE_CODES: Final = LlmError.RETRYABLE_CODES
-"""The codes the normal mode retries by default (llm-spec 1.9): `EMPTY_RESPONSE`,
+"""The codes the normal mode retries by default (docs/providers.md#error-codes): `EMPTY_RESPONSE`,
 `RATE_LIMIT`, `SERVER`, `TIMEOUT`, `TRANSPORT`, spelled once, in `LlmError`."""
 
 MAX_TIMER_MS: Final = 2**31 - 1
@@ -38,7 +38,9 @@ def _is_int(value: object) -> bool:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How the loop retries a failed model request within the same step (loop-spec 5.1).
+    """How the loop retries a failed model request within the same step.
+
+    See docs/loop.md#request-retries.
 
     Args:
         mode: `"normal"` retries a failure whose code is in `retryable_codes` at most
@@ -68,7 +70,7 @@ class RetryPolicy:
     jitter_ratio: float = 0.1
 
     def __post_init__(self) -> None:
-        """Validate every field (llm-spec 1.10) and normalise the codes to a frozenset."""
+        """Validate every field (docs/providers.md#retry-policy) and normalise the codes to a frozenset."""
         if self.mode not in (RETRY_NORMAL, RETRY_ALWAYS):
             raise ConfigError(f"loop.retry.mode must be 'normal' or 'always', got {self.mode!r}")
         if not _is_int(self.max_retries) or self.max_retries < 0:

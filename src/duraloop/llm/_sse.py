@@ -1,10 +1,10 @@
 """A spec-strict, incremental Server-Sent Events parser (WHATWG HTML, "event stream").
 
 The Chat Completions adapters read the response body themselves, as raw bytes, instead of
-through an SDK's SSE iterator, because the SDKs hide what duraloop must see (llm-spec 2.1,
-5.3, 6.8): the literal `[DONE]` payload (a stream that ends without it was cut), comment
-lines such as `: keep-alive` (transport activity, not silence), and the exact byte where a
-payload stopped being JSON.
+through an SDK's SSE iterator, because the SDKs hide what duraloop must see
+(docs/providers.md#chat-completions-wire, #sdks-and-transport): the literal `[DONE]` payload (a
+stream that ends without it was cut), comment lines such as `: keep-alive` (transport activity, not
+silence), and the exact byte where a payload stopped being JSON.
 
 Framing follows the HTML Living Standard, section 9.2.6 "Interpreting an event stream":
 the bytes are UTF-8 (invalid sequences become U+FFFD; one leading BOM is dropped); a line

@@ -1,16 +1,17 @@
 """Provider tool-call id rules and the stable, reversible mapping onto them.
 
-Durable history keeps every tool-call id exactly as the provider issued it (llm-spec 6.5);
-ids are mapped only when a request is serialized, so a session started on one provider
-continues on another and back. Each provider limits ids differently:
+Durable history keeps every tool-call id exactly as the provider issued it
+(docs/providers.md#tool-call-ids); ids are mapped only when a request is serialized, so a session
+started on one provider continues on another and back. Each provider limits ids differently:
 
 - Chat Completions (OpenAI, DeepSeek and compatible servers): at most 40 characters
-  (llm-spec 2.3: pi-ai truncates ids longer than 40 for provider `openai` and limits
-  sanitised ids to 40). duraloop also keeps the characters to `[A-Za-z0-9_.:-]`, which
-  covers the ids OpenAI (`call_...`), DeepSeek (`call_00_...`) and Anthropic (`toolu_...`)
-  issue, and leaves out whitespace, quotes and `|` (pi-ai's Responses composite ids).
-- Anthropic Messages: `^[a-zA-Z0-9_-]+$`, at most 64 characters (llm-spec 3.2; Bedrock's
-  ToolResultBlock documents the same pattern and length).
+  (docs/providers.md#tool-call-ids: pi-ai truncates ids longer than 40 for provider `openai` and
+  limits sanitised ids to 40). duraloop also keeps the characters to `[A-Za-z0-9_.:-]`, which covers
+  the ids OpenAI (`call_...`), DeepSeek (`call_00_...`) and Anthropic (`toolu_...`) issue, and
+  leaves out whitespace, quotes and `|` (pi-ai's Responses composite ids).
+- Anthropic Messages: `^[a-zA-Z0-9_-]+$`, at most 64 characters
+  (docs/providers.md#anthropic-pairing; Bedrock's ToolResultBlock documents the same pattern and
+  length).
 
 `wire_tool_id` returns an id that is valid for a rule unchanged; any other id becomes
 `<sanitised prefix>_<16 hex digits of SHA-256 of the original>`. The hash makes the mapping
@@ -85,12 +86,15 @@ class ToolIdRule:
 CHAT_COMPLETIONS_IDS: Final = ToolIdRule(
     max_length=40, pattern=re.compile(r"[A-Za-z0-9_.:-]+"), name="Chat Completions"
 )
-"""OpenAI / DeepSeek Chat Completions ids: `[A-Za-z0-9_.:-]`, at most 40 (llm-spec 2.3)."""
+"""OpenAI / DeepSeek Chat Completions ids: `[A-Za-z0-9_.:-]`, at most 40.
+
+See docs/providers.md#tool-call-ids.
+"""
 
 ANTHROPIC_IDS: Final = ToolIdRule(
     max_length=64, pattern=re.compile(r"[a-zA-Z0-9_-]+"), name="Anthropic Messages"
 )
-"""Anthropic Messages ids: `^[a-zA-Z0-9_-]+$`, at most 64 (llm-spec 3.2)."""
+"""Anthropic Messages ids: `^[a-zA-Z0-9_-]+$`, at most 64 (docs/providers.md#anthropic-pairing)."""
 
 
 def wire_tool_id(call_id: str, rule: ToolIdRule) -> str:

@@ -1,4 +1,4 @@
-"""The event envelope (session-spec 1.1) and its strict JSON codec.
+"""The event envelope (docs/log.md#events) and its strict JSON codec.
 
 An `Event` is immutable: `type`, `seq` (its index in the log), `time` (epoch milliseconds),
 `data` (the type's JSON payload), and on surface types `surface_op` (`"append"` or
@@ -19,7 +19,7 @@ from ._json import JsonValue, is_safe_int
 
 class Event(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True, gc=False,
             rename={"source_event_seqs": "sourceEventSeqs", "surface_op": "surfaceOp"}):
-    """One log entry (session-spec 1.1).
+    """One log entry (docs/log.md#events).
 
     Args:
         type: the slash-namespaced event type, e.g. `tool/call`.

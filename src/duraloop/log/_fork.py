@@ -1,4 +1,4 @@
-"""Fork: a new session seeded with a prefix of another (session-spec 5.2).
+"""Fork: a new session seeded with a prefix of another (docs/recovery.md#fork).
 
 dsh forks only at a closed-turn boundary (`fork_seed` keeps that rule). duraloop's stores also
 cut inside a turn (`close_open_turn=True`): the child's prefix is then closed with the very

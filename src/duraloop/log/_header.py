@@ -1,4 +1,7 @@
-"""The session header: metadata kept beside the log, never inside it (session-spec 1.6)."""
+"""The session header: metadata kept beside the log, never inside it.
+
+See docs/log.md#the-session-header.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ SESSION_FORMAT_VERSION = 0
 
 
 class SessionHeader(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel"):
-    """Session metadata (session-spec 1.6); on disk with dsh's camelCase keys.
+    """Session metadata (docs/log.md#the-session-header); on disk with dsh's camelCase keys.
 
     Args:
         id: the session id.
@@ -37,7 +40,7 @@ class SessionHeader(msgspec.Struct, frozen=True, omit_defaults=True, rename="cam
     agent_preset: str | None = None
 
     def __post_init__(self) -> None:
-        """Check the numeric fields (session-spec 1.6).
+        """Check the numeric fields (docs/log.md#the-session-header).
 
         Raises:
             EventRejectedError: if `created_at`, `seed_length` or `delegation_depth` is not a

@@ -1,4 +1,4 @@
-"""The relational invariant checker: turn, step and tool relations (session-spec 4.5).
+"""The relational invariant checker: turn, step and tool relations (docs/log.md#invariants).
 
 The checker folds events one at a time. `check()` raises for a violating event without
 changing state; `commit()` advances the state for an accepted event. Explicitly allowed: a

@@ -1,4 +1,4 @@
-r"""Lossless JSON: the values a log may hold (session-spec 1.3).
+r"""Lossless JSON: the values a log may hold (docs/log.md#lossless-json).
 
 A value is lossless when it survives a JSON round trip exactly: `None`, `bool`, `int`,
 finite non-negative-zero `float`, `str`, and lists and str-keyed dicts of those. NaN,

@@ -1,4 +1,4 @@
-"""What a read accepts: legacy import (session-spec 6.7), then the vocabulary refusal (1.5).
+"""What a read accepts: legacy import (docs/store.md#legacy-import), then the vocabulary refusal (1.5).
 
 Every store read path (load, inspect, read, list, the claim comparison) and `read_log_file`
 pass the stored events through `readable_events`. Storage is never rewritten: the import is
@@ -57,7 +57,8 @@ def readable_events(events: list[Event], *, session_id: str, path: str | None) -
 
     Raises:
         SessionFormatUnsupportedError: for rejected legacy vocabulary, or an unknown event
-            type without `ignorable: true` (session-spec 1.6 text, plus ` (raw log: <path>)`).
+            type without `ignorable: true` (docs/log.md#the-session-header, plus ` (raw log:
+            <path>)`).
         CorruptLogError: if a legacy shape is malformed (the message names the seq).
     """
     imported = import_legacy(events, session_id=session_id, path=path)
@@ -69,7 +70,7 @@ def check_known_types(events: list[Event], *, session_id: str, path: str | None)
     """Refuse the first event of an unknown type that is not marked ignorable (spec 1.5).
 
     Raises:
-        SessionFormatUnsupportedError: with the exact session-spec 1.6 text.
+        SessionFormatUnsupportedError: with the exact docs/log.md#the-session-header.
     """
     if {event.type for event in events} <= READABLE_EVENT_TYPES:
         return
@@ -84,7 +85,7 @@ def check_known_types(events: list[Event], *, session_id: str, path: str | None)
 
 
 def import_legacy(events: list[Event], *, session_id: str, path: str | None) -> list[Event]:
-    """Return `events` with every legacy shape in its current form (session-spec 6.7).
+    """Return `events` with every legacy shape in its current form (docs/store.md#legacy-import).
 
     Args:
         events: the stored events, seq 0..n-1.

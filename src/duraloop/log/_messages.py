@@ -1,4 +1,4 @@
-"""The Message / ContentBlock / MessageSource vocabulary (llm-spec 1.1-1.2).
+"""The Message / ContentBlock / MessageSource vocabulary (docs/providers.md#messages).
 
 Messages are plain JSON dicts, exactly as they sit in the log, so the log, derived history
 and provider requests share one value without conversion. The TypedDicts below document

@@ -1,4 +1,6 @@
-"""The one pending-call tracker and the one recovery-result constructor (loop-spec 6.3).
+"""The one pending-call tracker and the one recovery-result constructor.
+
+See docs/recovery.md#pending-calls.
 
 Crash repair (`interrupted_turn_closers`) and the loop's live step recovery both use these
 two pieces, so the recovery texts, codes and call/result matching exist exactly once.
@@ -45,7 +47,8 @@ class PendingCall:
 class PendingToolCalls:
     """Track unanswered tool calls incrementally, one committed event at a time.
 
-    Rules (session-spec 4.2, loop-spec 6.3): `turn/start`, `turn/end` and `step/end` clear;
+    Rules (docs/recovery.md#crash-tail-repair, docs/recovery.md#pending-calls): `turn/start`,
+        `turn/end` and `step/end` clear;
     an `assistant/message` registers each tool-call block in content order (a repeated id
     keeps its position and loses its `call_seq`); a `tool/call` annotates a pending entry with
     its seq (an orphan is ignored); a `tool/result` removes its call id. Only identities are
@@ -177,7 +180,9 @@ class RecoveryResult:
 
 
 def unanswered_tool_result(call: PendingCall, *, turn: int, seq: int) -> RecoveryResult:
-    """Build the recovery result for an unanswered call (session-spec 4.2, loop-spec 6.2).
+    """Build the recovery result for an unanswered call.
+
+    See docs/recovery.md#crash-tail-repair, docs/loop.md#unanswered-tool-results.
 
     A call with a recorded `tool/call` gets `TOOL_OUTCOME_UNKNOWN` citing that `tool/call`;
     a call without one gets `TOOL_NOT_STARTED` and cites nothing. Both are error results,

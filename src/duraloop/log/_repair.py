@@ -1,4 +1,4 @@
-"""Crash-tail repair: close an interrupted final turn (session-spec 4.2).
+"""Crash-tail repair: close an interrupted final turn (docs/recovery.md#crash-tail-repair).
 
 Repair preserves every complete event and appends closers: one recovery `tool/result` per
 unanswered call of the open step (shared tracker and constructor, `_pending.py`), then

@@ -39,7 +39,10 @@ def now_ms() -> int:
 
 
 def project(event: Event) -> Message | None:
-    """Return the model-visible message of one surface event, or None (session-spec 3.2)."""
+    """Return the model-visible message of one surface event, or None.
+
+    See docs/log.md#surface-and-derived-messages.
+    """
     kind = event.type
     if kind == USER_MESSAGE:
         return event.data  # type: ignore[no-any-return]
@@ -57,10 +60,10 @@ class Session:
     Args:
         session_id: the session id.
         seed: events to start from (resume, fork, replay). Each is validated; unless the
-            seed already ends with `session/end-seed`, one is appended (session-spec 5.1).
-            None starts a fresh, empty session.
+            seed already ends with `session/end-seed`, one is appended
+            (docs/log.md#seeds-and-end-seed). None starts a fresh, empty session.
         header: the session metadata; synthesized as `{version 0, id, createdAt now}`.
-        check_invariants: enforce session-spec 4.5 on the seed and on every append.
+        check_invariants: enforce docs/log.md#invariants on the seed and on every append.
         clock: returns epoch milliseconds for new events.
 
     Raises:
@@ -181,7 +184,9 @@ class Session:
         return lambda: self._validators.remove(validator) if validator in self._validators else None
 
     def derive_messages(self) -> list[Message]:
-        """Return the model history: the surface's messages in order (session-spec 3.3).
+        """Return the model history: the surface's messages in order.
+
+        See docs/log.md#surface-and-derived-messages.
 
         Returns:
             A fresh list of the (shared, treat-as-immutable) message dicts.

@@ -1,4 +1,6 @@
-"""The surface fold: which events are model-visible, in which order (session-spec 3.1).
+"""The surface fold: which events are model-visible, in which order.
+
+See docs/log.md#surface-and-derived-messages.
 
 Each surface event joins by `append` (pushed to the end) or by `replace` (a positional range
 of current nodes is spliced out and replaced by the new event). Validation is atomic:
@@ -47,7 +49,8 @@ class Surface:
             events: the committed log before it.
 
         Raises:
-            EventRejectedError: on any rule of session-spec 1.4 / 3.1.
+            EventRejectedError: on any rule of docs/log.md#source-citations,
+                #surface-and-derived-messages.
         """
         op = event.surface_op
         sources = event.source_event_seqs

@@ -1,4 +1,6 @@
-"""Turn boundaries: which turn of a log is open, which is the last (session-spec 4.2).
+"""Turn boundaries: which turn of a log is open, which is the last.
+
+See docs/recovery.md#crash-tail-repair.
 
 A turn runs from its `turn/start` to its `turn/end`; only the final turn of a log can be
 open. Crash repair, the check, fork, a store's claim and its listing, the loop and the chat

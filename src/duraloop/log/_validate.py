@@ -1,11 +1,13 @@
-"""Seed and load validation: legacy vocabulary and payload shapes (session-spec 5.1, 6.7).
+"""Seed and load validation: legacy vocabulary and payload shapes.
+
+See docs/log.md#seeds-and-end-seed, docs/store.md#legacy-import.
 
 The shapes checked are the ones the adapters and the loop read without a fallback: every
 content block is an object with a string `type`; a known block type has its required fields
-with their types (session-spec 2.1); a `tool/result` block has a boolean `isError` (dsh's
-`createToolResultMessage` always writes one); a `turn/end` has a `reason` with a string
-`kind`, and a known kind its required fields (session-spec 2.2). Unknown block types, unknown
-reason kinds and extra keys are tolerated (merge-extensible).
+with their types (docs/log.md#messages-and-content-blocks); a `tool/result` block has a boolean
+`isError` (dsh's `createToolResultMessage` always writes one); a `turn/end` has a `reason` with a
+string `kind`, and a known kind its required fields (docs/log.md#event-types). Unknown block types,
+unknown reason kinds and extra keys are tolerated (merge-extensible).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from ._vocabulary import (
 
 
 def check_vocabulary(event: Event) -> None:
-    """Reject legacy vocabulary that must not be silently accepted (session-spec 2.4).
+    """Reject legacy vocabulary that must not be silently accepted (docs/log.md#request-headers).
 
     Raises:
         EventRejectedError: for `request/header-delta`, `mode/set`, or a `request/header`
@@ -41,7 +43,7 @@ def check_vocabulary(event: Event) -> None:
 
 
 def check_message_shape(event: Event) -> None:
-    """Check the payload shape of a seed's event (session-spec 6.7, last paragraph).
+    """Check the payload shape of a seed's event (docs/store.md#legacy-import, last paragraph).
 
     Message events get their message and content blocks checked, `turn/end` its reason and
     `request/header` its provider/model; other events are left to the surface and invariant
@@ -113,7 +115,8 @@ def _check_message(event: Event, message: Any, *, role: str) -> None:
     _check_blocks(event, content, "content")
 
 
-# The fields a known content block type requires, with their types (session-spec 2.1).
+# The fields a known content block type requires, with their types
+# (docs/log.md#messages-and-content-blocks).
 _BLOCK_FIELDS: dict[str, tuple[tuple[str, type, bool], ...]] = {
     # (field, type, must be non-empty)
     "text": (("text", str, False),),

@@ -1,7 +1,8 @@
 """Wire names: event types, surface ops, turn-end reasons and recovery codes and texts.
 
 Every dsh wire string duraloop writes is defined here once (STYLE D7). The two recovery
-texts are quoted verbatim from session-spec 4.2 / loop-spec 6.2; they are model-visible.
+texts are quoted verbatim from docs/recovery.md#crash-tail-repair /
+docs/loop.md#unanswered-tool-results; they are model-visible.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ RETRY_ORIGIN_HOOK: Final = "hook"
 its `mode` is `always` (dsh's checker knows only `normal` and `always`, and ignores `origin`)."""
 INBOX_SPLICED: Final = "agent/inbox/spliced"
 
-# Inbox targets and the splice outcome of a discard (loop-spec 1, "Inbox"). The outcome is
+# Inbox targets and the splice outcome of a discard (docs/loop.md#the-inbox). The outcome is
 # dsh's wire spelling with one l; duraloop's own words spell "cancelled" with two.
 INBOX_NEXT_TURN: Final = "next-turn"
 INBOX_NEXT_STEP: Final = "next-step"
@@ -40,7 +41,7 @@ SURFACE_TYPES: Final = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
 
 SURFACE_APPEND: Final = "append"
 
-# Turn-end reason kinds (session-spec 2.2).
+# Turn-end reason kinds (docs/log.md#event-types).
 REASON_COMPLETED: Final = "completed"
 REASON_ABORTED: Final = "aborted"
 REASON_BLOCKED: Final = "blocked"
@@ -56,7 +57,7 @@ TURN_END_REASONS: Final = (
     REASON_INTERRUPTED,
 )
 
-# Tool error codes (loop-spec 3.5) and their error names.
+# Tool error codes (docs/scheduler.md#tool-error-codes) and their error names.
 TOOL_OUTCOME_UNKNOWN: Final = "TOOL_OUTCOME_UNKNOWN"
 TOOL_NOT_STARTED: Final = "TOOL_NOT_STARTED"
 ABORTED_BEFORE_DISPATCH: Final = "ABORTED_BEFORE_DISPATCH"
@@ -122,11 +123,12 @@ KNOWN_EVENT_TYPES: Final = frozenset(
         "web/deepseek-search-llm-request",
     }
 )
-"""dsh's `KNOWN_SESSION_EVENT_TYPES` (session-spec 1.5): types a reader must recognise."""
+"""dsh's `KNOWN_SESSION_EVENT_TYPES` (docs/log.md#known-types): types a reader must recognise."""
 
 LEGACY_REJECTED_TYPES: Final = frozenset({"request/header-delta", "mode/set"})
 
-# Legacy shapes imported on read (session-spec 2.5, 6.7); never written.
+# Legacy shapes imported on read (docs/log.md#legacy-shapes, docs/store.md#legacy-import); never
+# written.
 STEERING_MESSAGE: Final = "steering/message"
 LEGACY_MESSAGE_ID_PREFIX: Final = "legacy-message:"
 LEGACY_ABORT_CAUSE: Final = "legacy"

@@ -1,4 +1,7 @@
-"""The AgentLoop: a long-lived agent over a durable session (loop-spec 1, 2.1, 7, 10).
+"""The AgentLoop: a long-lived agent over a durable session.
+
+See docs/loop.md#vocabulary, #send-and-cancel, docs/recovery.md#resume, #fork,
+docs/loop.md#the-agent-loop.
 
 The public surface: `send` (and its three named forms `followup`, `steer`, `inject`),
 `cancel`, `dispose`, `run_turn`/`run_pending`, `wait_idle`, `events`, `flush`, `close`. The
@@ -12,11 +15,11 @@ Two ways to drive turns:
   its result (raising the original failure of an `error` turn). Sends only queue.
 - Background: inside `async with loop:` the loop owns a driver task. A waking send
   (`followup`, `steer`) from idle opens the turn before it returns: `turn/start` and the
-  claim are in the log when `send` returns (loop-spec 10.1); the driver then drains queued
-  follow-ups while turns end `completed`/`max-tokens`. A waking send that arrives after
-  `cancel()` of the running turn is latched and runs once the aborted turn has closed
-  (the wake latch, B30); `cancel()` without `keep_inbox` clears the latch, and disposal is
-  never latched. `await loop.wait_idle()` returns the results of the turns finished since.
+  claim are in the log when `send` returns (docs/loop.md#send-and-cancel); the driver then drains
+  queued follow-ups while turns end `completed`/`max-tokens`. A waking send that arrives after
+  `cancel()` of the running turn is latched and runs once the aborted turn has closed (the wake
+  latch, B30); `cancel()` without `keep_inbox` clears the latch, and disposal is never latched.
+  `await loop.wait_idle()` returns the results of the turns finished since.
 
 `dispose()` is dsh's disposal (F17) minus the inbox discard: pending messages stay durable.
 """
@@ -132,7 +135,9 @@ class AgentLoop:
     def send(
         self, message: str | Message, *, target: SendTarget = "next-turn", wakeup: bool = True
     ) -> Message:
-        """Queue a user message and, if `wakeup`, wake the driver (loop-spec 2.1 `send`).
+        """Queue a user message and, if `wakeup`, wake the driver.
+
+        See docs/loop.md#send-and-cancel `send`.
 
         `followup`, `steer` and `inject` are this with fixed arguments. A waking send
         that arrives while the running turn is being cancelled goes to `next-turn` (it
@@ -194,7 +199,7 @@ class AgentLoop:
         before its next step (it follows `step/start` as a `user/message`, B44) and keeps
         going even if the model had finished. While idle it starts a turn (background) or
         waits for the next `run_turn()`. After `cancel()` of the running turn it goes to
-        `next-turn` instead (loop-spec 2.1).
+        `next-turn` instead (docs/loop.md#send-and-cancel).
 
         Args:
             message: the text, or a complete user message (its id must not be pending).
@@ -362,7 +367,10 @@ class AgentLoop:
         return await self._driver.wait_idle()
 
     async def __aenter__(self) -> AgentLoop:
-        """Start the background driver: waking sends now start turns (loop-spec 2.1)."""
+        """Start the background driver: waking sends now start turns.
+
+        See docs/loop.md#send-and-cancel.
+        """
         self._check_open()
         await self._driver.start()
         return self

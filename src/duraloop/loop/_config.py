@@ -16,15 +16,15 @@ class LoopConfig:
     """Options of an `AgentLoop`.
 
     Args:
-        max_parallel_tool_calls: the cap on tool bodies running at once (loop-spec 9);
-            1 runs tools serially. Default 10.
+        max_parallel_tool_calls: the cap on tool bodies running at once
+            (docs/loop.md#configuration); 1 runs tools serially. Default 10.
         max_steps: the cap on steps per turn, enforced before a step starts; reaching it
             ends the turn `blocked`. Default 100.
         system_prompt: the system prompt; None uses the built-in one naming the workspace
             and the tools.
         max_tokens: the output token cap sent with each model request; None leaves the
             provider default.
-        retry: how a failed model request is retried within its step (loop-spec 5.1);
+        retry: how a failed model request is retried within its step (docs/loop.md#request-retries);
             None never retries. Default `RetryPolicy()`: up to 5 retries of a transient
             failure with exponential backoff.
         stream_idle_timeout_seconds: how long the model stream may go without a chunk
@@ -56,7 +56,7 @@ class LoopConfig:
     tool_cancel_grace_seconds: float = DEFAULT_CANCEL_GRACE_SECONDS
 
     def __post_init__(self) -> None:
-        """Validate the counts (loop-spec B61)."""
+        """Validate the counts (docs/cases.md#resume-fork-and-config B61)."""
         for name in ("max_parallel_tool_calls", "max_steps"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:

@@ -30,7 +30,9 @@ OpenTurn = Callable[[Message | None, CancelSignal], Turn]
 
 
 class TurnDriver:
-    """Run one turn at a time, awaited or in a background task group (loop-spec 2.1, 2.2.8).
+    """Run one turn at a time, awaited or in a background task group.
+
+    See docs/loop.md#send-and-cancel, #turns.
 
     Args:
         open_turn: opens a turn; it may raise (nothing then runs).
@@ -127,7 +129,10 @@ class TurnDriver:
             await stack.__aexit__(None, None, None)
 
     def _start_drain(self) -> None:
-        """Open the next turn now and run the drain in the driver task (loop-spec 2.1 wake)."""
+        """Open the next turn now and run the drain in the driver task.
+
+        See docs/loop.md#send-and-cancel.
+        """
         group = self._group
         if group is None:
             raise UsageError("no background driver: use `async with loop:` to run turns in the background")
@@ -140,13 +145,16 @@ class TurnDriver:
         group.start_soon(self._drain, turn)
 
     def _open_next_turn(self) -> Turn:
-        """Open a drain's next turn with a fresh cancel signal (loop-spec 2.2 step 8)."""
+        """Open a drain's next turn with a fresh cancel signal (docs/loop.md#turns)."""
         self.signal = CancelSignal()
         self._wake_requested = False
         return self._open_turn(None, self.signal)
 
     async def _drain(self, turn: Turn) -> None:
-        """Run turns while each ends completed/max-tokens and work is queued (loop-spec 2.2.8)."""
+        """Run turns while each ends completed/max-tokens and work is queued.
+
+        See docs/loop.md#turns.
+        """
         try:
             while True:
                 result = await run_guarded(turn)

@@ -1,4 +1,4 @@
-"""Loop-level hooks: pre-step, request, request-error, turn-stopping (loop-spec 2.2-2.6).
+"""Loop-level hooks: pre-step, request, request-error, turn-stopping (docs/loop.md#turns, #hooks).
 
 Hooks are plain callables, sync or async. A hook that raises fails the turn: `turn/end`
 records the error and the original exception propagates (B42). Tool hooks (pre- and
@@ -107,7 +107,7 @@ class LoopHooks:
             `RequestConfig`; returns the config to send.
         request_error: runs on an in-band model failure (an `error` or `aborted` finish)
             with a copy of the failure (`message`, `code`, ...), before the `RetryPolicy`
-            (loop-spec 2.4 step 5). Return `"retry"` to retry at once in the same step
+            (docs/loop.md#request-retries). Return `"retry"` to retry at once in the same step
             (logged as `llm/retry` with `origin` and `policyKey` `"hook"`, `mode`
             `"always"` and `delayMs` 0, then `llm/retry-started`), or None to let the policy decide. A cancel while it runs
             beats its retry (the turn ends `aborted`, B35); if it raises, the turn ends

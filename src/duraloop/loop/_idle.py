@@ -16,11 +16,11 @@ async def next_chunk(
 ) -> StreamChunk | None:
     """Return the stream's next chunk, None at its end, or a `TIMEOUT` finish when idle.
 
-    Only the wait for this chunk is timed (llm-spec 1.11): the loop's own work between
-    chunks does not count, and transport activity without a chunk (an adapter's
-    `note_stream_activity()`, e.g. for SSE keep-alive comments) re-arms the timer. On
-    expiry the adapter's pending read is cancelled (closing the adapter), and the attempt
-    ends with an in-band `TIMEOUT` failure like any other.
+    Only the wait for this chunk is timed (docs/providers.md#adapter-guarantees): the loop's own
+    work between chunks does not count, and transport activity without a chunk (an adapter's
+    `note_stream_activity()`, e.g. for SSE keep-alive comments) re-arms the timer. On expiry the
+    adapter's pending read is cancelled (closing the adapter), and the attempt ends with an in-band
+    `TIMEOUT` failure like any other.
     """
     if idle_timeout_seconds is None:
         return await anext(stream, None)

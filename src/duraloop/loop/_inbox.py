@@ -1,11 +1,13 @@
-"""The inbox: pending user messages, a projection of `agent/inbox/spliced` events (loop-spec 1).
+"""The inbox: pending user messages, a projection of `agent/inbox/spliced` events.
+
+See docs/loop.md#the-inbox.
 
 Two ordered lists: `next-turn` (follow-ups; one is the prompt of one turn) and `next-step`
 (steering and injected context, entered at the next step boundary). Every mutation is one
 normalized splice `{target, start, removedCount?, inserted, outcome?}`, appended to the log
-BEFORE the lists change, so the log alone rebuilds the inbox (subtlety 13): a loop replays
-the splices after `header.seed_length` when it is constructed (loop-spec 7.1), so pending
-messages survive resume, and a fork child ignores its parent's pending inbox.
+BEFORE the lists change, so the log alone rebuilds the inbox (docs/loop.md#the-inbox): a loop
+replays the splices after `header.seed_length` when it is constructed (docs/recovery.md#resume), so
+pending messages survive resume, and a fork child ignores its parent's pending inbox.
 
 A claim (the loop taking messages into a turn) is a pure deletion with no `outcome`; a
 discard (`clear`, from `AgentLoop.cancel`) records the discard outcome (`INBOX_OUTCOME_DISCARDED`, in dsh's spelling).
@@ -93,7 +95,7 @@ class Inbox:
         """Take the messages entering a step: all of `next-step`, then one follow-up.
 
         Each non-empty removal is one pure-deletion splice; claimed messages never return
-        to the inbox (loop-spec 2.3, subtlety 12).
+        to the inbox (docs/loop.md#pre-step, docs/loop.md#pre-step).
 
         Args:
             next_turn: also take the head of `next-turn` (the first step of a turn without
@@ -108,7 +110,9 @@ class Inbox:
         return claimed
 
     def clear(self) -> list[Message]:
-        """Discard every pending message: `next-step` first, then `next-turn` (loop-spec 2.1).
+        """Discard every pending message: `next-step` first, then `next-turn`.
+
+        See docs/loop.md#send-and-cancel.
 
         Returns:
             The discarded messages; each list's removal is logged as a discard splice.

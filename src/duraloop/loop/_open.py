@@ -172,7 +172,7 @@ def fork_session(
 ) -> AgentLoop:
     """Fork a stored session and return a loop on the child.
 
-    The child is persisted first (`SessionStore.fork`, session-spec 5.2: the parent's
+    The child is persisted first (`SessionStore.fork`, docs/recovery.md#fork: the parent's
     events through `boundary`, then `session/end-seed`); the parent is not changed and may
     keep running in another loop. The child continues the parent's turn numbering. A
     boundary inside a turn is closed with crash repair's closers: this is how a session

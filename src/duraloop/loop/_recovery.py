@@ -1,4 +1,6 @@
-"""Live step recovery: answer unanswered calls before a failed step closes (loop-spec 6).
+"""Live step recovery: answer unanswered calls before a failed step closes.
+
+See docs/loop.md#unanswered-tool-results.
 
 A step-local observer feeds the shared `PendingToolCalls` tracker (the same one crash repair
 uses) from committed events, so recovery never rescans the log. On failure the driver takes
@@ -61,7 +63,7 @@ class StepRecovery:
 
         Stops at the first append that fails (later appends would break ordering), keeps
         that failure in `failure` and logs it; it never raises, so the step's original
-        failure is what propagates (loop-spec 6.6).
+        failure is what propagates (docs/recovery.md#limits-of-live-recovery).
 
         Returns:
             The number of recovery results appended.

@@ -1,4 +1,4 @@
-"""What a step logs and checks before a model request (loop-spec 2.4 step 2, B38).
+"""What a step logs and checks before a model request (docs/loop.md#steps, B38).
 
 `RequestState` is what this loop instance has logged about its requests; `log_request_header`
 appends `request/header` (initial, resume or change) and `request/context` only when they
@@ -20,7 +20,7 @@ from ..log._vocabulary import REQUEST_CONTEXT, REQUEST_HEADER
 
 @dataclass
 class RequestState:
-    """What this loop instance has logged about its requests (loop-spec 2.4 step 2)."""
+    """What this loop instance has logged about its requests (docs/loop.md#steps)."""
 
     header: dict[str, Any] | None
     context: dict[str, Any] | None

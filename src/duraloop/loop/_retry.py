@@ -1,4 +1,6 @@
-"""A step's model retries: record a hook-asked or policy-allowed retry and wait it out (loop-spec 5.1).
+"""A step's model retries: record a hook-asked or policy-allowed retry and wait it out.
+
+See docs/loop.md#request-retries.
 
 Follows the `dsh-llm-retry` listener: a chain is the `llm/retry` events of one turn, step,
 provider and policy key; it keeps one `retryId` and numbers its retries 1, 2, ...; the

@@ -1,4 +1,4 @@
-"""One step: request the model, commit its message, run its tool calls (loop-spec 2.4).
+"""One step: request the model, commit its message, run its tool calls (docs/loop.md#steps).
 
 A `Step` runs from `step/start` to `step/end`, whatever happens: when it fails after the
 assistant message, the unanswered calls get recovery results first (`StepRecovery`) and the
@@ -9,11 +9,11 @@ previous step's end, this step's start and any `llm/retry` are durable) and righ
 first tool body runs (so every `tool/call` is durable before its body, Law 5).
 
 A request that fails in-band (an `error` or `aborted` finish) is retried in the same step
-when the `request_error` hook answers `"retry"` (at once, loop-spec 2.4 step 5) or else
-when the loop's `RetryPolicy` allows (loop-spec 5.1): `llm/retry`, a cancellable wait,
-`llm/retry-started`, then a new attempt over freshly derived history (`_retry.py`). The
-failed attempt's chunks stay in the log; the step's `assistant/message` cites only its own
-attempt's chunks.
+when the `request_error` hook answers `"retry"` (at once, docs/loop.md#request-retries) or else
+when the loop's `RetryPolicy` allows (docs/loop.md#request-retries): `llm/retry`, a cancellable
+wait, `llm/retry-started`, then a new attempt over freshly derived history (`_retry.py`). The failed
+attempt's chunks stay in the log; the step's `assistant/message` cites only its own attempt's
+chunks.
 """
 
 from __future__ import annotations
@@ -147,9 +147,12 @@ class Step:
         return REASON_COMPLETED if outcome.concluded else None
 
     def _accept_context(self, message: Message) -> None:
-        """Queue a committed tool result's context in `next-step` (loop-spec 4.2).
+        """Queue a committed tool result's context in `next-step`.
 
-        Also after a cancel: the contexts then stay parked for a later turn (loop-spec 4.4).
+        See docs/scheduler.md#running-a-group.
+
+        Also after a cancel: the contexts then stay parked for a later turn
+        (docs/scheduler.md#cancellation).
         """
         self.deps.inbox.insert(INBOX_NEXT_STEP, message)
 

@@ -1,12 +1,12 @@
-"""The turn algorithm (loop-spec 2.2): one turn's steps, from `turn/start` to `turn/end`.
+"""The turn algorithm (docs/loop.md#turns): one turn's steps, from `turn/start` to `turn/end`.
 
 A turn opens synchronously (`Turn.open`: `turn/start`, then the first claim of the inbox),
-so a waking send from idle has both in the log before it returns (loop-spec 10.1). It then
-runs steps until the model answers without tool calls and no steering is pending, and
-always closes with exactly one `turn/end`. Each step's entering messages come from the
-inbox claim through the `pre_step` hook (loop-spec 2.3). A step always closes with
-`step/end`; when it fails after the assistant message, the unanswered calls get recovery
-results first (`StepRecovery`), and the ORIGINAL failure is recorded in `turn/end`.
+so a waking send from idle has both in the log before it returns (docs/loop.md#send-and-cancel). It
+then runs steps until the model answers without tool calls and no steering is pending, and always
+closes with exactly one `turn/end`. Each step's entering messages come from the inbox claim through
+the `pre_step` hook (docs/loop.md#pre-step). A step always closes with `step/end`; when it fails
+after the assistant message, the unanswered calls get recovery results first (`StepRecovery`), and
+the ORIGINAL failure is recorded in `turn/end`.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class Turn:
         """Append `turn/start` and claim the first step's messages, synchronously.
 
         The claim takes every `next-step` message, then the head of `next-turn` when no
-        prompt is given (loop-spec 2.3 step 1); `prompt` is entered after them.
+        prompt is given (docs/loop.md#pre-step); `prompt` is entered after them.
 
         Args:
             deps: what the turn depends on.
@@ -231,7 +231,7 @@ class Turn:
         )
 
     async def _pre_step(self, step: int, claimed: list[Message]) -> list[Message] | Reject:
-        """Run the `pre_step` hook over the claimed messages (loop-spec 2.3)."""
+        """Run the `pre_step` hook over the claimed messages (docs/loop.md#pre-step)."""
         hook = self.deps.hooks.pre_step
         if hook is None:
             return claimed

@@ -1,4 +1,7 @@
-"""Persistence behind one SessionStore: memory, JSONL and SQLite backends (session-spec 6)."""
+"""Persistence behind one SessionStore: memory, JSONL and SQLite backends.
+
+See docs/store.md#store-contract.
+"""
 
 from ._backend import StorageBackend as StorageBackend
 from ._backend import StoredLog as StoredLog

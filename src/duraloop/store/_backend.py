@@ -99,8 +99,9 @@ class StorageBackend(Protocol):
 
         It changes after every append, materialization and committed repair, and differs
         between stores. JSONL: one `stat` of the log file (device, inode, size, mtime and
-        ctime in nanoseconds, session-spec 6.5); SQLite: the session row's incarnation and
-        revision; memory: a per-store id and a write counter. None when nothing is stored.
+        ctime in nanoseconds, docs/store.md#durability-and-locks); SQLite: the session row's
+        incarnation and revision; memory: a per-store id and a write counter. None when nothing is
+        stored.
         """
         ...
 

@@ -1,4 +1,4 @@
-"""Claiming a stored log for a writer (session-spec 6.2, live write path (b)).
+"""Claiming a stored log for a writer (docs/store.md#coordination, live write path (b)).
 
 A live session may write a persisted id only if it resumes it: its seed reproduces the
 stored log exactly and its cwd matches. The full check reads the log back and compares every

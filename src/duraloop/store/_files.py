@@ -31,7 +31,9 @@ def file_revision(stat: os.stat_result) -> tuple[int, int, int, int, int]:
 
 
 def read_stable(path: Path) -> bytes:
-    """Read the whole file, again while its stat changes during the read (spec 6.5).
+    """Read the whole file, again while its stat changes during the read.
+
+    See docs/store.md#durability-and-locks.
 
     Raises:
         StoreError: if the file cannot be read, or keeps changing (a writer ignoring the lock).

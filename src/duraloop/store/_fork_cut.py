@@ -1,4 +1,4 @@
-"""Where a fork cuts its source, and when a live writer forbids the cut (session-spec 5.2).
+"""Where a fork cuts its source, and when a live writer forbids the cut (docs/recovery.md#fork).
 
 The source is read as stored (no closers) and validated like every load. A default fork cuts
 at the last event, or, when the final turn is open, at the end of the last closed turn: a

@@ -44,7 +44,7 @@ class RepairReport:
 
 @dataclass(frozen=True, slots=True)
 class LoadedSession:
-    """A stored session, balanced: every turn closed (session-spec 4.3).
+    """A stored session, balanced: every turn closed (docs/recovery.md#when-repair-runs).
 
     Args:
         header: the stored header.

@@ -1,6 +1,6 @@
 """Read any JSONL session log file: ours (raw or zstd), a dsh raw log, or a projected fixture.
 
-Projected fixtures (session-spec 8.1) have `seq`/`time` (`seq0`/`time0`) removed and
+Projected fixtures (docs/store.md#projected-fixtures) have `seq`/`time` (`seq0`/`time0`) removed and
 placeholders in place of volatile values; they are restored by position (the n-th decoded
 event gets seq n, a missing time is 0) and `{{cwd}}` / `{{sessionId}}` are substituted.
 Nothing is repaired or written: this backs `duraloop show PATH` and the fixture tests.
@@ -26,7 +26,7 @@ FIXTURE_SESSION_ID = "fixture-session"
 """The id substituted for the `{{sessionId}}` placeholder."""
 
 _ZSTD_SUFFIX = ".zstd"
-"""A file named `*.zstd` is read as a zstd-framed log (session-spec 6.4)."""
+"""A file named `*.zstd` is read as a zstd-framed log (docs/store.md#jsonl-records)."""
 
 _PLACEHOLDERS = ((b"{{cwd}}", FIXTURE_CWD.encode()), (b"{{sessionId}}", FIXTURE_SESSION_ID.encode()))
 
@@ -34,9 +34,10 @@ _PLACEHOLDERS = ((b"{{cwd}}", FIXTURE_CWD.encode()), (b"{{sessionId}}", FIXTURE_
 def read_log_file(path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Event]]:
     """Read a session log file as it is: header and committed events, no repair.
 
-    A torn final line (no trailing newline, or a tolerated bad tail per session-spec 6.6) is
-    left out and logged as a warning; damage inside the committed region raises. Legacy
-    shapes are imported as every store read imports them (session-spec 6.7).
+    A torn final line (no trailing newline, or a tolerated bad tail per
+    docs/store.md#reading-and-torn-tails) is left out and logged as a warning; damage inside the
+    committed region raises. Legacy shapes are imported as every store read imports them
+    (docs/store.md#legacy-import).
 
     Args:
         path: a `session.jsonl` file, or a `session.jsonl.zstd` file (read as zstd frames).

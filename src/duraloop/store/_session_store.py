@@ -1,4 +1,6 @@
-"""SessionStore: the coordination every backend shares (session-spec 4.3, 5, 6.2).
+"""SessionStore: the coordination every backend shares.
+
+See docs/recovery.md#when-repair-runs, #resume, docs/store.md#coordination.
 
 Single writer per session (a lock taken by `open_writer` and by repairing loads), the id
 collision check, seq checks on every append, cold repair on load (truncate a torn tail,
@@ -294,7 +296,9 @@ class SessionStore:
         return stored.header, events
 
     def read_from(self, session_id: str, from_seq: int) -> builtins.list[Event]:
-        """Return the committed events with seq >= `from_seq`, as stored (session-spec 6.1).
+        """Return the committed events with seq >= `from_seq`, as stored.
+
+        See docs/store.md#store-contract.
 
         No repair and no closers: an open final turn is served open, a torn tail left out.
 
@@ -318,7 +322,7 @@ class SessionStore:
         return events[start:]
 
     def revision(self, session_id: str) -> str:
-        """Return an opaque token of the stored log (session-spec 6.1, `listSnapshots`).
+        """Return an opaque token of the stored log (docs/store.md#store-contract, `listSnapshots`).
 
         Equal while the log is unchanged (reads, `inspect`, a load that repairs nothing); it
         changes after every append and committed repair, and differs between stores.
@@ -355,7 +359,7 @@ class SessionStore:
         return list_summaries(self.backend)
 
     def fork(self, source_id: str, *, boundary: int | None = None, child_id: str | None = None) -> str:
-        """Persist a new session seeded with a prefix of another (session-spec 5.2).
+        """Persist a new session seeded with a prefix of another (docs/recovery.md#fork).
 
         The child log is the seed plus `session/end-seed`, written once; its header has
         `parentSession`, `seedLength` and the parent's cwd. The source is never written.

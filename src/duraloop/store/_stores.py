@@ -1,4 +1,7 @@
-"""The ready-made stores: a SessionStore over memory, JSONL files or one SQLite file (session-spec 6)."""
+"""The ready-made stores: a SessionStore over memory, JSONL files or one SQLite file.
+
+See docs/store.md#store-contract.
+"""
 
 from __future__ import annotations
 
@@ -19,7 +22,9 @@ class MemoryStore(SessionStore):
 
 
 class JsonlStore(SessionStore):
-    """A SessionStore of JSONL files under `root` (session-spec 6.3-6.6).
+    """A SessionStore of JSONL files under `root`.
+
+    See docs/store.md#jsonl-layout, #reading-and-torn-tails.
 
     Args:
         root: the store directory, e.g. `~/.duraloop/sessions`.

@@ -8,8 +8,8 @@ fsync returned; the loop flushes at fixed points:
   durable before the first `assistant/chunk` or the `assistant/message` of its response;
 - right before a tool body runs (Law 5, `ensure_durable`): a call's `tool/call`, and every
   event before it, is durable before the body runs, so before its result exists;
-- after `turn/end` (and dsh's rule, session-spec 6.6, treats a later `turn/end` as proof on
-  its own).
+- after `turn/end` (and dsh's rule, docs/store.md#reading-and-torn-tails, treats a later `turn/end`
+  as proof on its own).
 
 So the events read after damage can prove that the damaged line was durable, which makes the
 damage corruption (`CorruptLogError`, nothing written), not a torn tail:
@@ -24,9 +24,10 @@ damage corruption (`CorruptLogError`, nothing written), not a torn tail:
 
 Results that can be written without a dispatch (`TOOL_OUTCOME_UNKNOWN`, `TOOL_NOT_STARTED`,
 `ABORTED_BEFORE_DISPATCH`, a coded-less error from a denial or a hook) prove nothing. The rule
-assumes the loop's flush points (duraloop's, and dsh's checkpoint policy, session-spec 6.2);
-a batch appended whole through `SessionStore.append` that holds both sides of a boundary, and
-is damaged inside, reads as corruption, which is the safe side: nothing is cut.
+assumes the loop's flush points (duraloop's, and dsh's checkpoint policy,
+docs/store.md#coordination); a batch appended whole through `SessionStore.append` that holds both
+sides of a boundary, and is damaged inside, reads as corruption, which is the safe side: nothing is
+cut.
 
 `TornTail` is what a repair cuts, as the repair report shows it.
 """

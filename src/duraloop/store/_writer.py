@@ -8,7 +8,8 @@ The writer holds the session's single-writer lock until `close()` (Law 8).
 If an append finds the log changed under the lock (`AppendConflictError`) and the change is
 only a torn tail after exactly what this writer stored (a failed append whose rollback failed,
 or a process ignoring the lock), the flush cuts the tail and writes the batch as one repair,
-with no closers: the live session writes its own (session-spec 4.3, hot-reload adoption).
+with no closers: the live session writes its own (docs/recovery.md#when-repair-runs, hot-reload
+adoption).
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 A synchronous body cannot be interrupted: Python cannot stop a thread blocked in
 `time.sleep(3600)` or in a read that never returns. So cancellation gives such a body a
 grace period (`LoopConfig.tool_cancel_grace_seconds`) to return; a body that returns in time
-is reported as usual (a success becomes `ABORTED` with its output, loop-spec 3.5), and one
-still running after it raises `BodyNotInterruptedError`, which the pipeline answers
-`TOOL_OUTCOME_UNKNOWN` saying so. The loop stops waiting for that thread; being a daemon
-thread, it never holds the process open at exit, so a cancelled turn closes its log and a
-SIGTERMed `duraloop run` exits in bounded time.
+is reported as usual (a success becomes `ABORTED` with its output,
+docs/scheduler.md#tool-error-codes), and one still running after it raises
+`BodyNotInterruptedError`, which the pipeline answers `TOOL_OUTCOME_UNKNOWN` saying so. The loop
+stops waiting for that thread; being a daemon thread, it never holds the process open at exit, so a
+cancelled turn closes its log and a SIGTERMed `duraloop run` exits in bounded time.
 
 Before the cancellation nothing else stops the wait: a tool's `timeout_seconds` is reported
 when the body returns, as before. `anyio.from_thread` works in these threads with the

@@ -12,7 +12,10 @@ from ._signal import CancelSignal
 
 @dataclass
 class ToolEffects:
-    """What a body asked of the loop through its `ToolContext` (loop-spec 3.3 prepare)."""
+    """What a body asked of the loop through its `ToolContext`.
+
+    See docs/scheduler.md#pipeline-stages.
+    """
 
     contexts: list[Message] = field(default_factory=list)
     concludes_turn: bool = False
@@ -28,7 +31,7 @@ class ToolContext:
     Args:
         cwd: the session workspace, absolute and resolved; file tools are confined to it.
         signal: the turn's cancellation signal; long-running bodies watch it and settle
-            themselves (cancellation is cooperative, loop-spec 10.2).
+            themselves (cancellation is cooperative, docs/loop.md#vocabulary).
         call_id: the id of the tool-call block being answered.
         tool_name: the name the model called.
         session_id: the session the call belongs to.
@@ -47,7 +50,9 @@ class ToolContext:
     effects: ToolEffects = field(default_factory=ToolEffects, init=False, repr=False, compare=False)
 
     def conclude_turn(self) -> None:
-        """End the turn after this step, without another model request (loop-spec 3.3, B16).
+        """End the turn after this step, without another model request.
+
+        See docs/scheduler.md#pipeline-stages, B16.
 
         Applies only if the call succeeds; the turn still continues when the `next-step`
         inbox holds steering or context once the step's results are committed (B17, B18).
@@ -55,7 +60,9 @@ class ToolContext:
         self.effects.concludes_turn = True
 
     def defer_context(self, message: str | Message) -> Message:
-        """Attach context to this call's result; it enters at the next step (loop-spec 3.3).
+        """Attach context to this call's result; it enters at the next step.
+
+        See docs/scheduler.md#pipeline-stages.
 
         Deferred contexts precede those a post-execute hook adds; a hook that blocks the
         result (returns a failure) discards them. They are queued in `next-step` right

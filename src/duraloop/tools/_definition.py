@@ -1,4 +1,6 @@
-"""Tool definitions: the `Tool` record and the `@tool` decorator (loop-spec 3.1).
+"""Tool definitions: the `Tool` record and the `@tool` decorator.
+
+See docs/scheduler.md#tool-definitions.
 
 A tool is described to the model by `name`, `description` and a JSON Schema `parameters`;
 everything else stays on this side: the argument validator, the body, the parallel-safe
@@ -51,7 +53,7 @@ class Tool:
             the value becomes content.
         parallel: True for a parallel-safe tool, False for an exclusive one, or a
             classifier called with the validated args; only an exact `True` from it makes
-            the call parallel-safe (loop-spec 3.1).
+            the call parallel-safe (docs/scheduler.md#tool-definitions).
         timeout_seconds: a limit on the body in seconds, or None for none. An async body is
             cancelled at its next await; a sync body running in a thread is not abandoned,
             and the timeout is reported when it returns.
@@ -125,7 +127,7 @@ class Tool:
 
         Only `parallel=True`, or a classifier returning exactly `True` for the validated
         arguments, is parallel-safe. Invalid arguments, a raising classifier or any other
-        return value means exclusive (loop-spec 3.1).
+        return value means exclusive (docs/scheduler.md#tool-definitions).
 
         Args:
             arguments: the parsed JSON arguments of the call.
@@ -137,7 +139,8 @@ class Tool:
             return self.parallel
         try:
             verdict = self.parallel(self.validator(arguments))
-        except Exception:  # noqa: BLE001 - a failing classifier means exclusive (loop-spec 3.1)
+        # a failing classifier means exclusive (docs/scheduler.md#tool-definitions)
+        except Exception:  # noqa: BLE001
             return False
         return verdict is True
 

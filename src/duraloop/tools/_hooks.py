@@ -1,4 +1,6 @@
-"""Pre- and post-execute hooks around every tool call (loop-spec 3.3, simplified).
+"""Pre- and post-execute hooks around every tool call.
+
+See docs/scheduler.md#pipeline-stages, simplified.
 
 A pre-execute hook sees each call in model order before its body may run and can deny it.
 A post-execute hook sees each outcome in model order and can replace it. Hooks are
@@ -19,7 +21,7 @@ from ._request import ToolCallRequest
 class Deny:
     """A pre-execute decision refusing one call; the model sees `Error: <reason>`.
 
-    A denial carries no error code (loop-spec 3.3 step 7).
+    A denial carries no error code (docs/scheduler.md#pipeline-stages).
 
     Args:
         reason: why the call was refused, shown to the model.

@@ -1,9 +1,9 @@
-"""The result of one tool call as the scheduler commits it (loop-spec 3.4).
+"""The result of one tool call as the scheduler commits it (docs/scheduler.md#results).
 
 A `ToolOutcome` is what becomes a `tool/result`: `content` is the model-visible blocks,
-`error` is the `{name, code}` info persisted only when the failure has a code (loop-spec
-10.21), `meta` is optional presentation JSON. The canonical tool value is never persisted.
-`additional_contexts` and `concludes_turn` steer the loop and are never persisted in the
+`error` is the `{name, code}` info persisted only when the failure has a code
+(docs/scheduler.md#results), `meta` is optional presentation JSON. The canonical tool value is never
+persisted. `additional_contexts` and `concludes_turn` steer the loop and are never persisted in the
 `tool/result` either: the contexts become `next-step` inbox splices right after the result.
 
 Every outcome is capped before it is committed (`capped`): one cap for every tool, built-in or
@@ -43,11 +43,14 @@ MIN_MAX_OUTPUT_BYTES: Final = 256
 """The smallest output cap accepted, in bytes: room for the truncation note and some output."""
 
 TOOL_TIMEOUT_ERROR: Final = {"name": "ToolTimeoutError", "code": TOOL_TIMEOUT}
-"""Error info of a call whose declared `timeout_seconds` expired (loop-spec 3.5)."""
+"""Error info of a call whose declared `timeout_seconds` expired.
+
+See docs/scheduler.md#tool-error-codes.
+"""
 
 INVALID_TOOL_OUTPUT: Final = "INVALID_TOOL_OUTPUT"
 INVALID_TOOL_OUTPUT_ERROR: Final = {"name": "ToolOutputError", "code": INVALID_TOOL_OUTPUT}
-"""Error info of a result that is not lossless JSON content (loop-spec 3.5)."""
+"""Error info of a result that is not lossless JSON content (docs/scheduler.md#tool-error-codes)."""
 
 TOOL_ERROR_NAME: Final = "ToolError"
 """The error name recorded for a `duraloop.errors.ToolError` raised by a tool body."""
@@ -67,7 +70,9 @@ def text_block(text: str) -> ContentBlock:
 
 @dataclass(frozen=True)
 class ToolOutcome:
-    """The answer to one tool call: success or failure, as content blocks (loop-spec 3.4).
+    """The answer to one tool call: success or failure, as content blocks.
+
+    See docs/scheduler.md#results.
 
     Args:
         is_error: whether the call failed.
@@ -76,9 +81,9 @@ class ToolOutcome:
             and for failures without a code (denials, hook failures, plain exceptions).
         meta: optional presentation JSON, never sent to the model.
         additional_contexts: user messages the scheduler hands to the loop right after
-            committing this result (loop-spec 3.4, 4.2); the loop queues them in `next-step`,
-            so they enter at the next step, after `step/start` (B11). Not persisted in the
-            `tool/result`.
+            committing this result (docs/scheduler.md#results, #running-a-group); the loop queues
+            them in `next-step`, so they enter at the next step, after `step/start` (B11). Not
+            persisted in the `tool/result`.
         concludes_turn: for a success, end the turn after this step without asking the
             model again, unless `next-step` holds messages then (B16-B18). Ignored on a
             failure. Not persisted in the `tool/result`.
@@ -128,7 +133,9 @@ class ToolOutcome:
 
     @classmethod
     def cancelled(cls, *, body_invoked: bool) -> ToolOutcome:
-        """Build the failure that replaces a success won by cancellation (loop-spec 3.5).
+        """Build the failure that replaces a success won by cancellation.
+
+        See docs/scheduler.md#tool-error-codes.
 
         Args:
             body_invoked: True gives `ABORTED` ("tool call aborted"); False gives
@@ -149,8 +156,9 @@ class ToolOutcome:
     def aborted_after_completion(cls, completed: ToolOutcome) -> ToolOutcome:
         """Build the `ABORTED` failure replacing a success the body returned despite a cancel.
 
-        The code stays `ABORTED` (loop-spec 3.5), but the text says the body ran to completion
-        and the tool's own content follows it, so the model knows the effect happened.
+        The code stays `ABORTED` (docs/scheduler.md#tool-error-codes), but the text says the body
+        ran to completion and the tool's own content follows it, so the model knows the effect
+        happened.
 
         Args:
             completed: the success the body returned.

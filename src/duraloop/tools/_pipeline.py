@@ -1,14 +1,17 @@
-"""The staged tool pipeline the scheduler drives: prepare, dispatch, finalize (loop-spec 3.3).
+"""The staged tool pipeline the scheduler drives: prepare, dispatch, finalize.
+
+See docs/scheduler.md#pipeline-stages.
 
 Simplified from dsh: no approval, no guards, no code mode. Expected
 failures (unknown tool, invalid arguments, a raising body, a raising hook, a timeout) are
 contained as error results; only genuine internal faults raise, which the scheduler treats
-as a scheduler failure (loop-spec 4.5). Cancellation replaces only successes (loop-spec 3.5),
-with `ABORTED`; a success the body returned is kept in that result's content, after a text
-saying the body ran to completion. A body that cannot be interrupted gets a grace period
-after cancellation, then its call is answered without it (`_blocking.py`); this bounds what
-dsh leaves unbounded (loop-spec 6.6), so a cancelled turn always closes. Every result is
-capped at the tool's or the loop's `max_output_bytes` before it is committed.
+as a scheduler failure (docs/scheduler.md#scheduler-failure). Cancellation replaces only successes
+(docs/scheduler.md#tool-error-codes), with `ABORTED`; a success the body returned is kept in that
+result's content, after a text saying the body ran to completion. A body that cannot be interrupted
+gets a grace period after cancellation, then its call is answered without it (`_blocking.py`); this
+bounds what dsh leaves unbounded (docs/recovery.md#limits-of-live-recovery), so a cancelled turn
+always closes. Every result is capped at the tool's or the loop's `max_output_bytes` before it is
+committed.
 
 Each stage is a plain async method, so a test can subclass `ToolPipeline` and override one
 to inject a fault.
@@ -134,7 +137,8 @@ class ToolPipeline:
                 decision = hook(call)
                 if inspect.isawaitable(decision):
                     decision = await decision
-            except Exception as exc:  # noqa: BLE001 - a hook failure is an error result (loop-spec 3.3)
+            # a hook failure is an error result (docs/scheduler.md#pipeline-stages)
+            except Exception as exc:  # noqa: BLE001
                 logger.debug(
                     "pre-execute hook raised %s for call %s", type(exc).__name__, call.call_id
                 )
@@ -184,7 +188,8 @@ class ToolPipeline:
         except ValueError as exc:
             malformed = (
                 describe_malformed_arguments(call.raw_arguments)
-                if isinstance(call.arguments, str)  # raw text passed through (loop-spec 3.2)
+                # raw text passed through (docs/scheduler.md#arguments)
+                if isinstance(call.arguments, str)
                 else None
             )
             return ToolOutcome.failure(
@@ -229,7 +234,8 @@ class ToolPipeline:
                 replacement = hook(call, outcome)
                 if inspect.isawaitable(replacement):
                     replacement = await replacement
-            except Exception as exc:  # noqa: BLE001 - a hook failure is an error result (loop-spec 3.3)
+            # a hook failure is an error result (docs/scheduler.md#pipeline-stages)
+            except Exception as exc:  # noqa: BLE001
                 logger.debug(
                     "post-execute hook raised %s for call %s", type(exc).__name__, call.call_id
                 )
@@ -325,7 +331,7 @@ def _with_effects(outcome: ToolOutcome, ctx: ToolContext) -> ToolOutcome:
 
 
 def _merged(previous: ToolOutcome, replacement: ToolOutcome) -> ToolOutcome:
-    """Apply a post-execute replacement (loop-spec 3.3 finalize).
+    """Apply a post-execute replacement (docs/scheduler.md#pipeline-stages).
 
     A success replacement accepts: the earlier contexts (the tool's) precede the hook's,
     and an earlier `concludes_turn` stands. A hook that returns its input changed with
@@ -346,7 +352,10 @@ def _merged(previous: ToolOutcome, replacement: ToolOutcome) -> ToolOutcome:
 
 
 def _cancelled_keeping_contexts(outcome: ToolOutcome, *, body_invoked: bool) -> ToolOutcome:
-    """The cancellation failure replacing a success; its contexts are kept (loop-spec 4.4)."""
+    """The cancellation failure replacing a success; its contexts are kept.
+
+    See docs/scheduler.md#cancellation.
+    """
     cancelled = ToolOutcome.cancelled(body_invoked=body_invoked)
     return replace(cancelled, additional_contexts=outcome.additional_contexts)
 

@@ -13,7 +13,7 @@ class ToolRegistry:
     """A mutable, ordered set of tools keyed by name.
 
     Changes are visible to every later lookup: the scheduler re-reads a call's tool and
-    classification each time it considers starting it (loop-spec 4.3, B8/B9), so a tool
+    classification each time it considers starting it (docs/scheduler.md#ordering, B8/B9), so a tool
     registered or removed by a running body affects every not-yet-started call.
 
     Args:

@@ -1,4 +1,7 @@
-"""One planned tool call ("exec"), with its arguments parsed once (loop-spec 3.2, 4.1)."""
+"""One planned tool call ("exec"), with its arguments parsed once.
+
+See docs/scheduler.md#arguments, #planning-and-groups.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from ..log._json import JsonValue
 
 
 def parse_tool_arguments(raw: str) -> JsonValue:
-    """Parse a tool call's raw argument text the way the loop does (loop-spec 3.2).
+    """Parse a tool call's raw argument text the way the loop does (docs/scheduler.md#arguments).
 
     Args:
         raw: the `arguments` string of a tool-call block.

@@ -1,4 +1,6 @@
-"""The tool-call scheduler: groups, a rolling pool, model-order commits (loop-spec 4).
+"""The tool-call scheduler: groups, a rolling pool, model-order commits.
+
+See docs/scheduler.md#planning-and-groups.
 
 Calls are planned in model order. A parallel-safe call starts a group of all remaining calls
 (cut short when a later call reclassifies as exclusive); an exclusive call is a one-call
@@ -13,8 +15,8 @@ calls that finish together cost no extra fsync).
 Abort stops new starts, drains and commits the started calls, and answers every unstarted
 call with a `tool/call` + `ABORTED_BEFORE_DISPATCH` pair. Any other failure stops new
 starts, drains every started dispatch (their results are discarded) and re-raises the first
-failure; the driver then writes recovery results (loop-spec 6). The scheduler never writes
-`step/end` or `turn/end`.
+failure; the driver then writes recovery results (docs/loop.md#unanswered-tool-results). The
+scheduler never writes `step/end` or `turn/end`.
 
 Right after each committed `tool/result` its `additional_contexts` go to `accept_context`
 (the loop queues them in `next-step`), so context splices sit next to their owning result
@@ -51,7 +53,8 @@ class SchedulerOutcome:
 
     Args:
         aborted: whether cancellation stopped the calls (every call is still answered).
-        concluded: whether a committed result asked to conclude the turn (loop-spec 4.2).
+        concluded: whether a committed result asked to conclude the turn
+            (docs/scheduler.md#running-a-group).
     """
 
     aborted: bool
@@ -61,7 +64,7 @@ class SchedulerOutcome:
 def commit_result(
     session: Session, call: ToolCallRequest, outcome: ToolOutcome, *, call_seq: int
 ) -> None:
-    """Append the `tool/result` for `call`, citing its `tool/call` (loop-spec 3.4)."""
+    """Append the `tool/result` for `call`, citing its `tool/call` (docs/scheduler.md#results)."""
     data: dict[str, object] = {
         "turn": call.turn,
         "step": call.step,
@@ -201,7 +204,7 @@ class _IdleWorker:
 
 @dataclass
 class _GroupRunner:
-    """State of one group run (loop-spec 4.2).
+    """State of one group run (docs/scheduler.md#running-a-group).
 
     Dispatches run on worker tasks of one task group: a worker runs one dispatch, then
     parks until it is handed another, so a group spawns at most `cap` tasks, not one per

@@ -1,4 +1,4 @@
-"""The per-turn cancellation signal: cooperative, first reason wins (loop-spec 1, 10.2).
+"""The per-turn cancellation signal: cooperative, first reason wins (docs/loop.md#vocabulary).
 
 Cancellation is signal-based, not task cancellation: the driver checks the signal at
 documented points, tools receive it and settle themselves, and nothing is abandoned.

@@ -1,6 +1,6 @@
 """Anthropic Messages message conversion: one history message into wire blocks.
 
-Wire rules (llm-spec 2.3 "Anthropic Messages", 3.2, 4, 6):
+Wire rules (docs/providers.md#anthropic-wire, #anthropic-pairing, #error-tool-results, #adapters):
 
 - The system prompt goes in the top-level `system` string; a `system` message in the
   history becomes user text (Messages has no system role).
@@ -8,10 +8,10 @@ Wire rules (llm-spec 2.3 "Anthropic Messages", 3.2, 4, 6):
   `reasoning` becomes `thinking {thinking, signature}` (or `redacted_thinking {data}`) only
   when the message came from this provider and model and its replay state carries the
   signature; otherwise reasoning is another model's (or was never signed), and it becomes
-  plain `text`, as pi-ai does (llm-spec 2.3 "thinking blocks become plain text", 6.4), so
+  plain `text`, as pi-ai does (docs/providers.md#anthropic-wire, #deepseek), so
   the chain of thought is not lost; empty reasoning is dropped. Tool calls become
   `tool_use {id, name, input}` with `input` parsed from the raw argument text (invalid
-  JSON, or JSON that is not an object, becomes `{}`, llm-spec 6.2).
+  JSON, or JSON that is not an object, becomes `{}`, docs/providers.md#anthropic-wire).
 - Thinking placement, from the API's own 400s: thinking blocks are only sent as the
   leading run of an assistant message ("If an assistant message contains any thinking
   blocks, the first block must be thinking"), never as its last block ("The final block in
@@ -19,8 +19,8 @@ Wire rules (llm-spec 2.3 "Anthropic Messages", 3.2, 4, 6):
   message of nothing but thinking is not sent.
 - A tool result becomes `tool_result {tool_use_id, content}` (`is_error: true` on error
   results, absent otherwise as the API defaults it to false; empty content becomes
-  `(no output)`, llm-spec 4), kept apart from the message's other blocks so the encoder
-  can put every result first (`_request`).
+  `(no output)`, docs/providers.md#error-tool-results), kept apart from the message's other blocks
+  so the encoder can put every result first (`_request`).
 - Tool-call ids go through the encoder's one `ToolIdMap(ANTHROPIC_IDS)`, so a call and its
   result always carry the same wire id; durable history keeps the original ids.
 """
@@ -145,7 +145,7 @@ class MessageConverter:
         if not isinstance(entries, list) or len(entries) != len(content):
             logger.warning(
                 "message %s: replay state does not match its content blocks; its reasoning "
-                "is sent as text (llm-spec 6.19)",
+                "is sent as text (docs/providers.md#replay-state)",
                 message["id"],
             )
             return None
@@ -182,7 +182,8 @@ def _reasoning_block(text: str, entry: object) -> JsonObject:
         data = entry.get("data")
         if kind == "redacted_thinking" and isinstance(data, str) and data:
             return {"type": "redacted_thinking", "data": data}
-    # Another model's reasoning, or never signed: plain text (llm-spec 2.3), or nothing.
+    # Another model's reasoning, or never signed: plain text (docs/providers.md#anthropic-wire), or
+    # nothing.
     return {"type": "text", "text": text} if text.strip() else {}
 
 
@@ -227,12 +228,12 @@ def parse_input(arguments: str, call_id: str) -> JsonObject:
     """Parse a tool call's raw argument text into the `tool_use.input` object.
 
     Args:
-        arguments: the raw JSON text the model produced (llm-spec 1.2).
+        arguments: the raw JSON text the model produced (docs/providers.md#messages).
         call_id: the call's id, for the log.
 
     Returns:
         The parsed object; `{}` when the text is empty, not JSON, or not a JSON object
-        (`input` must be an object, llm-spec 6.2).
+        (`input` must be an object, docs/providers.md#anthropic-wire).
     """
     if not arguments.strip():
         return {}

@@ -2,9 +2,10 @@
 
 `map_anthropic_errors` wraps a request and its stream, as httpx maps transport errors:
 the SDK's status, timeout and connection errors, a data line that is not JSON and the
-transport's own errors leave it as `LlmError`s (llm-spec 1.8-1.9, 5.3), raised `from` the
-original. An `event: error` frame after HTTP 200 is classified by its error type
-(`stream_error_code`, `error_event`), whether the SDK raised it or the translator met it.
+transport's own errors leave it as `LlmError`s (docs/providers.md#errors, #error-codes,
+#sdks-and-transport), raised `from` the original. An `event: error` frame after HTTP 200 is
+classified by its error type (`stream_error_code`, `error_event`), whether the SDK raised it or the
+translator met it.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ _ERROR_TYPE_CODES: Final[dict[str, str]] = {
 def stream_error_code(error_type: str, message: str) -> str:
     """Classify an `event: error` frame (which arrives after HTTP 200) by its error type.
 
-    Mapping (llm-spec 5.3): `overloaded_error`, `api_error`, `timeout_error` -> `SERVER`;
+    Mapping (docs/providers.md#sdks-and-transport): `overloaded_error`, `api_error`, `timeout_error`
+        -> `SERVER`;
     `rate_limit_error` -> `RATE_LIMIT`; `invalid_request_error` -> `INVALID_REQUEST` (or
     `CONTEXT_WINDOW_EXCEEDED` when the message says the prompt is too long);
     `request_too_large` -> `INVALID_REQUEST`; `authentication_error`, `permission_error` ->
@@ -164,7 +166,7 @@ def _status_error(
     message = str(error.get("message") or "")
     detail = f"{error.get('type') or ''} {message}"
     # Anthropic's own wordings ("prompt is too long", "credit balance is too low") are
-    # in the shared classifiers, so the status table maps them (llm-spec 1.8).
+    # in the shared classifiers, so the status table maps them (docs/providers.md#errors).
     code = code_for_status(exc.status_code, detail)
     return LlmError(
         message or f"{provider} API error (HTTP {exc.status_code})",

@@ -1,9 +1,13 @@
-"""The Anthropic Messages adapter (llm-spec 2.3 "Anthropic Messages", 3.2, 4, 5.2-5.3, 6).
+"""The Anthropic Messages adapter.
+
+See docs/providers.md#anthropic-wire, #anthropic-pairing, #error-tool-results, #sdks-and-transport,
+#adapters.
 
 Built on the official `anthropic` SDK with its retries off (`max_retries=0`): one `stream()`
-call is one provider attempt; duraloop's retry policy owns retries (llm-spec 1.4 rule 7).
-Wire conversion lives in `_convert` and `_request`, event translation in `_stream`, and
-the SDK's errors are mapped at one boundary, `map_anthropic_errors` (`_errors`).
+call is one provider attempt; duraloop's retry policy owns retries
+(docs/providers.md#stream-contract). Wire conversion lives in `_convert` and `_request`, event
+translation in `_stream`, and the SDK's errors are mapped at one boundary, `map_anthropic_errors`
+(`_errors`).
 
 Measured choice of transport: the body is built by `MessagesEncoder` as bytes (each
 history message converted and encoded once) and posted with the SDK's own client as raw

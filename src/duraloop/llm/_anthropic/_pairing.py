@@ -1,10 +1,10 @@
-"""The pre-send pairing check of Anthropic Messages payloads (llm-spec 3.2), a rules view.
+"""The pre-send pairing check of Anthropic Messages payloads (docs/providers.md#anthropic-pairing), a rules view.
 
 `log._pairing` holds the pairing rule engine (`CallGroup`) and checks derived history; this
 view reads what the Anthropic adapter is about to put on the wire, after conversion, id
 mapping and merging, because the API rejects an unpaired history with a 400 that no retry
-can fix (llm-spec 4). The adapter calls it on the body's `messages` right before sending;
-a violation raises `WirePairingError` (a duraloop bug) and nothing is sent.
+can fix (docs/providers.md#error-tool-results). The adapter calls it on the body's `messages` right
+before sending; a violation raises `WirePairingError` (a duraloop bug) and nothing is sent.
 
 One pass over the messages and their blocks (linear time, no copies) reports the first
 violation: its rule (the names of `log._pairing`), the wire message index and the call id.
@@ -27,7 +27,8 @@ from ...log import (
 )
 from .._tool_ids import ANTHROPIC_IDS
 
-# Provider error texts, quoted from llm-spec 3.2 (with their public sources there).
+# Provider error texts, quoted from docs/providers.md#anthropic-pairing (with their public sources
+# there).
 ANTHROPIC_UNANSWERED: Final = (
     "messages.{index}: `tool_use` ids were found without `tool_result` blocks immediately "
     "after: {ids}. Each `tool_use` block must have a corresponding `tool_result` block in "
@@ -48,7 +49,9 @@ _ANTHROPIC: Final = "anthropic"
 
 
 def check_anthropic_messages(messages: Sequence[Mapping[str, Any]]) -> None:
-    """Raise unless an Anthropic Messages `messages` list pairs every `tool_use` (llm-spec 3.2).
+    """Raise unless an Anthropic Messages `messages` list pairs every `tool_use`.
+
+    See docs/providers.md#anthropic-pairing.
 
     Rules: every `tool_use` block of an assistant message is answered by a `tool_result`
     with the same `tool_use_id` in the immediately next message, which is a user message

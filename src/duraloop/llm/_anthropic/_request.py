@@ -1,13 +1,13 @@
 """Anthropic Messages request bodies: the thinking options and the incremental body encoder.
 
-Wire rules (llm-spec 2.3 "Anthropic Messages", 3.2, 4, 6), beyond the conversion of each
-message (`_convert`):
+Wire rules (docs/providers.md#anthropic-wire, #anthropic-pairing, #error-tool-results, #adapters),
+beyond the conversion of each message (`_convert`):
 
 - Consecutive user-role messages (tool results, user text, history system text) become ONE
   user message whose content starts with every `tool_result` block, then the other blocks
-  (pairing rule: Anthropic Messages, llm-spec 3.2). Consecutive assistant messages merge
-  too (the API would merge them anyway). A user message of one text block is sent as a
-  string.
+  (pairing rule: Anthropic Messages, docs/providers.md#anthropic-pairing). Consecutive assistant
+  messages merge too (the API would merge them anyway). A user message of one text block is sent as
+  a string.
 - Without `tools` in the request, a history holding tool calls still declares them (by
   name, with `tool_choice: none`): the API rejects tool blocks without `tools`.
 - Tool-call ids go through one `ToolIdMap(ANTHROPIC_IDS)` per encoder (ids map
@@ -95,7 +95,7 @@ def tools_json(tools: Sequence[ToolSchema]) -> list[JsonObject]:
 
 @dataclass(frozen=True)
 class BodyOptions:
-    """The request-level body keys around `messages` (llm-spec 2.3 "Anthropic Messages").
+    """The request-level body keys around `messages` (docs/providers.md#anthropic-wire).
 
     Args:
         max_tokens: the output cap, thinking included (the API requires it).
@@ -155,7 +155,8 @@ class MessagesEncoder:
 
         Raises:
             LlmError: `UNSUPPORTED_CONTENT` if a message cannot be converted.
-            WirePairingError: if the wire messages break the pairing rule (llm-spec 3.2).
+            WirePairingError: if the wire messages break the pairing rule
+                (docs/providers.md#anthropic-pairing).
         """
         messages = self._sync(request.messages)
         options = self.options_for(request, thinking_allowed=self._thinking_allowed())
@@ -173,8 +174,9 @@ class MessagesEncoder:
 
         Raises:
             LlmError: `UNSUPPORTED_CONTENT` if a message cannot be converted.
-            WirePairingError: if the wire messages break the pairing rule (llm-spec 3.2);
-                checked before any byte is built, so nothing unpaired is ever sent.
+            WirePairingError: if the wire messages break the pairing rule
+                (docs/providers.md#anthropic-pairing); checked before any byte is built, so nothing
+                unpaired is ever sent.
         """
         messages = self._sync(request.messages)
         options = self.options_for(request, thinking_allowed=self._thinking_allowed())

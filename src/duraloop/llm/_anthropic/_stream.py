@@ -1,4 +1,6 @@
-"""Translate Anthropic Messages stream events into stream chunks (llm-spec 1.4, 2.3, 5.2).
+"""Translate Anthropic Messages stream events into stream chunks.
+
+See docs/providers.md#stream-contract, #anthropic-wire, #sdks-and-transport.
 
 Input is the `data` JSON of each SSE event, as plain dicts (`message_start`,
 `content_block_start`, `content_block_delta`, `content_block_stop`, `message_delta`,
@@ -10,17 +12,17 @@ replay envelope `{response, blocks}` (one entry per emitted block).
 Block mapping: `text` -> text; `thinking` and `redacted_thinking` -> reasoning (a redacted
 block has no readable text, so its reasoning text is `""`; its `data` lives in the replay
 entry); `tool_use` -> tool-call, whose arguments are the concatenated `input_json_delta`
-fragments, or `"{}"` when none came (llm-spec 6.2). Other block types (server tools,
-which duraloop never requests) are skipped with a warning.
+fragments, or `"{}"` when none came (docs/providers.md#anthropic-wire). Other block types (server
+tools, which duraloop never requests) are skipped with a warning.
 
-Stop reasons (llm-spec 2.3): `end_turn`, `stop_sequence` and `pause_turn` -> stop;
-`max_tokens` -> max-tokens; `tool_use` -> tool-calls; `model_context_window_exceeded` ->
-error `CONTEXT_WINDOW_EXCEEDED`; `refusal` -> error `REFUSAL` (not retryable); any other
-reason -> error with the reason uppercased. `pause_turn` only happens when a server tool
-(web search and the like) paused a long turn; duraloop sends no server tools, so if it ever
-arrives the message is committed as it is and, having no tool calls, ends the turn
-`completed`; the user continues it with a new message. A stop without any content (no
-tool call, no reasoning, no visible text) is the retryable `EMPTY_RESPONSE` (llm-spec 6.3).
+Stop reasons (docs/providers.md#anthropic-wire): `end_turn`, `stop_sequence` and `pause_turn` ->
+stop; `max_tokens` -> max-tokens; `tool_use` -> tool-calls; `model_context_window_exceeded` -> error
+`CONTEXT_WINDOW_EXCEEDED`; `refusal` -> error `REFUSAL` (not retryable); any other reason -> error
+with the reason uppercased. `pause_turn` only happens when a server tool (web search and the like)
+paused a long turn; duraloop sends no server tools, so if it ever arrives the message is committed
+as it is and, having no tool calls, ends the turn `completed`; the user continues it with a new
+message. A stop without any content (no tool call, no reasoning, no visible text) is the retryable
+`EMPTY_RESPONSE` (docs/providers.md#anthropic-wire).
 
 An `error` event is classified by `_errors.error_event`, the module that maps every
 Anthropic failure.
@@ -126,7 +128,9 @@ class _Block:
     def has_content(self) -> bool:
         if self.kind == "text":
             return bool("".join(self.text).strip())
-        return True  # a tool call, or reasoning (a reasoning-only answer is valid, llm-spec 6.3)
+        # a tool call, or reasoning (a reasoning-only answer is valid,
+        # docs/providers.md#anthropic-wire)
+        return True
 
 
 _BLOCK_TYPES: Final[dict[str, BlockType]] = {
@@ -206,7 +210,8 @@ class EventTranslator:
 
         Raises:
             LlmError: `STREAM_CLOSED` (not retryable) if the stream ended before
-                `message_stop`: the SDK ends silently on a truncated stream (llm-spec 5.3).
+                `message_stop`: the SDK ends silently on a truncated stream
+                (docs/providers.md#sdks-and-transport).
         """
         if not self.done:
             raise LlmError(f"{self.provider} stream ended before message_stop", code=STREAM_CLOSED)

@@ -1,22 +1,24 @@
-"""The DeepSeek adapter: DeepSeek's Chat Completions dialect (llm-spec 2.1, 3.3, 6).
+"""The DeepSeek adapter: DeepSeek's Chat Completions dialect.
+
+See docs/providers.md#deepseek, #deepseek-thinking-mode, #adapters.
 
 Built on the shared Chat Completions transport (`_transport`: the official `openai`
 SDK's client with retries off, a spec-strict SSE read that sees `[DONE]`, exact error
 mapping) and the shared request encoder (`_request`). What is DeepSeek's own:
 
-- Thinking and effort (llm-spec 2.1 mapping table; DeepSeek's "Thinking Mode" guide):
+- Thinking and effort (docs/providers.md#deepseek; DeepSeek's "Thinking Mode" guide):
   effort `off` sends `thinking: {type: disabled}` and no `reasoning_effort`; `low`,
   `high` and `max` send `thinking: {type: enabled}` and `reasoning_effort` with the same
   string; None sends neither (the provider default: thinking on, effort `high`).
-- Reasoning echo (llm-spec 3.3, 6.4): every assistant message that had reasoning sends it
-  back as `reasoning_content`, byte-exact (one reasoning block per response, joined as
-  streamed). When thinking may be on (any effort but `off`), an assistant message without
-  reasoning (a history from another provider, or an interrupted turn) sends
-  `reasoning_content: ""`: DeepSeek answers a missing field on a tool-call turn in
-  thinking mode with HTTP 400 "The reasoning_content in the thinking mode must be passed
-  back to the API", and pi-ai's DeepSeek compat does the same (llm-spec 2.3,
+- Reasoning echo (docs/providers.md#deepseek-thinking-mode, #deepseek): every assistant message that
+  had reasoning sends it back as `reasoning_content`, byte-exact (one reasoning block per response,
+  joined as streamed). When thinking may be on (any effort but `off`), an assistant message without
+  reasoning (a history from another provider, or an interrupted turn) sends `reasoning_content: ""`:
+  DeepSeek answers a missing field on a tool-call turn in thinking mode with HTTP 400 "The
+  reasoning_content in the thinking mode must be passed back to the API", and pi-ai's DeepSeek
+  compat does the same (docs/providers.md#chat-completions-wire,
   `requiresReasoningContentOnAssistantMessages`). This is one deliberate addition to
-  llm-spec 2.1, which leaves the field absent.
+  docs/providers.md#deepseek, which leaves the field absent.
 - Assistant `content` is always a string (`""` without text, never null: "content or
   tool_calls must be set"); an empty tool result is sent as `(no output)`.
 - The output cap is `max_tokens`; errors add `x-deepseek-request-id` as a request id
@@ -36,7 +38,7 @@ from ._transport import ChatCompletionsModel
 
 DEEPSEEK_BASE_URL: Final = "https://api.deepseek.com"
 DEEPSEEK_EFFORTS: Final = ("off", "low", "high", "max")
-"""The reasoning efforts of llm-spec 2.1; `off` disables thinking."""
+"""The reasoning efforts of docs/providers.md#deepseek; `off` disables thinking."""
 
 
 class DeepSeekChatModel(ChatCompletionsModel):

@@ -3,8 +3,9 @@
 `map_openai_errors` wraps the POST, as httpx maps transport errors: the SDK's typed status
 errors (the error body parsed, `APIStatusError` per status), its timeout and connection
 errors and any other `OpenAIError` leave it as `LlmError`s, raised `from` the original
-(llm-spec 1.8-1.9, 2.1). `map_read_errors` wraps the reading of the streamed body, whose
-failures are `httpx2`'s own (`TIMEOUT` for its read timeout, else `TRANSPORT`).
+(docs/providers.md#errors, #error-codes, #chat-completions-wire). `map_read_errors` wraps the
+reading of the streamed body, whose failures are `httpx2`'s own (`TIMEOUT` for its read timeout,
+else `TRANSPORT`).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ encoder (`_request`). What is OpenAI's own:
 - The output cap is sent as `max_completion_tokens`: OpenAI deprecated `max_tokens` and
   rejects it for reasoning models (same reference).
 - Assistant reasoning is never sent back: Chat Completions has no field for it (reasoning
-  blocks from another provider's history are left out, llm-spec 2.3).
+  blocks from another provider's history are left out, docs/providers.md#chat-completions-wire).
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""The pre-send pairing check of Chat Completions payloads (llm-spec 3.1), a rules view.
+"""The pre-send pairing check of Chat Completions payloads (docs/providers.md#chat-completions-pairing), a rules view.
 
 `log._pairing` holds the pairing rule engine (`CallGroup`) and checks derived history; this
 view reads what a Chat Completions adapter is about to put on the wire, after conversion,
 id mapping and merging, because a provider rejects an unpaired history with a 400 that no
-retry can fix (llm-spec 4). The adapters call it on the body's `messages` right before
-sending; a violation raises `WirePairingError` (a duraloop bug) and nothing is sent.
+retry can fix (docs/providers.md#error-tool-results). The adapters call it on the body's `messages`
+right before sending; a violation raises `WirePairingError` (a duraloop bug) and nothing is sent.
 
 One pass over the messages (linear time, no copies) reports the first violation: its rule
 (the names of `log._pairing`), the wire message index and the call id.
@@ -27,7 +27,8 @@ from ...log import (
 )
 from .._tool_ids import CHAT_COMPLETIONS_IDS
 
-# Provider error texts, quoted from llm-spec 3.1-3.3 (with their public sources there).
+# Provider error texts, quoted from docs/providers.md#pairing-rules (with their public sources
+# there).
 OPENAI_UNANSWERED: Final = (
     "An assistant message with 'tool_calls' must be followed by tool messages responding "
     "to each 'tool_call_id'. The following tool_call_ids did not have response messages: {ids}"
@@ -49,15 +50,17 @@ DEEPSEEK_CONTENT_MISSING: Final = "content or tool_calls must be set"
 def check_chat_completions_messages(
     messages: Sequence[Mapping[str, Any]], *, provider: str
 ) -> None:
-    """Raise unless a Chat Completions `messages` list pairs every tool call (llm-spec 3.1).
+    """Raise unless a Chat Completions `messages` list pairs every tool call.
+
+    See docs/providers.md#chat-completions-pairing.
 
     Rules: an assistant message with `tool_calls` is followed, before any other message,
     by one `role: "tool"` message per `tool_call_id`, contiguous and in call order; a tool
     message answers a call of the assistant message just before its run of tool messages,
     once; the calls of one message have distinct ids, each valid for `CHAT_COMPLETIONS_IDS`
-    (1 to 40 characters of `[A-Za-z0-9_.:-]`, llm-spec 2.3). For provider `deepseek`, an
-    assistant message also has string `content` (never null) unless it has tool calls
-    (llm-spec 3.3, "content or tool_calls must be set").
+    (1 to 40 characters of `[A-Za-z0-9_.:-]`, docs/providers.md#chat-completions-wire). For provider
+    `deepseek`, an assistant message also has string `content` (never null) unless it has tool calls
+    (docs/providers.md#deepseek-thinking-mode, "content or tool_calls must be set").
 
     Args:
         messages: the wire `messages` of the body about to be sent (system, user,

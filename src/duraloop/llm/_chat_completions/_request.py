@@ -1,13 +1,13 @@
 """Chat Completions request bodies: message conversion, the pairing check, the body encoder.
 
-Shared by the OpenAI and DeepSeek adapters. Wire rules follow llm-spec 2.1/2.3, the pairing
-rule of 3.1 and the error-result rule of section 4: an assistant message carries all its
-tool calls (raw argument strings) and string `content` (never null, `""` without text);
-each tool result becomes one `tool` message right after it, in call order, whose text
-says when the call failed and is never empty (`(no output)`). Every tool-call id and
-tool-result id goes through one `ToolIdMap(CHAT_COMPLETIONS_IDS)`, so a call and its result
-carry the same wire id and a history from another provider (e.g. Anthropic's 64-character
-ids) continues here (llm-spec 6.5).
+Shared by the OpenAI and DeepSeek adapters. Wire rules follow
+docs/providers.md#chat-completions-wire, the pairing rule of 3.1 and the error-result rule of
+section 4: an assistant message carries all its tool calls (raw argument strings) and string
+`content` (never null, `""` without text); each tool result becomes one `tool` message right after
+it, in call order, whose text says when the call failed and is never empty (`(no output)`). Every
+tool-call id and tool-result id goes through one `ToolIdMap(CHAT_COMPLETIONS_IDS)`, so a call and
+its result carry the same wire id and a history from another provider (e.g. Anthropic's 64-character
+ids) continues here (docs/providers.md#tool-call-ids).
 
 Encoding is incremental (PERFORMANCE.md: "the provider payload of the unchanged prefix is
 encoded once and reused"). Each history message is converted and JSON-encoded once, into
@@ -63,7 +63,7 @@ def convert_message(
     Args:
         message: a user, assistant or system message.
         echo: how the assistant's reasoning blocks are sent back (see `ReasoningEcho`;
-            DeepSeek's rule is llm-spec 3.3).
+            DeepSeek's rule is docs/providers.md#deepseek-thinking-mode).
         wire_id: maps a history tool-call id to the id sent (a `ToolIdMap.to_wire`).
 
     Returns:
@@ -108,7 +108,7 @@ def body_options(
     Returns:
         `{stream: true, stream_options: {include_usage: true}, **extra, tools?,
         <max_tokens_field>?, temperature?}`; usage arrives in a trailing chunk and is held
-        until `[DONE]` (llm-spec 2.1).
+        until `[DONE]` (docs/providers.md#chat-completions-wire).
     """
     options: JsonObject = {"stream": True, "stream_options": STREAM_OPTIONS, **extra}
     if request.tools:
@@ -224,8 +224,8 @@ class RequestEncoder:
         Raises:
             LlmError: `UNSUPPORTED_CONTENT` if a new message cannot be converted; the cache
                 stays consistent with the messages converted before the failure.
-            WirePairingError: if the wire messages break the pairing rule (llm-spec 3.1);
-                nothing may be sent.
+            WirePairingError: if the wire messages break the pairing rule
+                (docs/providers.md#chat-completions-pairing); nothing may be sent.
         """
         self._sync(request.messages)
         self._checked = check_from(self._flat, self._checked, provider=self.provider)
@@ -335,8 +335,9 @@ def _convert_assistant(
 
 
 def _convert_user(message: Message, *, wire_id: Callable[[str], str]) -> list[JsonObject]:
-    # Tool messages first, then any text: keeps the pairing rule of llm-spec 3.1 even if a
-    # user message mixes text and tool results (llm-spec 6.14).
+    # Tool messages first, then any text: keeps the pairing rule of
+    # docs/providers.md#chat-completions-pairing even if a user message mixes text and tool results
+    # (docs/providers.md#chat-completions-wire).
     out: list[JsonObject] = []
     text: list[str] = []
     has_results = False

@@ -1,4 +1,6 @@
-"""Translate Chat Completions stream payloads into stream chunks (llm-spec 2.1, 6.1, 6.6).
+"""Translate Chat Completions stream payloads into stream chunks.
+
+See docs/providers.md#chat-completions-wire.
 
 Input is each SSE `data` payload already decoded from JSON (a `chat.completion.chunk`
 object). Deltas are emitted as they arrive; `finish_reason` and `usage` are remembered
@@ -6,13 +8,13 @@ object). Deltas are emitted as they arrive; `finish_reason` and `usage` are reme
 and a stream is only complete at `[DONE]`) and emitted by `close()`, after `block-end` for
 every opened block: usage, then finish.
 
-Per choice delta, in this order (llm-spec 2.1 "Streaming parse"): reasoning
+Per choice delta, in this order (docs/providers.md#chat-completions-wire): reasoning
 (`reasoning_content`, or `reasoning` as some compatible servers name it) opens one
 reasoning block on its first non-empty fragment (DeepSeek's first thinking chunk is `""`
 and opens nothing); `content` opens one text block; each `tool_calls[]` item opens one
 tool-call block per wire `index` on first sight (a new non-empty `id` at a known index
-opens a new block too, for servers that reuse index 0, llm-spec 6.1). Block indices are
-allocated in first-seen order.
+opens a new block too, for servers that reuse index 0, docs/providers.md#chat-completions-wire).
+Block indices are allocated in first-seen order.
 """
 
 from __future__ import annotations
@@ -215,12 +217,12 @@ class ChunkTranslator:
     def close(self) -> list[StreamChunk]:
         """Return the closing chunks at `[DONE]`: every `block-end`, then `usage`, `finish`.
 
-        Finish reasons (llm-spec 2.1): `stop` -> stop, `tool_calls` -> tool-calls, `length`
-        -> max-tokens, none at all -> stop; any other reason -> an error finish with the
-        reason upper-cased as its code (`content_filter` -> `CONTENT_FILTER`,
-        `insufficient_system_resource` -> `INSUFFICIENT_SYSTEM_RESOURCE`). A `stop` with no
-        block opened is an `EMPTY_RESPONSE` error (retryable); reasoning alone is content.
-        A tool call that never got an id gets a fresh `call_<32 hex>` (llm-spec 6.5).
+        Finish reasons (docs/providers.md#chat-completions-wire): `stop` -> stop, `tool_calls` ->
+        tool-calls, `length` -> max-tokens, none at all -> stop; any other reason -> an error finish
+        with the reason upper-cased as its code (`content_filter` -> `CONTENT_FILTER`,
+        `insufficient_system_resource` -> `INSUFFICIENT_SYSTEM_RESOURCE`). A `stop` with no block
+        opened is an `EMPTY_RESPONSE` error (retryable); reasoning alone is content. A tool call
+        that never got an id gets a fresh `call_<32 hex>` (docs/providers.md#tool-call-ids).
 
         Returns:
             The closing chunks.
@@ -296,11 +298,12 @@ def stream_error(provider: str, error: Any, *, request_id: str | None = None) ->
     """Classify an error object a provider sent instead of a chunk (after an HTTP 200).
 
     The object is `{"message", "type", "code"}` (OpenAI's `{"error": {...}}` shape). The
-    code follows the same priorities as an HTTP error (llm-spec 2.1, 6.13): quota wording
-    -> `QUOTA`; a numeric `code` that is an HTTP status -> `code_for_status`; rate-limit
-    type or code -> `RATE_LIMIT`; context wording -> `CONTEXT_WINDOW_EXCEEDED`;
-    `invalid_request_error` -> `INVALID_REQUEST`; authentication or permission types ->
-    `AUTH`; anything else -> `SERVER` (the provider failed mid-response: retryable).
+    code follows the same priorities as an HTTP error (docs/providers.md#chat-completions-wire,
+    #errors): quota wording -> `QUOTA`; a numeric `code` that is an HTTP status ->
+    `code_for_status`; rate-limit type or code -> `RATE_LIMIT`; context wording ->
+    `CONTEXT_WINDOW_EXCEEDED`; `invalid_request_error` -> `INVALID_REQUEST`; authentication or
+    permission types -> `AUTH`; anything else -> `SERVER` (the provider failed mid-response:
+    retryable).
 
     Args:
         provider: the route, for the message.

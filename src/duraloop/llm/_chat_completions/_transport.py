@@ -1,10 +1,10 @@
 """The Chat Completions transport shared by the OpenAI and DeepSeek adapters.
 
-One `stream()` call is one provider attempt (llm-spec 1.4 rule 7): the official `openai`
-SDK sends the POST with its retries off (`max_retries=0`), and duraloop's retry policy owns
+One `stream()` call is one provider attempt (docs/providers.md#stream-contract): the official
+`openai` SDK sends the POST with its retries off (`max_retries=0`), and duraloop's retry policy owns
 retries.
 
-Transport choice (llm-spec 5.1, 5.3). The POST goes through the SDK's own client,
+Transport choice (docs/providers.md#sdks-and-transport). The POST goes through the SDK's own client,
 `AsyncOpenAI.post(..., cast_to=httpx2.Response, stream=True)`, which hands back the raw
 streamed `httpx2.Response`. From the SDK this keeps the auth header, base-URL joining,
 timeouts, the connection pool, and above all its typed status errors (the error body
@@ -12,21 +12,21 @@ parsed, `APIStatusError` per status) and connection/timeout errors, mapped once 
 providers (`map_openai_errors`, `_errors`). The body is then read as raw bytes by duraloop's spec-strict SSE parser
 (`_sse`), not by the SDK's `AsyncStream`, because the SDK iterator ends silently on a
 truncated stream and hides `[DONE]`, comments and the payload that failed to parse
-(llm-spec 5.3, 6.8); it also skips the SDK's pydantic model per chunk. The request body is
-built by `RequestEncoder` as bytes and posted as raw `content`, so the SDK's per-request
-`async_maybe_transform` walk over every message (about 1.4 s at 4,000 messages) never runs.
+(docs/providers.md#sdks-and-transport); it also skips the SDK's pydantic model per chunk. The
+request body is built by `RequestEncoder` as bytes and posted as raw `content`, so the SDK's
+per-request `async_maybe_transform` walk over every message (about 1.4 s at 4,000 messages) never
+runs.
 
 Stream outcomes: `[DONE]` closes the stream (block ends, usage, finish); the end of the
-body before `[DONE]` is `STREAM_CLOSED` (not retried, llm-spec 1.9), even when a finish
-reason was seen, or `EMPTY_RESPONSE` (retried) when a 2xx response had no body at all; a
+body before `[DONE]` is `STREAM_CLOSED` (not retried, docs/providers.md#error-codes), even when a
+finish reason was seen, or `EMPTY_RESPONSE` (retried) when a 2xx response had no body at all; a
 payload that is not JSON is `MALFORMED_RESPONSE`; an error payload mid-stream is classified
-(`stream_error`); a read failure is `TRANSPORT` (`TIMEOUT` for the SDK's read timeout).
-Comment lines (`: keep-alive`) are activity, not silence: they yield no chunk (the chunk
-union has no such kind), but they re-arm the HTTP read timeout (`timeout_seconds`, which
-counts from the last byte received) and update `last_activity_seconds`, the clock reading
-an idle watchdog outside the adapter can consult, and call `note_stream_activity()`, which
-re-arms the loop's stream idle timer (llm-spec 1.11: "transport activity (DeepSeek SSE
-comments) re-arms it").
+(`stream_error`); a read failure is `TRANSPORT` (`TIMEOUT` for the SDK's read timeout). Comment
+lines (`: keep-alive`) are activity, not silence: they yield no chunk (the chunk union has no such
+kind), but they re-arm the HTTP read timeout (`timeout_seconds`, which counts from the last byte
+received) and update `last_activity_seconds`, the clock reading an idle watchdog outside the adapter
+can consult, and call `note_stream_activity()`, which re-arms the loop's stream idle timer
+(docs/providers.md#adapter-guarantees: "transport activity (DeepSeek SSE comments) re-arms it").
 
 `openai` (and `httpx2`, which it uses) is imported when an adapter is constructed, not when
 this module is imported: `import duraloop` must not pay the SDK's import time (about 1 s).
@@ -136,8 +136,8 @@ class ChatCompletionsModel:
 
         Raises:
             LlmError: `UNSUPPORTED_CONTENT` if a message holds an image or has an unknown role.
-            WirePairingError: if the wire messages would break the pairing rule of llm-spec
-                3.1 (a duraloop bug; nothing is sent).
+            WirePairingError: if the wire messages would break the pairing rule of
+                docs/providers.md#chat-completions-pairing (a duraloop bug; nothing is sent).
         """
         return self._encoder.encode(request)
 

@@ -1,4 +1,6 @@
-"""Packed chunk rows: a storage encoding for runs of `assistant/chunk` events (session-spec 6.4).
+"""Packed chunk rows: a storage encoding for runs of `assistant/chunk` events.
+
+See docs/store.md#jsonl-records.
 
 A run of at least three consecutive eligible chunk events of one kind (same turn, step,
 index, and for tool-call deltas the same id and name) is stored as one row

@@ -1,4 +1,4 @@
-r"""JSONL storage records: the header line and event lines (session-spec 6.4).
+r"""JSONL storage records: the header line and event lines (docs/store.md#jsonl-records).
 
 Line 1 is the header record; every later line is one event verbatim or one packed chunk
 row. Writers emit compact UTF-8 JSON, one record per `\n`-terminated line.
@@ -93,7 +93,10 @@ def encode_header(header: SessionHeader) -> bytes:
 
 
 def unsupported_version(session_id: object, version: object, path: str | None) -> SessionFormatUnsupportedError:
-    """Return the format refusal for a header version this build does not read (spec 1.6)."""
+    """Return the format refusal for a header version this build does not read.
+
+    See docs/log.md#the-session-header.
+    """
     if isinstance(version, int | float) and version > SESSION_FORMAT_VERSION:
         text = (
             f'session "{session_id}" uses log format v{version}, but this harness reads only '
@@ -115,7 +118,7 @@ def _safe_nonneg(value: object) -> bool:
 
 
 def decode_header(line: bytes, *, path: str | None) -> SessionHeader:
-    r"""Decode and check the header record (session-spec 6.4 header read rules).
+    r"""Decode and check the header record (docs/store.md#jsonl-records).
 
     The version is checked before the shape, so a future format is refused as such.
 

@@ -1,4 +1,4 @@
-"""The varint encoding of `sourceEventSeqs` in a SQLite store (session-spec 6.8).
+"""The varint encoding of `sourceEventSeqs` in a SQLite store (docs/store.md#sqlite).
 
 A list of seqs is one BLOB: the first seq as an unsigned LEB128 varint, then each next seq as
 the ZigZag-encoded signed delta from the one before it, again as an unsigned LEB128 varint.

@@ -1,4 +1,6 @@
-"""The JSONL backend: one `session.jsonl` (or `session.jsonl.zstd`) per session (spec 6.3-6.6).
+"""The JSONL backend: one `session.jsonl` (or `session.jsonl.zstd`) per session.
+
+See docs/store.md#jsonl-layout, #reading-and-torn-tails.
 
 Writes are durable before they return: materialization publishes header plus first batch
 with `link` (never overwrites) and fsyncs the directory; an append is one write and one
@@ -58,15 +60,17 @@ _DIR_MODE = 0o700
 _FILE_MODE = 0o600
 _HEADER_READ_BYTES = 64 * 1024
 Compression = Literal["none", "zstd"]
-"""How a JSONL store encodes its files (session-spec 6.3)."""
+"""How a JSONL store encodes its files (docs/store.md#jsonl-layout)."""
 
 
 class JsonlBackend:
-    """JSONL storage under one root directory, raw or zstd-framed (session-spec 6.3-6.6).
+    """JSONL storage under one root directory, raw or zstd-framed.
+
+    See docs/store.md#jsonl-layout, #reading-and-torn-tails.
 
     Args:
         root: the store directory; created on first write.
-        pack_chunks: store runs of >= 3 chunk events as packed rows (session-spec 6.4).
+        pack_chunks: store runs of >= 3 chunk events as packed rows (docs/store.md#jsonl-records).
         compression: `"none"` writes `session.jsonl`; `"zstd"` writes `session.jsonl.zstd`,
             one checksummed Zstandard frame for the header and one per durable batch. One
             root holds one encoding: a log of the other kind is refused, never converted.

@@ -1,4 +1,4 @@
-"""JSONL on-disk layout: path segments and project keys (session-spec 6.3).
+"""JSONL on-disk layout: path segments and project keys (docs/store.md#jsonl-layout).
 
 `<root>/--<project_key(cwd)>--/<encode_segment(id)>/session.jsonl[.zstd]`, or `_no-cwd/` as the
 project directory when the session has no cwd. Segment encoding is injective, so distinct
@@ -78,7 +78,7 @@ def _escape(unit: str) -> str:
 
 
 def encode_segment(value: str) -> str:
-    """Encode a session id as one injective path segment (session-spec 6.3).
+    """Encode a session id as one injective path segment (docs/store.md#jsonl-layout).
 
     Args:
         value: a non-empty session id.

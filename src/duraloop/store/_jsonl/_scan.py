@@ -1,4 +1,6 @@
-r"""Scan a JSONL session log: header, committed prefix, torn tail (session-spec 6.6).
+r"""Scan a JSONL session log: header, committed prefix, torn tail.
+
+See docs/store.md#reading-and-torn-tails.
 
 The raw rule, exactly: the final segment without `\n` is a torn fragment. Complete lines are
 decoded in order while they stay contiguous. At the first unparsable line or seq gap the
@@ -106,7 +108,7 @@ def collector_paused() -> Iterator[None]:
 
 
 def scan_log(data: bytes, *, path: str | None, projected: bool = False) -> ScanResult:
-    """Scan raw JSONL bytes per session-spec 6.6.
+    """Scan raw JSONL bytes per docs/store.md#reading-and-torn-tails.
 
     Args:
         data: the whole file.
@@ -142,7 +144,7 @@ def scan_log(data: bytes, *, path: str | None, projected: bool = False) -> ScanR
 
 
 def scan_zstd_log(data: bytes, *, path: str | None) -> ScanResult:
-    """Scan a zstd-framed JSONL log per session-spec 6.6 ("Zstd scanning").
+    """Scan a zstd-framed JSONL log per docs/store.md#reading-and-torn-tails ("Zstd scanning").
 
     Complete frames are decompressed with checksum verification and must hold complete,
     contiguous lines: any bad line or gap there is corruption. Only a torn final frame is

@@ -1,4 +1,4 @@
-"""Zstandard framing of a JSONL log (session-spec 6.4 last bullet, 6.6 zstd scanning).
+"""Zstandard framing of a JSONL log (docs/store.md#zstd-framing).
 
 A `session.jsonl.zstd` file is a concatenation of independent standard Zstandard frames,
 each with a content checksum: frame 1 holds exactly the header line, then one frame per
@@ -18,7 +18,7 @@ from types import ModuleType
 from duraloop.errors import CorruptLogError
 
 ZSTD_LEVEL = 3
-"""The Zstandard library's default level (session-spec 6.4: "default level")."""
+"""The Zstandard library's default level (docs/store.md#jsonl-records: "default level")."""
 
 _MAGIC = b"\x28\xb5\x2f\xfd"  # 0xFD2FB528, little-endian
 _RESERVED_DESCRIPTOR_BITS = 0x18

@@ -1,4 +1,4 @@
-"""The SQLite backend: every session of a store in one database file (session-spec 6.8).
+"""The SQLite backend: every session of a store in one database file (docs/store.md#sqlite).
 
 One durable batch is one transaction: `BEGIN IMMEDIATE`, re-read the stored next seq from the
 physical tail (a stale writer gets `AppendConflictError`), insert the rows, `revision += 1`,
@@ -82,7 +82,7 @@ def _bytes_of(rows: Sequence[EventRow]) -> int:
 
 
 class SqliteBackend:
-    """Session logs in one SQLite database, schema 17 (session-spec 6.8); dsh opens it too.
+    """Session logs in one SQLite database, schema 17 (docs/store.md#sqlite); dsh opens it too.
 
     The constructor opens and checks the database, creating a missing one (mode 0600), unless
     `create_on_open` is False: then a missing database is created by the first write and

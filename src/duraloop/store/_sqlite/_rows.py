@@ -1,4 +1,6 @@
-"""Rows of a SQLite session store: session headers, scalar rows and packed rows (spec 6.8).
+"""Rows of a SQLite session store: session headers, scalar rows and packed rows.
+
+See docs/store.md#sqlite.
 
 A scalar row is one logical event: `data` is the JSON text of `event.data`, or a zstd BLOB
 (level 3) when the JSON is at least 4096 bytes and compression makes it smaller;

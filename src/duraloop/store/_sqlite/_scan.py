@@ -1,4 +1,4 @@
-"""The read rule of a SQLite session's rows (session-spec 6.8), with the fsync rule (D12).
+"""The read rule of a SQLite session's rows (docs/store.md#sqlite), with the fsync rule (D12).
 
 The last row holding a `turn/end` is found by a reverse pass; an undecodable row or a seq
 discontinuity at or before it is corruption, after it the start of a torn tail, unless a

@@ -1,4 +1,4 @@
-"""Open a SQLite session store: file checks, pragmas, identity and schema 17 (session-spec 6.8).
+"""Open a SQLite session store: file checks, pragmas, identity and schema 17 (docs/store.md#sqlite).
 
 The file checks (`_file`) come first: a SQLite database, a regular file owned by the
 user, private. A missing file is created with mode 0600 when asked. Every connection sets
