@@ -52,9 +52,17 @@ HEAD_GRACE_MS = 250
 """How long a finished head call may go without a durable result before it counts as lost."""
 
 LAWS = (
-    "committed-lost", "seq-contiguous", "body-twice", "effect-without-call",
-    "result-without-effect", "answer-order", "recovery-code", "head-result-not-durable",
-    "process-failed", "check-invalid", "reader",
+    "committed-lost",
+    "seq-contiguous",
+    "body-twice",
+    "effect-without-call",
+    "result-without-effect",
+    "answer-order",
+    "recovery-code",
+    "head-result-not-durable",
+    "process-failed",
+    "check-invalid",
+    "reader",
 )
 """Every law a violation can name (`process-failed`: a process not killed exited non-zero or
 left its turn unfinished; `check-invalid`: `duraloop check` refused the final log;
@@ -103,7 +111,9 @@ def _expand(row: dict[str, Any]) -> list[dict[str, Any]]:
     data = row["data"]
     members = data["args"] if row["type"] == "tool-call-chunks" else data["texts"]
     seq0 = int(row["seq0"])
-    return [{"type": "assistant/chunk", "seq": seq0 + k, "packed": True} for k in range(len(members))]
+    return [
+        {"type": "assistant/chunk", "seq": seq0 + k, "packed": True} for k in range(len(members))
+    ]
 
 
 def _events_of_lines(lines: Sequence[bytes]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -133,8 +143,9 @@ def read_jsonl(path: Path) -> Snapshot:
     committed = raw[: raw.rfind(b"\n") + 1]
     lines = tuple(committed.split(b"\n")[:-1])
     events, problems = _events_of_lines(lines)
-    return Snapshot(raw=raw, committed=committed, lines=lines, events=tuple(events),
-                    problems=tuple(problems))
+    return Snapshot(
+        raw=raw, committed=committed, lines=lines, events=tuple(events), problems=tuple(problems)
+    )
 
 
 def zstd_frames(data: bytes) -> tuple[int, bytes, str | None]:
@@ -169,8 +180,13 @@ def read_zstd(path: Path) -> Snapshot:
         problems.append("the complete frames do not end at a line end")
     lines = tuple(plaintext.split(b"\n")[:-1])
     events, line_problems = _events_of_lines(lines)
-    return Snapshot(raw=raw, committed=raw[:end], lines=lines, events=tuple(events),
-                    problems=tuple(problems + line_problems))
+    return Snapshot(
+        raw=raw,
+        committed=raw[:end],
+        lines=lines,
+        events=tuple(events),
+        problems=tuple(problems + line_problems),
+    )
 
 
 _SQL = (
@@ -292,15 +308,31 @@ def check_preserved(before: Snapshot, after: Snapshot) -> list[Violation]:
     if before.rows or after.rows:
         for seq, row in before.rows.items():
             if after.rows.get(seq) != row:
-                found.append(Violation("committed-lost", f"SQLite row seq {seq} ({row[1]!r}) "
-                                       f"changed or went: {after.rows.get(seq)!r:.120}"))
+                found.append(
+                    Violation(
+                        "committed-lost",
+                        f"SQLite row seq {seq} ({row[1]!r}) "
+                        f"changed or went: {after.rows.get(seq)!r:.120}",
+                    )
+                )
         return found
     if not after.raw.startswith(before.committed):
-        common = next((k for k, (a, b) in enumerate(zip(before.committed, after.raw, strict=False))
-                       if a != b), min(len(before.committed), len(after.raw)))
+        common = next(
+            (
+                k
+                for k, (a, b) in enumerate(zip(before.committed, after.raw, strict=False))
+                if a != b
+            ),
+            min(len(before.committed), len(after.raw)),
+        )
         line = before.committed[:common].count(b"\n") + 1
-        found.append(Violation("committed-lost", f"byte {common} (line {line}) of the "
-                               f"{len(before.committed)} committed bytes differs after resume"))
+        found.append(
+            Violation(
+                "committed-lost",
+                f"byte {common} (line {line}) of the "
+                f"{len(before.committed)} committed bytes differs after resume",
+            )
+        )
     elif before.lines and after.lines[: len(before.lines)] != before.lines:
         found.append(Violation("committed-lost", "a committed line differs after resume"))
     return found
@@ -311,8 +343,12 @@ def check_seqs(snapshot: Snapshot) -> list[Violation]:
     found = [Violation("reader", problem) for problem in snapshot.problems]
     for index, event in enumerate(snapshot.events):
         if event.get("seq") != index:
-            found.append(Violation("seq-contiguous", f"event {index} has seq {event.get('seq')!r} "
-                                   f"({event.get('type')})"))
+            found.append(
+                Violation(
+                    "seq-contiguous",
+                    f"event {index} has seq {event.get('seq')!r} ({event.get('type')})",
+                )
+            )
             break
     return found
 
@@ -328,31 +364,52 @@ def check_answers(calls: Calls) -> list[Violation]:
         if len(events) > 1:
             found.append(Violation("body-twice", f"{call_id} has {len(events)} tool/call events"))
         if call_id not in asked_ids:
-            found.append(Violation("answer-order", f"tool/call {call_id} answers no assistant call"))
+            found.append(
+                Violation("answer-order", f"tool/call {call_id} answers no assistant call")
+            )
     for call_id, events in calls.results.items():
         if len(events) > 1:
             codes = [result_code(e) for e in events]
             found.append(Violation("body-twice", f"{call_id} has {len(events)} results {codes}"))
         if call_id not in asked_ids:
-            found.append(Violation("answer-order", f"result for {call_id} answers no assistant call"))
+            found.append(
+                Violation("answer-order", f"result for {call_id} answers no assistant call")
+            )
     for seq, where, asked in calls.messages:
         ids = [cid for cid, _ in asked]
-        answered = sorted((calls.results[cid][0]["seq"], cid) for cid in ids if cid in calls.results)
+        answered = sorted(
+            (calls.results[cid][0]["seq"], cid) for cid in ids if cid in calls.results
+        )
         order = [cid for _s, cid in answered]
         if order != ids[: len(order)]:
-            found.append(Violation("answer-order", f"step {where}: results in order {order}, "
-                                   f"calls in order {ids}"))
+            found.append(
+                Violation(
+                    "answer-order", f"step {where}: results in order {order}, calls in order {ids}"
+                )
+            )
         started = sorted((calls.started[cid][0]["seq"], cid) for cid in ids if cid in calls.started)
         if [cid for _s, cid in started] != [cid for cid in ids if cid in calls.started]:
-            found.append(Violation("answer-order", f"step {where}: tool/calls out of call order "
-                                   f"{[cid for _s, cid in started]}"))
+            found.append(
+                Violation(
+                    "answer-order",
+                    f"step {where}: tool/calls out of call order {[cid for _s, cid in started]}",
+                )
+            )
         if any(s < seq for s, _cid in answered + started):
-            found.append(Violation("answer-order", f"step {where}: a result or tool/call before "
-                                   "its assistant message"))
+            found.append(
+                Violation(
+                    "answer-order",
+                    f"step {where}: a result or tool/call before its assistant message",
+                )
+            )
         end = calls.step_ends.get(where)
         if end is not None and (len(order) != len(ids) or any(s > end for s, _ in answered)):
-            found.append(Violation("answer-order", f"step {where} ended at seq {end} with calls "
-                                   f"{ids} answered {order} before it"))
+            found.append(
+                Violation(
+                    "answer-order",
+                    f"step {where} ended at seq {end} with calls {ids} answered {order} before it",
+                )
+            )
     return found
 
 
@@ -364,7 +421,9 @@ def check_codes(calls: Calls) -> list[Violation]:
         if code == UNKNOWN and call_id not in calls.started:
             found.append(Violation("recovery-code", f"{call_id} is {UNKNOWN} but has no tool/call"))
         if code == NOT_STARTED and call_id in calls.started:
-            found.append(Violation("recovery-code", f"{call_id} is {NOT_STARTED} but has a tool/call"))
+            found.append(
+                Violation("recovery-code", f"{call_id} is {NOT_STARTED} but has a tool/call")
+            )
     return found
 
 
@@ -374,17 +433,24 @@ def check_owed(owed: Mapping[str, str], calls: Calls) -> list[Violation]:
     for call_id, code in owed.items():
         results = calls.results.get(call_id)
         if results and result_code(results[0]) != code:
-            found.append(Violation("recovery-code", f"{call_id} was owed {code} at a kill but is "
-                                   f"answered {result_code(results[0])!r}"))
+            found.append(
+                Violation(
+                    "recovery-code",
+                    f"{call_id} was owed {code} at a kill but is "
+                    f"answered {result_code(results[0])!r}",
+                )
+            )
     return found
 
 
 def check_spurious(calls: Calls, ever_owed: Iterable[str]) -> list[Violation]:
     """`recovery-code`: a recovery code no kill explains (the scripts never fail a step)."""
     owed = set(ever_owed)
-    return [Violation("recovery-code", f"{cid} answered {result_code(ev[0])} with no kill owing it")
-            for cid, ev in calls.results.items()
-            if result_code(ev[0]) in RECOVERY_CODES and cid not in owed]
+    return [
+        Violation("recovery-code", f"{cid} answered {result_code(ev[0])} with no kill owing it")
+        for cid, ev in calls.results.items()
+        if result_code(ev[0]) in RECOVERY_CODES and cid not in owed
+    ]
 
 
 @dataclass(frozen=True)
@@ -420,8 +486,11 @@ def check_effects(calls: Calls, effects: Effects) -> list[Violation]:
     ledger_ids = {line.split(":", 1)[0] for line in effects.ledger}
     for call_id in sorted(ledger_ids | effects.written | effects.edited):
         if call_id not in calls.started:
-            found.append(Violation("effect-without-call", f"{call_id} has an effect on disk but no "
-                                   "tool/call"))
+            found.append(
+                Violation(
+                    "effect-without-call", f"{call_id} has an effect on disk but no tool/call"
+                )
+            )
     for call_id, results in calls.results.items():
         if results[0]["data"]["message"]["content"][0].get("isError"):
             continue
@@ -432,8 +501,12 @@ def check_effects(calls: Calls, effects: Effects) -> list[Violation]:
             or (name == "edit_file" and call_id not in effects.edited)
         )
         if missing:
-            found.append(Violation("result-without-effect", f"{name} {call_id} succeeded but its "
-                                   "effect is not on disk"))
+            found.append(
+                Violation(
+                    "result-without-effect",
+                    f"{name} {call_id} succeeded but its effect is not on disk",
+                )
+            )
     return found
 
 
@@ -461,15 +534,23 @@ def check_head_durable(calls: Calls, kill_ms: int, *, since_seq: int = 0) -> lis
                 # The first unanswered call of its group: the head of model order, if every
                 # earlier call of the message is answered.
                 earlier = asked[: asked.index((call_id, _name))]
-                later_started = any(cid in calls.started for cid, _ in group[index + 1:])
+                later_started = any(cid in calls.started for cid, _ in group[index + 1 :])
                 started = calls.started.get(call_id)
-                if (_name in FAST_TOOLS and all(cid in calls.results for cid, _ in earlier)
-                        and later_started and started and started[0]["seq"] >= since_seq
-                        and kill_ms - int(started[0]["time"]) > HEAD_GRACE_MS):
-                    found.append(Violation(
-                        "head-result-not-durable",
-                        f"{_name} {call_id}: tool/call on disk {kill_ms - started[0]['time']} ms "
-                        "before the kill, head of model order, no result while a later call of "
-                        "its group ran"))
+                if (
+                    _name in FAST_TOOLS
+                    and all(cid in calls.results for cid, _ in earlier)
+                    and later_started
+                    and started
+                    and started[0]["seq"] >= since_seq
+                    and kill_ms - int(started[0]["time"]) > HEAD_GRACE_MS
+                ):
+                    found.append(
+                        Violation(
+                            "head-result-not-durable",
+                            f"{_name} {call_id}: tool/call on disk {kill_ms - started[0]['time']} ms "
+                            "before the kill, head of model order, no result while a later call of "
+                            "its group ran",
+                        )
+                    )
                 break
     return found

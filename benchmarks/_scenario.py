@@ -268,10 +268,15 @@ async def run_steps(
     model = EncodingModel(step_script(steps), estimate_tokens=estimate_tokens)
     counter = FsyncCounter()
     with counter.installed():
-        loop = start_session(SessionSetup(
-            store=store, model=model, tools=NOOP_TOOLS, cwd=workspace,
-            config=LoopConfig(max_steps=steps + 1),
-        ))
+        loop = start_session(
+            SessionSetup(
+                store=store,
+                model=model,
+                tools=NOOP_TOOLS,
+                cwd=workspace,
+                config=LoopConfig(max_steps=steps + 1),
+            )
+        )
         writer = loop.durability
         started, cpu_started = time.perf_counter(), time.process_time()
         result = await loop.run_turn("Run the benchmark task.")
@@ -345,7 +350,13 @@ class Figure:
 def figures_table(figures: Sequence[Figure]) -> str:
     """Render figures as `scenario | figure | value | target | pass`."""
     rows = [
-        (f.scenario, f.name, f.value, f.target, "-" if f.passed is None else ("PASS" if f.passed else "FAIL"))
+        (
+            f.scenario,
+            f.name,
+            f.value,
+            f.target,
+            "-" if f.passed is None else ("PASS" if f.passed else "FAIL"),
+        )
         for f in figures
     ]
     return table(("scenario", "figure", "median (min-max)", "target", "result"), rows)

@@ -50,10 +50,15 @@ async def tool_phases(*, durable: bool, seconds: float, steps: int, root: Path) 
     ]
     script.append({"text": "Done."})
     model = sc.EncodingModel(script)
-    loop = start_session(SessionSetup(
-        store=store, model=model, tools=[sc.sleep_tool(seconds)], cwd=workspace,
-        config=LoopConfig(max_parallel_tool_calls=CAP, max_steps=steps + 1),
-    ))
+    loop = start_session(
+        SessionSetup(
+            store=store,
+            model=model,
+            tools=[sc.sleep_tool(seconds)],
+            cwd=workspace,
+            config=LoopConfig(max_parallel_tool_calls=CAP, max_steps=steps + 1),
+        )
+    )
     starts: list[float] = []
     ends: list[float] = []
 
@@ -90,29 +95,52 @@ def measure(runs: int) -> list[sc.Figure]:
             phase[name].append(run(durable=durable, seconds=SLEEP_S, steps=1)[0] * 1000)
             per_step = run(durable=durable, seconds=0.0, steps=NOOP_STEPS)
             noop[name].append(statistics.median(per_step) * 1e6 / CALLS)
-            print(f"  {name}: {phase[name][-1]:.1f} ms, {noop[name][-1]:.1f} us/call",
-                  file=sys.stderr, flush=True)
-    print(f"Scenario P: {CALLS} tools x {SLEEP_S * 1000:.0f} ms, cap {CAP}, one step (ideal {IDEAL_MS:.0f} ms)")
+            print(
+                f"  {name}: {phase[name][-1]:.1f} ms, {noop[name][-1]:.1f} us/call",
+                file=sys.stderr,
+                flush=True,
+            )
+    print(
+        f"Scenario P: {CALLS} tools x {SLEEP_S * 1000:.0f} ms, cap {CAP}, one step (ideal {IDEAL_MS:.0f} ms)"
+    )
     rows = [
-        (name, sc.median_of(phase[name]), sc.median_of([p - IDEAL_MS for p in phase[name]]),
-         sc.median_of(noop[name]))
+        (
+            name,
+            sc.median_of(phase[name]),
+            sc.median_of([p - IDEAL_MS for p in phase[name]]),
+            sc.median_of(noop[name]),
+        )
         for name in phase
     ]
-    print(sc.table(("store", "tool phase ms", "over ideal ms", f"0 ms tools: us/call ({CALLS} calls)"), rows))
+    print(
+        sc.table(
+            ("store", "tool phase ms", "over ideal ms", f"0 ms tools: us/call ({CALLS} calls)"),
+            rows,
+        )
+    )
     print()
     summary = []
     for name in phase:
         ms = statistics.median(phase[name])
         us = statistics.median(noop[name])
-        summary.append(sc.Figure(
-            "P", f"30x100ms cap 10, {name} store", sc.median_of(phase[name]) + " ms",
-            f"<= {TARGET_MS:.0f} ms (ideal {IDEAL_MS:.0f}; {ms / IDEAL_MS:.3f}x ideal)", ms <= TARGET_MS,
-        ))
-        summary.append(sc.Figure(
-            "P", f"scheduler overhead/call, {name} store", sc.median_of(noop[name]) + " us",
-            f"< {TARGET_OVERHEAD_US:.0f} us (ratio {us / TARGET_OVERHEAD_US:.2f}x target)",
-            us < TARGET_OVERHEAD_US if name == "memory" else None,
-        ))
+        summary.append(
+            sc.Figure(
+                "P",
+                f"30x100ms cap 10, {name} store",
+                sc.median_of(phase[name]) + " ms",
+                f"<= {TARGET_MS:.0f} ms (ideal {IDEAL_MS:.0f}; {ms / IDEAL_MS:.3f}x ideal)",
+                ms <= TARGET_MS,
+            )
+        )
+        summary.append(
+            sc.Figure(
+                "P",
+                f"scheduler overhead/call, {name} store",
+                sc.median_of(noop[name]) + " us",
+                f"< {TARGET_OVERHEAD_US:.0f} us (ratio {us / TARGET_OVERHEAD_US:.2f}x target)",
+                us < TARGET_OVERHEAD_US if name == "memory" else None,
+            )
+        )
     print(sc.figures_table(summary))
     return summary
 

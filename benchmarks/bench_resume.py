@@ -72,9 +72,14 @@ async def _build(
     workspace = root / "ws"
     workspace.mkdir(parents=True, exist_ok=True)
     sid = new_session_id()
-    session = Session(sid, header=SessionHeader(id=sid, created_at=now_ms(), cwd=str(workspace.resolve())))
+    session = Session(
+        sid, header=SessionHeader(id=sid, created_at=now_ms(), cwd=str(workspace.resolve()))
+    )
     loop = AgentLoop(
-        session, model=sc.BenchScriptedModel(script), tools=sc.NOOP_TOOLS, cwd=workspace,
+        session,
+        model=sc.BenchScriptedModel(script),
+        tools=sc.NOOP_TOOLS,
+        cwd=workspace,
         config=LoopConfig(max_steps=max_steps),
     )
     for prompt in prompts:
@@ -132,7 +137,11 @@ def child(root: str, session_id: str) -> None:
     marks.append(time.perf_counter())
     writer = store.open_writer(session)
     loop = AgentLoop(
-        session, model=model, tools=sc.NOOP_TOOLS, cwd=loaded.header.cwd or ".", durability=writer,
+        session,
+        model=model,
+        tools=sc.NOOP_TOOLS,
+        cwd=loaded.header.cwd or ".",
+        durability=writer,
     )
     loop.flush()
     marks.append(time.perf_counter())
@@ -145,15 +154,19 @@ def child(root: str, session_id: str) -> None:
     marks.append(time.perf_counter())
     loop.close()
     phases = {name: (marks[i + 1] - marks[i]) * 1000 for i, name in enumerate(PHASES)}
-    print(json.dumps({
-        "phases_ms": phases,
-        "total_ms": (marks[-1] - marks[0]) * 1000,
-        "events": len(loaded.events),
-        "messages": len(messages),
-        "request_bytes": len(body),
-        "truncated_bytes": loaded.repair.truncated_bytes,
-        "closers": len(loaded.repair.closers),
-    }))
+    print(
+        json.dumps(
+            {
+                "phases_ms": phases,
+                "total_ms": (marks[-1] - marks[0]) * 1000,
+                "events": len(loaded.events),
+                "messages": len(messages),
+                "request_bytes": len(body),
+                "truncated_bytes": loaded.repair.truncated_bytes,
+                "closers": len(loaded.repair.closers),
+            }
+        )
+    )
 
 
 def run_child(pristine: Path, session_id: str) -> tuple[dict[str, Any], float]:
@@ -163,7 +176,9 @@ def run_child(pristine: Path, session_id: str) -> tuple[dict[str, Any], float]:
         started = time.perf_counter()
         out = subprocess.run(
             [sys.executable, str(Path(__file__).resolve()), "--child", tmp, session_id],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         )
         wall = (time.perf_counter() - started) * 1000
     return json.loads(out.stdout.strip().splitlines()[-1]), wall
@@ -180,55 +195,98 @@ def measure(runs: int, steps: int, events: int) -> list[sc.Figure]:
         started = time.perf_counter()
         small_id = build_steps_log(small_root, steps)
         large_id, _ = build_large_log(large_root, events)
-        print(f"  built both logs in {time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
-        cases = [(f"{steps}-step", small_root, small_id), (f"{events // 1000}k-event", large_root, large_id)]
+        print(
+            f"  built both logs in {time.perf_counter() - started:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+        cases = [
+            (f"{steps}-step", small_root, small_id),
+            (f"{events // 1000}k-event", large_root, large_id),
+        ]
         reports: dict[str, list[tuple[dict[str, Any], float]]] = {}
         for label, root, sid in cases:
             reports[label] = [run_child(root, sid) for _ in range(runs)]
             size = sc.log_path(sc.JsonlStore(root / "store"), sid).stat().st_size
             first = reports[label][0][0]
-            print(f"  {label}: {first['events']} events, {size / 1e6:.2f} MB, "
-                  f"{first['total_ms']:.1f} ms", file=sys.stderr, flush=True)
+            print(
+                f"  {label}: {first['events']} events, {size / 1e6:.2f} MB, "
+                f"{first['total_ms']:.1f} ms",
+                file=sys.stderr,
+                flush=True,
+            )
     print("Scenario R: a new process resumes the session and builds the next request (ms)")
     rows = []
     for label, items in reports.items():
         first = items[0][0]
-        row: list[object] = [label, first["events"], first["messages"],
-                             f"{first['truncated_bytes']}/{first['closers']}"]
+        row: list[object] = [
+            label,
+            first["events"],
+            first["messages"],
+            f"{first['truncated_bytes']}/{first['closers']}",
+        ]
         row += [sc.median_of([r["phases_ms"][p] for r, _ in items]) for p in PHASES]
         row.append(sc.median_of([r["total_ms"] for r, _ in items]))
         row.append(sc.median_of([w for _, w in items]))
         rows.append(row)
-    print(sc.table(
-        ("session", "events", "messages", "torn B/closers", *PHASES, "total (in child)",
-         "process wall"),
-        rows,
-    ))
+    print(
+        sc.table(
+            (
+                "session",
+                "events",
+                "messages",
+                "torn B/closers",
+                *PHASES,
+                "total (in child)",
+                "process wall",
+            ),
+            rows,
+        )
+    )
     print()
     small = reports[cases[0][0]]
     large = reports[cases[1][0]]
     total = sorted(r["total_ms"] for r, _ in small)[len(small) // 2]
-    summary.append(sc.Figure(
-        "R", f"resume {cases[0][0]} + build next request", sc.median_of([r["total_ms"] for r, _ in small]) + " ms",
-        f"<= {TARGET_MS:.0f} ms (ratio {total / TARGET_MS:.2f}x target)", total <= TARGET_MS,
-    ))
-    summary.append(sc.Figure(
-        "R", "  same, whole new process wall (info)", sc.median_of([w for _, w in small]) + " ms",
-        "-", None,
-    ))
+    summary.append(
+        sc.Figure(
+            "R",
+            f"resume {cases[0][0]} + build next request",
+            sc.median_of([r["total_ms"] for r, _ in small]) + " ms",
+            f"<= {TARGET_MS:.0f} ms (ratio {total / TARGET_MS:.2f}x target)",
+            total <= TARGET_MS,
+        )
+    )
+    summary.append(
+        sc.Figure(
+            "R",
+            "  same, whole new process wall (info)",
+            sc.median_of([w for _, w in small]) + " ms",
+            "-",
+            None,
+        )
+    )
     core = [sum(r["phases_ms"][p] for p in ("load", "seed", "derive+pairing")) for r, _ in large]
     core_median = sorted(core)[len(core) // 2]
-    summary.append(sc.Figure(
-        "R", f"{cases[1][0]}: load+repair+Session(seed)+derive", sc.median_of(core) + " ms",
-        f"< {TARGET_LARGE_S * 1000:.0f} ms (ratio {core_median / (TARGET_LARGE_S * 1000):.2f}x)",
-        core_median < TARGET_LARGE_S * 1000,
-    ))
+    summary.append(
+        sc.Figure(
+            "R",
+            f"{cases[1][0]}: load+repair+Session(seed)+derive",
+            sc.median_of(core) + " ms",
+            f"< {TARGET_LARGE_S * 1000:.0f} ms (ratio {core_median / (TARGET_LARGE_S * 1000):.2f}x)",
+            core_median < TARGET_LARGE_S * 1000,
+        )
+    )
     full = [r["total_ms"] for r, _ in large]
     full_median = sorted(full)[len(full) // 2]
-    summary.append(sc.Figure(
-        "R", f"{cases[1][0]}: full resume + next request", sc.median_of(full) + " ms",
-        f"< {TARGET_LARGE_S * 1000:.0f} ms", full_median < TARGET_LARGE_S * 1000,
-    ))
+    summary.append(
+        sc.Figure(
+            "R",
+            f"{cases[1][0]}: full resume + next request",
+            sc.median_of(full) + " ms",
+            f"< {TARGET_LARGE_S * 1000:.0f} ms",
+            full_median < TARGET_LARGE_S * 1000,
+        )
+    )
     print(sc.figures_table(summary))
     return summary
 

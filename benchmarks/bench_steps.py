@@ -46,11 +46,15 @@ def measure(
             results[n].append(run)
             print(f"  N={n}: {run.ms_per_step:.2f} ms/step", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory(prefix="duraloop-bench-s-") as tmp:
-            run = sc.run_steps_sync(largest, Path(tmp), estimate_tokens=estimate_tokens,
-                                    compression="zstd")
+            run = sc.run_steps_sync(
+                largest, Path(tmp), estimate_tokens=estimate_tokens, compression="zstd"
+            )
         zstd.append(run)
-        print(f"  N={largest} zstd: {run.ms_per_step:.2f} ms/step, {run.file_bytes} B",
-              file=sys.stderr, flush=True)
+        print(
+            f"  N={largest} zstd: {run.ms_per_step:.2f} ms/step, {run.file_bytes} B",
+            file=sys.stderr,
+            flush=True,
+        )
     return results, zstd
 
 
@@ -60,22 +64,36 @@ def report(results: dict[int, list[sc.StepRun]], zstd: list[sc.StepRun]) -> list
     rows = []
     for n in sizes:
         runs = results[n]
-        rows.append((
-            n,
-            sc.median_of([r.ms_per_step for r in runs]),
-            sc.median_of([r.cpu_ms_per_step for r in runs]),
-            sc.median_of([r.tail_ms_per_step for r in runs]),
-            sc.median_of([r.fsyncs_writer / n for r in runs]),
-            sc.median_of([r.file_bytes / 1e6 for r in runs]),
-            runs[0].events,
-            f"{runs[0].last_request_bytes / 1e3:.0f} kB",
-        ))
-    print("Scenario S: one turn of N steps x 3 no-op tool calls, durable JSONL, request encoded each step")
-    print(sc.table(
-        ("N", "ms/step (wall)", "ms/step (CPU)", "ms/step last 10%", "fsyncs/step", "MB on disk",
-         "events", "last request"),
-        rows,
-    ))
+        rows.append(
+            (
+                n,
+                sc.median_of([r.ms_per_step for r in runs]),
+                sc.median_of([r.cpu_ms_per_step for r in runs]),
+                sc.median_of([r.tail_ms_per_step for r in runs]),
+                sc.median_of([r.fsyncs_writer / n for r in runs]),
+                sc.median_of([r.file_bytes / 1e6 for r in runs]),
+                runs[0].events,
+                f"{runs[0].last_request_bytes / 1e3:.0f} kB",
+            )
+        )
+    print(
+        "Scenario S: one turn of N steps x 3 no-op tool calls, durable JSONL, request encoded each step"
+    )
+    print(
+        sc.table(
+            (
+                "N",
+                "ms/step (wall)",
+                "ms/step (CPU)",
+                "ms/step last 10%",
+                "fsyncs/step",
+                "MB on disk",
+                "events",
+                "last request",
+            ),
+            rows,
+        )
+    )
     small, large = sizes[0], sizes[-1]
     big = results[large]
     ratio_wall = statistics.median(r.ms_per_step for r in big) / statistics.median(
@@ -95,27 +113,69 @@ def report(results: dict[int, list[sc.StepRun]], zstd: list[sc.StepRun]) -> list
     fixed = fsyncs - marginal * large
     print()
     summary = [
-        sc.Figure("S", f"ms/step at N={large}", sc.median_of([r.ms_per_step for r in big]),
-                  f"<= {TARGET_MS} (ratio {ms / TARGET_MS:.2f}x target)", ms <= TARGET_MS),
-        sc.Figure("S", f"ratio per-step N={large}/N={small} (wall)", f"{ratio_wall:.2f}",
-                  f"<= {TARGET_RATIO}", ratio_wall <= TARGET_RATIO),
-        sc.Figure("S", f"ratio per-step N={large}/N={small} (CPU)", f"{ratio_cpu:.2f}",
-                  f"<= {TARGET_RATIO}", None),
-        sc.Figure("S", f"ratio last-10% step N={large}/N={small}", f"{ratio_tail:.2f}",
-                  f"<= {TARGET_RATIO}", None),
-        sc.Figure("S", f"bytes on disk at N={large} (raw JSONL, info)",
-                  sc.median_of([r.file_bytes / 1e6 for r in big]) + " MB",
-                  "(raw is the readable default)", None),
-        sc.Figure("S", f"bytes on disk at N={large} (zstd + packed rows)",
-                  sc.median_of([r.file_bytes / 1e6 for r in zstd]) + " MB",
-                  f"<= 1.0 MB (ratio {statistics.median(r.file_bytes for r in zstd) / TARGET_BYTES:.2f}x target)",
-                  statistics.median(r.file_bytes for r in zstd) <= TARGET_BYTES),
-        sc.Figure("S", f"ms/step at N={large} (zstd)", sc.median_of([r.ms_per_step for r in zstd]),
-                  f"<= {TARGET_MS}", statistics.median(r.ms_per_step for r in zstd) <= TARGET_MS),
-        sc.Figure("S", f"fsyncs at N={large} (writer; os.fsync {fsyncs_os:.0f})",
-                  f"{fsyncs:.0f} = {marginal:.3f}/step + {fixed:.0f} fixed", "(info)", None),
-        sc.Figure("S", f"fsyncs per step (marginal, N={small}->{large})", f"{marginal:.3f}",
-                  f"<= {TARGET_FSYNCS_PER_STEP}", marginal <= TARGET_FSYNCS_PER_STEP),
+        sc.Figure(
+            "S",
+            f"ms/step at N={large}",
+            sc.median_of([r.ms_per_step for r in big]),
+            f"<= {TARGET_MS} (ratio {ms / TARGET_MS:.2f}x target)",
+            ms <= TARGET_MS,
+        ),
+        sc.Figure(
+            "S",
+            f"ratio per-step N={large}/N={small} (wall)",
+            f"{ratio_wall:.2f}",
+            f"<= {TARGET_RATIO}",
+            ratio_wall <= TARGET_RATIO,
+        ),
+        sc.Figure(
+            "S",
+            f"ratio per-step N={large}/N={small} (CPU)",
+            f"{ratio_cpu:.2f}",
+            f"<= {TARGET_RATIO}",
+            None,
+        ),
+        sc.Figure(
+            "S",
+            f"ratio last-10% step N={large}/N={small}",
+            f"{ratio_tail:.2f}",
+            f"<= {TARGET_RATIO}",
+            None,
+        ),
+        sc.Figure(
+            "S",
+            f"bytes on disk at N={large} (raw JSONL, info)",
+            sc.median_of([r.file_bytes / 1e6 for r in big]) + " MB",
+            "(raw is the readable default)",
+            None,
+        ),
+        sc.Figure(
+            "S",
+            f"bytes on disk at N={large} (zstd + packed rows)",
+            sc.median_of([r.file_bytes / 1e6 for r in zstd]) + " MB",
+            f"<= 1.0 MB (ratio {statistics.median(r.file_bytes for r in zstd) / TARGET_BYTES:.2f}x target)",
+            statistics.median(r.file_bytes for r in zstd) <= TARGET_BYTES,
+        ),
+        sc.Figure(
+            "S",
+            f"ms/step at N={large} (zstd)",
+            sc.median_of([r.ms_per_step for r in zstd]),
+            f"<= {TARGET_MS}",
+            statistics.median(r.ms_per_step for r in zstd) <= TARGET_MS,
+        ),
+        sc.Figure(
+            "S",
+            f"fsyncs at N={large} (writer; os.fsync {fsyncs_os:.0f})",
+            f"{fsyncs:.0f} = {marginal:.3f}/step + {fixed:.0f} fixed",
+            "(info)",
+            None,
+        ),
+        sc.Figure(
+            "S",
+            f"fsyncs per step (marginal, N={small}->{large})",
+            f"{marginal:.3f}",
+            f"<= {TARGET_FSYNCS_PER_STEP}",
+            marginal <= TARGET_FSYNCS_PER_STEP,
+        ),
     ]
     print(sc.figures_table(summary))
     return summary
@@ -126,7 +186,8 @@ def main(argv: list[str] | None = None) -> list[sc.Figure]:
     parser.add_argument("--sizes", default="10,100,1000")
     parser.add_argument("--runs", type=int, default=sc.RUNS)
     parser.add_argument(
-        "--with-token-estimate", action="store_true",
+        "--with-token-estimate",
+        action="store_true",
         help="keep ScriptedModel's O(history) input-token estimate (stubbed by default)",
     )
     args = parser.parse_args(argv)

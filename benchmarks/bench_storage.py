@@ -66,9 +66,14 @@ async def _generate(root: Path, events: int) -> Session:
     workspace = root / "ws"
     workspace.mkdir(parents=True, exist_ok=True)
     sid = new_session_id()
-    session = Session(sid, header=SessionHeader(id=sid, created_at=now_ms(), cwd=str(workspace.resolve())))
+    session = Session(
+        sid, header=SessionHeader(id=sid, created_at=now_ms(), cwd=str(workspace.resolve()))
+    )
     loop = AgentLoop(
-        session, model=sc.BenchScriptedModel(script), tools=sc.NOOP_TOOLS, cwd=workspace,
+        session,
+        model=sc.BenchScriptedModel(script),
+        tools=sc.NOOP_TOOLS,
+        cwd=workspace,
         config=LoopConfig(max_steps=10),
     )
     for turn in range(1, turns + 1):
@@ -102,7 +107,9 @@ def _no_fsync() -> Iterator[None]:
 
 
 def _store_bytes(root: Path) -> int:
-    return sum(path.stat().st_size for path in root.rglob("*") if path.is_file() and path.suffix != ".lock")
+    return sum(
+        path.stat().st_size for path in root.rglob("*") if path.is_file() and path.suffix != ".lock"
+    )
 
 
 def write_layouts(root: Path, session: Session) -> dict[str, Path]:
@@ -133,10 +140,15 @@ async def _append_run(label: str, root: Path, steps: int) -> tuple[float, float,
     store = LAYOUTS[label](root)
     model = sc.EncodingModel(sc.step_script(steps))
     try:
-        loop = start_session(SessionSetup(
-            store=store, model=model, tools=sc.NOOP_TOOLS, cwd=workspace,
-            config=LoopConfig(max_steps=steps + 1),
-        ))
+        loop = start_session(
+            SessionSetup(
+                store=store,
+                model=model,
+                tools=sc.NOOP_TOOLS,
+                cwd=workspace,
+                config=LoopConfig(max_steps=steps + 1),
+            )
+        )
         writer = loop.durability
         started = time.perf_counter()
         result = await loop.run_turn("Run the benchmark task.")
@@ -187,19 +199,37 @@ def measure(runs: int, events: int, steps: int) -> list[sc.Figure]:
         count = session.seq
         roots = write_layouts(Path(build), session)
         batch_count = len(checkpoint_batches(list(session.events)))
-        print(f"  generated and stored {count} events ({batch_count} batches) in "
-              f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+        print(
+            f"  generated and stored {count} events ({batch_count} batches) in "
+            f"{time.perf_counter() - started:.1f} s",
+            file=sys.stderr,
+            flush=True,
+        )
         raw_bytes = _store_bytes(roots["JSONL raw, unpacked"])
         for label, root in roots.items():
             size = _store_bytes(root)
-            rows_size.append((label, f"{size / 1e6:.2f}", f"{size / count:.1f}", f"{raw_bytes / size:.2f}x"))
+            rows_size.append(
+                (label, f"{size / 1e6:.2f}", f"{size / count:.1f}", f"{raw_bytes / size:.2f}x")
+            )
             loads = [_load_once(label, root, session.id) for _ in range(runs)]
             rows_load.append((label, sc.median_of(loads)))
-            summary.append(sc.Figure("ST", f"bytes/event, {label}", f"{size / count:.1f}", "(info)", None))
-            summary.append(sc.Figure("ST", f"load+seed {count // 1000}k events, {label}",
-                                     sc.median_of(loads) + " ms", "(info)", None))
-            print(f"  {label}: {size / count:.1f} B/event, load {sorted(loads)[len(loads) // 2]:.0f} ms",
-                  file=sys.stderr, flush=True)
+            summary.append(
+                sc.Figure("ST", f"bytes/event, {label}", f"{size / count:.1f}", "(info)", None)
+            )
+            summary.append(
+                sc.Figure(
+                    "ST",
+                    f"load+seed {count // 1000}k events, {label}",
+                    sc.median_of(loads) + " ms",
+                    "(info)",
+                    None,
+                )
+            )
+            print(
+                f"  {label}: {size / count:.1f} B/event, load {sorted(loads)[len(loads) // 2]:.0f} ms",
+                file=sys.stderr,
+                flush=True,
+            )
     for label in APPEND_LAYOUTS:
         figures = []
         for _ in range(runs):
@@ -208,9 +238,12 @@ def measure(runs: int, events: int, steps: int) -> list[sc.Figure]:
         rate, ms, fsyncs = ([f[i] for f in figures] for i in range(3))
         rate_text = f"{sorted(rate)[len(rate) // 2]:.0f} ({min(rate):.0f}-{max(rate):.0f})"
         rows_append.append((label, rate_text, sc.median_of(ms), sc.median_of(fsyncs)))
-        summary.append(sc.Figure("ST", f"append events/s, loop N={steps}, {label}", rate_text,
-                                 "(info)", None))
-        print(f"  {label}: {sorted(rate)[len(rate) // 2]:.0f} events/s", file=sys.stderr, flush=True)
+        summary.append(
+            sc.Figure("ST", f"append events/s, loop N={steps}, {label}", rate_text, "(info)", None)
+        )
+        print(
+            f"  {label}: {sorted(rate)[len(rate) // 2]:.0f} events/s", file=sys.stderr, flush=True
+        )
     print(f"Storage: {count}-event tool-heavy session ({batch_count} checkpoint batches)")
     print(sc.table(("layout", "MB", "bytes/event", "vs raw unpacked"), rows_size))
     print()

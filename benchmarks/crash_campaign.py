@@ -55,16 +55,29 @@ from typing import Any
 import _crash_laws as laws
 
 STORES = ("jsonl", "jsonl+zstd", "sqlite")
-KINDS = ("uniform", "after-tool-call", "after-assistant-message", "after-side-effect",
-         "during-repair")
+KINDS = (
+    "uniform",
+    "after-tool-call",
+    "after-assistant-message",
+    "after-side-effect",
+    "during-repair",
+)
 POLL_SECONDS = 0.002
 PROCESS_TIMEOUT_SECONDS = 90.0
 TREE_FILES = 4000
 KNOWN: dict[str, str] = {}
 """Laws with a known, reported bug: counted and shown, but `--strict` alone fails on them."""
-_SCRUBBED = ("DURALOOP_MODEL", "DURALOOP_HOME", "DURALOOP_STORE", "OPENAI_API_KEY",
-             "OPENAI_BASE_URL", "DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL", "ANTHROPIC_API_KEY",
-             "ANTHROPIC_BASE_URL")
+_SCRUBBED = (
+    "DURALOOP_MODEL",
+    "DURALOOP_HOME",
+    "DURALOOP_STORE",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "DEEPSEEK_API_KEY",
+    "DEEPSEEK_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+)
 
 
 @dataclass
@@ -97,21 +110,31 @@ class Report:
         """The figures as a plain-text table."""
         stores = sorted({store for store, _ in self.kills} | {store for store, _ in self.missed})
         width = max([len(k) for k in KINDS] + [5])
-        lines = [f"crash campaign: {self.total_kills} SIGKILLs in {self.trials} trials, "
-                 f"{self.processes} processes, {self.seconds:.0f} s",
-                 "",
-                 "kills by moment kind and store" + " (targets missed: process ended first)",
-                 f"{'':{width}} " + " ".join(f"{s:>12}" for s in stores) + f" {'total':>8}"]
+        lines = [
+            f"crash campaign: {self.total_kills} SIGKILLs in {self.trials} trials, "
+            f"{self.processes} processes, {self.seconds:.0f} s",
+            "",
+            "kills by moment kind and store" + " (targets missed: process ended first)",
+            f"{'':{width}} " + " ".join(f"{s:>12}" for s in stores) + f" {'total':>8}",
+        ]
         for kind in KINDS:
             row = [self.kills[(s, kind)] for s in stores]
             missed = sum(self.missed[(s, kind)] for s in stores)
-            lines.append(f"{kind:{width}} " + " ".join(f"{n:>12}" for n in row)
-                         + f" {sum(row):>8}" + (f"  ({missed} missed)" if missed else ""))
+            lines.append(
+                f"{kind:{width}} "
+                + " ".join(f"{n:>12}" for n in row)
+                + f" {sum(row):>8}"
+                + (f"  ({missed} missed)" if missed else "")
+            )
         totals = [sum(self.kills[(s, k)] for k in KINDS) for s in stores]
-        lines.append(f"{'total':{width}} " + " ".join(f"{n:>12}" for n in totals)
-                     + f" {sum(totals):>8}")
-        lines += ["", "calls a kill left unanswered (each checked for its recovery code): "
-                  + ", ".join(f"{self.owed[c]} {c}" for c in (laws.UNKNOWN, laws.NOT_STARTED))]
+        lines.append(
+            f"{'total':{width}} " + " ".join(f"{n:>12}" for n in totals) + f" {sum(totals):>8}"
+        )
+        lines += [
+            "",
+            "calls a kill left unanswered (each checked for its recovery code): "
+            + ", ".join(f"{self.owed[c]} {c}" for c in (laws.UNKNOWN, laws.NOT_STARTED)),
+        ]
         lines += ["", "violations by law (each must be 0)"]
         counts = self.by_law()
         for law in laws.LAWS:
@@ -238,8 +261,14 @@ def make_script(rng: random.Random, prefix: str, ledger: Path, steps: int) -> Sc
     edits: list[str] = []
     effects = 0
     for step in range(1, steps + 1):
-        group = [rng.choice(["grep", "list_dir", "read_file", "read_file"]) for _ in range(rng.randint(2, 3))]
-        exclusive = [rng.choice(["write_file", "edit_file", "bash", "bash"]) for _ in range(rng.randint(1, 3))]
+        group = [
+            rng.choice(["grep", "list_dir", "read_file", "read_file"])
+            for _ in range(rng.randint(2, 3))
+        ]
+        exclusive = [
+            rng.choice(["write_file", "edit_file", "bash", "bash"])
+            for _ in range(rng.randint(1, 3))
+        ]
         at = rng.randint(0, len(exclusive))
         calls: list[dict[str, Any]] = []
         for number, name in enumerate(exclusive[:at] + group + exclusive[at:], start=1):
@@ -261,11 +290,15 @@ def make_script(rng: random.Random, prefix: str, ledger: Path, steps: int) -> Sc
                 effects += 1
             else:
                 pause = rng.choice([0.02, 0.05, 0.1, 0.2])
-                arguments = {"command": f"echo {call_id}:begin >> {ledger}; sleep {pause}; "
-                                        f"echo {call_id}:end >> {ledger}"}
+                arguments = {
+                    "command": f"echo {call_id}:begin >> {ledger}; sleep {pause}; "
+                    f"echo {call_id}:end >> {ledger}"
+                }
                 effects += 2
             calls.append({"id": call_id, "name": name, "arguments": arguments})
-        responses.append({"text": f"step {step}", "tool_calls": calls, "delay_ms": rng.randint(0, 60)})
+        responses.append(
+            {"text": f"step {step}", "tool_calls": calls, "delay_ms": rng.randint(0, 60)}
+        )
     responses.append({"text": "done", "delay_ms": rng.randint(0, 30)})
     return Script(responses, ids, len(ids), steps + 1, effects, edits)
 
@@ -359,15 +392,25 @@ class Campaign:
         out = (trial / f"p{number}.out").open("wb")
         err = (trial / f"p{number}.err").open("wb")
         try:
-            return subprocess.Popen([sys.executable, "-m", "duraloop", *argv], stdout=out,
-                                    stderr=err, env=clean_env(trial / "home"), cwd=trial,
-                                    start_new_session=True)
+            return subprocess.Popen(
+                [sys.executable, "-m", "duraloop", *argv],
+                stdout=out,
+                stderr=err,
+                env=clean_env(trial / "home"),
+                cwd=trial,
+                start_new_session=True,
+            )
         finally:
             out.close()
             err.close()
 
-    def drive(self, proc: subprocess.Popen[bytes], target: Target | None, watcher: Watcher,
-              effects: Callable[[], int]) -> Outcome:
+    def drive(
+        self,
+        proc: subprocess.Popen[bytes],
+        target: Target | None,
+        watcher: Watcher,
+        effects: Callable[[], int],
+    ) -> Outcome:
         started = time.monotonic()
         base_units = watcher.poll()[0]
         first_write: float | None = None
@@ -376,7 +419,9 @@ class Campaign:
             units, tool_calls, messages = watcher.poll()
             if first_write is None and units != base_units:
                 first_write = elapsed
-            if target is not None and target.reached(elapsed, units, tool_calls, messages, effects()):
+            if target is not None and target.reached(
+                elapsed, units, tool_calls, messages, effects()
+            ):
                 kill_ms = time.time_ns() // 1_000_000
                 proc.send_signal(signal.SIGKILL)
                 ended = proc.wait()
@@ -399,7 +444,9 @@ class Campaign:
         seen = table.get(store, [])
         return statistics.median(seen[-20:]) if seen else default
 
-    def target(self, kind: str, store: str, script: Script, base: tuple[int, int, int, int]) -> Target:
+    def target(
+        self, kind: str, store: str, script: Script, base: tuple[int, int, int, int]
+    ) -> Target:
         units0, calls0, messages0, effects0 = base
         rng = self.rng
         if kind == "uniform":
@@ -410,17 +457,25 @@ class Campaign:
             return Target(kind, f"after tool/call {k}", lambda e, u, c, m, x: c >= calls0 + k)
         if kind == "after-assistant-message":
             k = rng.randint(1, script.messages)
-            return Target(kind, f"after assistant/message {k}", lambda e, u, c, m, x: m >= messages0 + k)
+            return Target(
+                kind, f"after assistant/message {k}", lambda e, u, c, m, x: m >= messages0 + k
+            )
         if kind == "after-side-effect":
             k = rng.randint(1, max(script.effects, 1))
             return Target(kind, f"after side effect {k}", lambda e, u, c, m, x: x >= effects0 + k)
         if rng.random() < 0.5:
             extra = rng.randint(0, 2)
-            return Target(kind, f"at first log write + {extra} units",
-                          lambda e, u, c, m, x: u != units0 and abs(u - units0) >= 1 + extra)
+            return Target(
+                kind,
+                f"at first log write + {extra} units",
+                lambda e, u, c, m, x: u != units0 and abs(u - units0) >= 1 + extra,
+            )
         moment = rng.uniform(0, 1.2 * self._estimate(self.first_writes, store, 0.8))
-        return Target(kind, f"at {moment:.3f} s (before repair's expected first write)",
-                      lambda e, u, c, m, x: e >= moment)
+        return Target(
+            kind,
+            f"at {moment:.3f} s (before repair's expected first write)",
+            lambda e, u, c, m, x: e >= moment,
+        )
 
     # ---- one trial
 
@@ -451,8 +506,14 @@ class Campaign:
                 (self.workspace / f"e-{call_id}.txt").write_text("state: PENDING\n")
             script_file = trial / f"script-{process}.json"
             script_file.write_text(json.dumps(script.responses, indent=1))
-            common = ["--model", f"scripted:{script_file}", "--store", store.spec,
-                      "--cwd", str(self.workspace)]
+            common = [
+                "--model",
+                f"scripted:{script_file}",
+                "--store",
+                store.spec,
+                "--cwd",
+                str(self.workspace),
+            ]
             if exists and self.rng.random() < 0.6:
                 argv = ["resume", session_id, "continue", *common]
             else:
@@ -475,14 +536,18 @@ class Campaign:
                 self.first_writes.setdefault(store_kind, []).append(outcome.first_write_seconds)
             shown = f"p{process}: duraloop {' '.join(argv[:3])} ... ({script_file.name})"
             if outcome.killed:
-                history.append(f"{shown}: SIGKILL {kind} {target.description if target else ''} "
-                               f"at {outcome.seconds:.3f} s")
+                history.append(
+                    f"{shown}: SIGKILL {kind} {target.description if target else ''} "
+                    f"at {outcome.seconds:.3f} s"
+                )
                 kills += 1
                 assert kind is not None
                 self.report.kills[(store_kind, kind)] += 1
             else:
-                history.append(f"{shown}: exited {outcome.returncode} after {outcome.seconds:.3f} s"
-                               + (f" (target {kind} {target.description} missed)" if target else ""))
+                history.append(
+                    f"{shown}: exited {outcome.returncode} after {outcome.seconds:.3f} s"
+                    + (f" (target {kind} {target.description} missed)" if target else "")
+                )
                 if kind is not None:
                     self.report.missed[(store_kind, kind)] += 1
                 if steps > 1 and outcome.returncode == 0:
@@ -497,16 +562,22 @@ class Campaign:
                 fresh = {k: v for k, v in laws.pending_calls(calls).items() if k not in owed}
                 owed.update(fresh)
                 self.report.owed.update(fresh.values())
-                violations += laws.check_head_durable(calls, outcome.kill_ms,
-                                                      since_seq=len(previous.events))
+                violations += laws.check_head_durable(
+                    calls, outcome.kill_ms, since_seq=len(previous.events)
+                )
             else:
                 err = (trial / f"p{process}.err").read_text(errors="replace")[-400:]
                 if outcome.returncode != 0:
-                    violations.append(laws.Violation("process-failed", f"p{process} exited "
-                                      f"{outcome.returncode}: {err.strip()!r}"))
+                    violations.append(
+                        laws.Violation(
+                            "process-failed",
+                            f"p{process} exited {outcome.returncode}: {err.strip()!r}",
+                        )
+                    )
                 elif calls.last_turn not in calls.turn_ends:
-                    violations.append(laws.Violation("process-failed", f"p{process} exited 0 "
-                                      "with its turn open"))
+                    violations.append(
+                        laws.Violation("process-failed", f"p{process} exited 0 with its turn open")
+                    )
             found += [(v.law, f"p{process}: {v.detail}") for v in violations]
             previous = snapshot
             if final or outcome.returncode not in (0, -signal.SIGKILL):
@@ -514,18 +585,41 @@ class Campaign:
         calls = laws.calls_of(previous.events)
         found += [(v.law, f"final: {v.detail}") for v in laws.check_spurious(calls, owed)]
         checked = subprocess.run(
-            [sys.executable, "-m", "duraloop", "check", session_id, "--json", "--store", store.spec],
-            capture_output=True, text=True, env=clean_env(trial / "home"), cwd=trial,
-            timeout=PROCESS_TIMEOUT_SECONDS, check=False)
+            [
+                sys.executable,
+                "-m",
+                "duraloop",
+                "check",
+                session_id,
+                "--json",
+                "--store",
+                store.spec,
+            ],
+            capture_output=True,
+            text=True,
+            env=clean_env(trial / "home"),
+            cwd=trial,
+            timeout=PROCESS_TIMEOUT_SECONDS,
+            check=False,
+        )
         self.report.processes += 1
         verdict: dict[str, Any] = {}
         try:
             verdict = json.loads(checked.stdout)
         except ValueError:
             pass
-        if checked.returncode != 0 or not verdict.get("valid") or verdict.get("openTurn") is not None:
-            found.append(("check-invalid", f"check exit {checked.returncode}: "
-                          f"{(checked.stdout + checked.stderr).strip()[:300]!r}"))
+        if (
+            checked.returncode != 0
+            or not verdict.get("valid")
+            or verdict.get("openTurn") is not None
+        ):
+            found.append(
+                (
+                    "check-invalid",
+                    f"check exit {checked.returncode}: "
+                    f"{(checked.stdout + checked.stderr).strip()[:300]!r}",
+                )
+            )
         self._record(trial, store_kind, history, found)
         return kills
 
@@ -553,7 +647,9 @@ class Campaign:
         fewest = min(self.report.kills[(store, k)] for k in kinds)
         return self.rng.choice([k for k in kinds if self.report.kills[(store, k)] == fewest])
 
-    def _record(self, trial: Path, store: str, history: list[str], found: list[tuple[str, str]]) -> None:
+    def _record(
+        self, trial: Path, store: str, history: list[str], found: list[tuple[str, str]]
+    ) -> None:
         self.report.trials += 1
         for law, detail in found:
             self.report.violations.append((law, store, f"{trial.name} {detail}"))
@@ -561,12 +657,15 @@ class Campaign:
             text = "\n  ".join(history + [f"[{law}] {detail}" for law, detail in found])
             (trial / "violations.txt").write_text(text + "\n")
             self.report.reproductions.append(
-                f"\nreproduction (directory kept: scripts, store, ledger, p*.out/err):\n  {text}")
+                f"\nreproduction (directory kept: scripts, store, ledger, p*.out/err):\n  {text}"
+            )
         elif not self.keep:
             shutil.rmtree(trial)
         if self.progress is not None:
-            self.progress(f"{trial.name}: {len(history) - 1} processes, "
-                          f"{len(found)} violations; {self.report.total_kills} kills so far")
+            self.progress(
+                f"{trial.name}: {len(history) - 1} processes, "
+                f"{len(found)} violations; {self.report.total_kills} kills so far"
+            )
 
     def calibrate(self) -> None:
         """Time one unkilled 3-step process per store (its lifetime scales `uniform` kills)."""
@@ -579,13 +678,28 @@ class Campaign:
                 (self.workspace / f"e-{call_id}.txt").write_text("state: PENDING\n")
             (trial / "script.json").write_text(json.dumps(script.responses))
             started = time.monotonic()
-            proc = self.spawn(trial, ["run", "go", "--session", "cal", "--model",
-                                      f"scripted:{trial / 'script.json'}", "--store", spec.spec,
-                                      "--cwd", str(self.workspace)], 0)
+            proc = self.spawn(
+                trial,
+                [
+                    "run",
+                    "go",
+                    "--session",
+                    "cal",
+                    "--model",
+                    f"scripted:{trial / 'script.json'}",
+                    "--store",
+                    spec.spec,
+                    "--cwd",
+                    str(self.workspace),
+                ],
+                0,
+            )
             code = proc.wait(timeout=PROCESS_TIMEOUT_SECONDS)
             self.report.processes += 1
             if code != 0:
-                raise RuntimeError(f"calibration run failed ({code}): {(trial / 'p0.err').read_text()}")
+                raise RuntimeError(
+                    f"calibration run failed ({code}): {(trial / 'p0.err').read_text()}"
+                )
             self.lifetimes[store] = [time.monotonic() - started]
             shutil.rmtree(trial)
 
@@ -609,9 +723,15 @@ class Campaign:
         return self.report
 
 
-def run_campaign(kills: int, *, seed: int, stores: Sequence[str] = STORES,
-                 workdir: Path | None = None, keep: bool = False,
-                 progress: Callable[[str], None] | None = None) -> Report:
+def run_campaign(
+    kills: int,
+    *,
+    seed: int,
+    stores: Sequence[str] = STORES,
+    workdir: Path | None = None,
+    keep: bool = False,
+    progress: Callable[[str], None] | None = None,
+) -> Report:
     """Run a campaign of `kills` SIGKILLs and return its report (see the module docstring)."""
     if workdir is None:
         workdir = Path(tempfile.mkdtemp(prefix="crash-campaign-"))
@@ -628,11 +748,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kills", type=int, default=1000, help="SIGKILLs to make in all")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--stores", default=",".join(STORES), help="comma-separated store kinds")
-    parser.add_argument("--workdir", type=Path, default=None,
-                        help="where trials run (default: a new temp dir, removed if all passed)")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="where trials run (default: a new temp dir, removed if all passed)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep every trial's directory")
-    parser.add_argument("--strict", action="store_true",
-                        help="exit 1 on violations of KNOWN laws too")
+    parser.add_argument(
+        "--strict", action="store_true", help="exit 1 on violations of KNOWN laws too"
+    )
     parser.add_argument("--quiet", action="store_true", help="no per-trial progress on stderr")
     args = parser.parse_args(argv)
     stores = [s for s in args.stores.split(",") if s]
@@ -643,8 +768,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    report = run_campaign(args.kills, seed=args.seed, stores=stores, workdir=args.workdir,
-                          keep=args.keep, progress=None if args.quiet else progress)
+    report = run_campaign(
+        args.kills,
+        seed=args.seed,
+        stores=stores,
+        workdir=args.workdir,
+        keep=args.keep,
+        progress=None if args.quiet else progress,
+    )
     print(report.render())
     return 1 if (report.violations if args.strict else report.unexpected()) else 0
 

@@ -26,7 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--examples", type=int, default=1000, help="hypothesis examples per test and encoding")
+    parser.add_argument(
+        "--examples", type=int, default=1000, help="hypothesis examples per test and encoding"
+    )
     args = parser.parse_args()
     os.environ["DURALOOP_FUZZ_EXAMPLES"] = str(args.examples)
     sys.path.insert(0, str(ROOT / "tests"))
@@ -36,10 +38,18 @@ def main() -> int:
     from store import test_reader_fuzz as fuzz
 
     runs = [
-        (f"prefix-{compression}", fuzz.test_damaged_log_loads_a_valid_prefix_or_raises_corruption, {"compression": compression})
+        (
+            f"prefix-{compression}",
+            fuzz.test_damaged_log_loads_a_valid_prefix_or_raises_corruption,
+            {"compression": compression},
+        )
         for compression in ("none", "zstd")
     ] + [
-        (f"readers-{encoding}", fuzz.test_every_reader_path_raises_only_typed_errors_on_damaged_input, {"encoding": encoding})
+        (
+            f"readers-{encoding}",
+            fuzz.test_every_reader_path_raises_only_typed_errors_on_damaged_input,
+            {"encoding": encoding},
+        )
         for encoding in ("none", "zstd", "sqlite")
     ]
     untyped = 0
@@ -52,7 +62,9 @@ def main() -> int:
             untyped += 1
             print(f"{name}: FAILED")
             traceback.print_exc()
-        print(f"{name}: {fuzz.INPUTS[name]} inputs in {time.perf_counter() - begun:.1f} s", flush=True)
+        print(
+            f"{name}: {fuzz.INPUTS[name]} inputs in {time.perf_counter() - begun:.1f} s", flush=True
+        )
     print(f"\ninputs tried: {sum(fuzz.INPUTS.values())} in {time.perf_counter() - started:.1f} s")
     for encoding, count in sorted(fuzz.INPUTS.items()):
         print(f"  {encoding}: {count}")

@@ -29,8 +29,10 @@ def main() -> None:
     runs = ["--runs", str(args.runs)]
     started = time.perf_counter()
     figures: list[sc.Figure] = []
-    print(f"duraloop benchmarks on {platform.python_implementation()} {platform.python_version()}, "
-          f"{platform.machine()}; median of {args.runs} runs (min-max)\n")
+    print(
+        f"duraloop benchmarks on {platform.python_implementation()} {platform.python_version()}, "
+        f"{platform.machine()}; median of {args.runs} runs (min-max)\n"
+    )
     sizes = "10,100,300" if args.quick else "10,100,1000"
     figures += bench_steps.main(["--sizes", sizes, *runs])
     print()

@@ -35,10 +35,13 @@ EXIT_TIMEOUT = 20.0
 # A parallel read, then an exclusive bash call that records its pid (the process group
 # leader: the bash tool starts its own group) and sleeps long enough to be interrupted.
 SLEEPING_TURN: list[dict[str, Any]] = [
-    {"text": "Reading, then waiting.", "tool_calls": [
-        {"id": "read-1", "name": "read_file", "arguments": {"path": "a.txt"}},
-        {"id": "bash-1", "name": "bash", "arguments": {"command": "echo $$ > pid; sleep 30"}},
-    ]},
+    {
+        "text": "Reading, then waiting.",
+        "tool_calls": [
+            {"id": "read-1", "name": "read_file", "arguments": {"path": "a.txt"}},
+            {"id": "bash-1", "name": "bash", "arguments": {"command": "echo $$ > pid; sleep 30"}},
+        ],
+    },
     {"text": "never requested"},
 ]
 
@@ -55,15 +58,23 @@ def cli(tmp_path: Path) -> Iterator[Cli]:
 
 def _start_sleeping_turn(cli: Cli) -> tuple[subprocess.Popen[bytes], Path, int]:
     """Start `duraloop run` and wait until the bash call is durable and its body is running."""
-    proc = cli.popen("run", "Read a.txt, then wait.", "--session", SESSION,
-                     "--model", cli.script(SLEEPING_TURN))
+    proc = cli.popen(
+        "run", "Read a.txt, then wait.", "--session", SESSION, "--model", cli.script(SLEEPING_TURN)
+    )
     try:
         log = wait_for_log(cli, SESSION)
-        wait_for(lambda: tool_call_on_disk(log, "bash") or proc.poll() is not None,
-                 what="the bash tool/call on disk")
+        wait_for(
+            lambda: tool_call_on_disk(log, "bash") or proc.poll() is not None,
+            what="the bash tool/call on disk",
+        )
         pid_file = cli.cwd / "pid"
-        wait_for(lambda: (pid_file.is_file() and pid_file.read_text().strip() != "")
-                 or proc.poll() is not None, what="the bash command to start")
+        wait_for(
+            lambda: (
+                (pid_file.is_file() and pid_file.read_text().strip() != "")
+                or proc.poll() is not None
+            ),
+            what="the bash command to start",
+        )
         assert proc.poll() is None, (cli.tmp / "popen.err").read_text()
     except BaseException:
         proc.kill()
@@ -73,13 +84,18 @@ def _start_sleeping_turn(cli: Cli) -> tuple[subprocess.Popen[bytes], Path, int]:
 
 
 def _call_seq(events: list[dict[str, Any]], call_id: str) -> int:
-    (seq,) = [e["seq"] for e in events if e["type"] == "tool/call" and e["data"]["callId"] == call_id]
+    (seq,) = [
+        e["seq"] for e in events if e["type"] == "tool/call" and e["data"]["callId"] == call_id
+    ]
     return int(seq)
 
 
 def _results(events: list[dict[str, Any]], call_id: str) -> list[dict[str, Any]]:
-    return [e for e in events
-            if e["type"] == "tool/result" and e["data"]["message"]["source"]["callId"] == call_id]
+    return [
+        e
+        for e in events
+        if e["type"] == "tool/result" and e["data"]["message"]["source"]["callId"] == call_id
+    ]
 
 
 def _kill_hard(proc: subprocess.Popen[bytes]) -> None:
@@ -94,7 +110,9 @@ def _assert_open_turn(cli: Cli) -> None:
 
 
 def _resume_and_assert_repaired(cli: Cli) -> subprocess.CompletedProcess[str]:
-    result = ok(cli("resume", SESSION, "continue", "--model", cli.script([{"text": "Carrying on."}])))
+    result = ok(
+        cli("resume", SESSION, "continue", "--model", cli.script([{"text": "Carrying on."}]))
+    )
     assert "TOOL_OUTCOME_UNKNOWN for bash-1" in result.stderr
     assert "Carrying on." in result.stdout
 
@@ -107,8 +125,13 @@ def _resume_and_assert_repaired(cli: Cli) -> subprocess.CompletedProcess[str]:
     (read_result,) = _results(events, "read-1")  # committed before the exclusive barrier
     assert read_result["seq"] < call_seq
 
-    after = events[unknown["seq"]:]
-    assert [e["type"] for e in after[:4]] == ["tool/result", "step/end", "turn/end", "session/end-seed"]
+    after = events[unknown["seq"] :]
+    assert [e["type"] for e in after[:4]] == [
+        "tool/result",
+        "step/end",
+        "turn/end",
+        "session/end-seed",
+    ]
     assert after[2]["data"] == {"turn": 1, "reason": {"kind": "interrupted"}}
     assert after[4]["type"] == "turn/start" and after[4]["data"]["turn"] == 2
     assert events[-1]["type"] == "turn/end"
@@ -181,8 +204,11 @@ def test_signal_cancels_the_turn_durably(cli: Cli, signum: signal.Signals, to_gr
     assert "aborted" in ok(cli("ls")).stdout
 
     # The bash tool's whole process group (bash and its `sleep 30`) is gone.
-    wait_for(lambda: not process_group_alive(bash_pid), timeout=EXIT_TIMEOUT,
-             what=f"process group {bash_pid} to exit")
+    wait_for(
+        lambda: not process_group_alive(bash_pid),
+        timeout=EXIT_TIMEOUT,
+        what=f"process group {bash_pid} to exit",
+    )
     status = Path(f"/proc/{bash_pid}/status")
     assert not status.exists() or "zombie" in status.read_text()
 
@@ -190,18 +216,35 @@ def test_signal_cancels_the_turn_durably(cli: Cli, signum: signal.Signals, to_gr
 def test_second_sigint_exits_at_once_and_resume_repairs(cli: Cli) -> None:
     # The bash command ignores SIGTERM, so the first Ctrl-C's drain waits out the kill grace.
     stubborn: list[dict[str, Any]] = [
-        {"tool_calls": [{"id": "bash-1", "name": "bash",
-                         "arguments": {"command": "echo $$ > pid; trap '' TERM; sleep 30"}}]},
+        {
+            "tool_calls": [
+                {
+                    "id": "bash-1",
+                    "name": "bash",
+                    "arguments": {"command": "echo $$ > pid; trap '' TERM; sleep 30"},
+                }
+            ]
+        },
     ]
     proc = cli.popen("run", "Wait.", "--session", SESSION, "--model", cli.script(stubborn))
     try:
         log = wait_for_log(cli, SESSION)
         pid_file = cli.cwd / "pid"
-        wait_for(lambda: (pid_file.is_file() and pid_file.read_text().strip() != "")
-                 or proc.poll() is not None, what="the bash command to start")
+        wait_for(
+            lambda: (
+                (pid_file.is_file() and pid_file.read_text().strip() != "")
+                or proc.poll() is not None
+            ),
+            what="the bash command to start",
+        )
         proc.send_signal(signal.SIGINT)
-        wait_for(lambda: "cancelling the turn" in (cli.tmp / "popen.err").read_text()
-                 or proc.poll() is not None, what="the first SIGINT to be handled")
+        wait_for(
+            lambda: (
+                "cancelling the turn" in (cli.tmp / "popen.err").read_text()
+                or proc.poll() is not None
+            ),
+            what="the first SIGINT to be handled",
+        )
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=EXIT_TIMEOUT) == 130
     finally:
@@ -210,8 +253,11 @@ def test_second_sigint_exits_at_once_and_resume_repairs(cli: Cli) -> None:
             proc.wait()
     # Exiting at once still kills the running command's whole group (it ignores SIGTERM).
     bash_pid = int(pid_file.read_text())
-    wait_for(lambda: not process_group_alive(bash_pid), timeout=EXIT_TIMEOUT,
-             what=f"process group {bash_pid} to be killed")
+    wait_for(
+        lambda: not process_group_alive(bash_pid),
+        timeout=EXIT_TIMEOUT,
+        what=f"process group {bash_pid} to be killed",
+    )
     # Exited at once, mid-drain: the log ends inside the turn, and resume closes it.
     _assert_open_turn(cli)
     ok(cli("resume", SESSION))

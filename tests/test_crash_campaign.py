@@ -33,21 +33,43 @@ def _line(event: dict[str, Any]) -> bytes:
 
 
 def _message(seq: int, *calls: tuple[str, str]) -> dict[str, Any]:
-    content = [{"type": "tool-call", "id": cid, "name": name, "arguments": "{}"} for cid, name in calls]
-    return {"type": "assistant/message", "seq": seq, "time": 1,
-            "data": {"turn": 1, "step": 1, "message": {"role": "assistant", "content": content}}}
+    content = [
+        {"type": "tool-call", "id": cid, "name": name, "arguments": "{}"} for cid, name in calls
+    ]
+    return {
+        "type": "assistant/message",
+        "seq": seq,
+        "time": 1,
+        "data": {"turn": 1, "step": 1, "message": {"role": "assistant", "content": content}},
+    }
 
 
 def _call(seq: int, call_id: str, time_ms: int = 1) -> dict[str, Any]:
-    return {"type": "tool/call", "seq": seq, "time": time_ms,
-            "data": {"turn": 1, "step": 1, "callId": call_id, "name": "bash", "arguments": "{}"}}
+    return {
+        "type": "tool/call",
+        "seq": seq,
+        "time": time_ms,
+        "data": {"turn": 1, "step": 1, "callId": call_id, "name": "bash", "arguments": "{}"},
+    }
 
 
 def _result(seq: int, call_id: str, code: str | None = None) -> dict[str, Any]:
-    data: dict[str, Any] = {"turn": 1, "step": 1, "message": {
-        "role": "user", "source": {"kind": "tool", "callId": call_id},
-        "content": [{"type": "tool-result", "toolCallId": call_id, "content": [],
-                     "isError": code is not None}]}}
+    data: dict[str, Any] = {
+        "turn": 1,
+        "step": 1,
+        "message": {
+            "role": "user",
+            "source": {"kind": "tool", "callId": call_id},
+            "content": [
+                {
+                    "type": "tool-result",
+                    "toolCallId": call_id,
+                    "content": [],
+                    "isError": code is not None,
+                }
+            ],
+        },
+    }
     if code is not None:
         data["error"] = {"code": code}
     return {"type": "tool/result", "seq": seq, "time": 1, "data": data}
@@ -85,8 +107,12 @@ def test_zstd_reader_commits_complete_frames_only(tmp_path: Path) -> None:
 
 def test_packed_chunk_rows_count_one_seq_per_member(tmp_path: Path) -> None:
     log = tmp_path / "session.jsonl"
-    packed = {"type": "text-chunks", "seq0": 1, "time0": 1,
-              "data": {"turn": 1, "step": 1, "index": 0, "dt": [0, 0], "texts": ["a", "b", "c"]}}
+    packed = {
+        "type": "text-chunks",
+        "seq0": 1,
+        "time0": 1,
+        "data": {"turn": 1, "step": 1, "index": 0, "dt": [0, 0], "texts": ["a", "b", "c"]},
+    }
     log.write_bytes(_line(HEADER) + _line(_turn()[0]) + _line(packed) + _line(_call(4, "x")))
     assert [e["seq"] for e in laws.read_jsonl(log).events] == [0, 1, 2, 3, 4]
 
@@ -104,11 +130,15 @@ def test_committed_lost_is_flagged_when_one_committed_byte_changes(tmp_path: Pat
 def test_committed_lost_is_flagged_when_a_sqlite_row_goes(tmp_path: Path) -> None:
     db = tmp_path / "store.db"
     connection = sqlite3.connect(db)
-    connection.execute("CREATE TABLE events (session_id, seq, type, time, data, source_event_seqs, "
-                       "surface_op, ignorable)")
+    connection.execute(
+        "CREATE TABLE events (session_id, seq, type, time, data, source_event_seqs, "
+        "surface_op, ignorable)"
+    )
     for seq, kind in enumerate(["turn/start", "step/start"]):
-        connection.execute("INSERT INTO events VALUES ('s', ?, ?, 1, ?, NULL, NULL, NULL)",
-                           (seq, kind, '{"turn": 1}'))
+        connection.execute(
+            "INSERT INTO events VALUES ('s', ?, ?, 1, ?, NULL, NULL, NULL)",
+            (seq, kind, '{"turn": 1}'),
+        )
     connection.commit()
     before = laws.read_sqlite(db, "s")
     connection.execute("DELETE FROM events WHERE seq = 1")
@@ -125,15 +155,21 @@ def test_seq_gap_is_flagged() -> None:
 
 
 def test_results_out_of_call_order_are_flagged() -> None:
-    events = _turn(_message(1, ("a", "bash"), ("b", "bash")), _call(2, "a"), _call(3, "b"),
-                   _result(4, "b"), _result(5, "a"))
+    events = _turn(
+        _message(1, ("a", "bash"), ("b", "bash")),
+        _call(2, "a"),
+        _call(3, "b"),
+        _result(4, "b"),
+        _result(5, "a"),
+    )
     assert _laws_of(laws.Snapshot(events=tuple(events))) == ["answer-order"]
 
 
 def test_a_step_ended_with_an_unanswered_call_is_flagged() -> None:
     step_end = {"type": "step/end", "seq": 4, "time": 1, "data": {"turn": 1, "step": 1}}
-    events = _turn(_message(1, ("a", "bash"), ("b", "bash")), _call(2, "a"), _result(3, "a"),
-                   step_end)
+    events = _turn(
+        _message(1, ("a", "bash"), ("b", "bash")), _call(2, "a"), _result(3, "a"), step_end
+    )
     assert _laws_of(laws.Snapshot(events=tuple(events))) == ["answer-order"]
 
 
@@ -151,8 +187,14 @@ def test_a_started_call_owed_outcome_unknown_answered_not_started_is_flagged() -
     killed = laws.calls_of(_turn(_message(1, ("a", "bash"), ("b", "bash")), _call(2, "a")))
     owed = laws.pending_calls(killed)
     assert owed == {"a": laws.UNKNOWN, "b": laws.NOT_STARTED}
-    resumed = laws.calls_of(_turn(_message(1, ("a", "bash"), ("b", "bash")), _call(2, "a"),
-                                  _result(3, "a", laws.NOT_STARTED), _result(4, "b", laws.NOT_STARTED)))
+    resumed = laws.calls_of(
+        _turn(
+            _message(1, ("a", "bash"), ("b", "bash")),
+            _call(2, "a"),
+            _result(3, "a", laws.NOT_STARTED),
+            _result(4, "b", laws.NOT_STARTED),
+        )
+    )
     assert [v.law for v in laws.check_owed(owed, resumed)] == ["recovery-code"]
     assert [v.law for v in laws.check_spurious(resumed, ["a"])] == ["recovery-code"]  # b: no kill
 
@@ -161,10 +203,15 @@ def test_ledger_effects_twice_or_without_a_tool_call_are_flagged(tmp_path: Path)
     ledger = tmp_path / "ledger"
     ledger.write_text("a:begin\na:begin\nb:begin\n")
     (tmp_path / "w-c.txt").write_text("written by c\n")
-    calls = laws.calls_of(_turn(_message(1, ("a", "bash"), ("b", "bash"), ("c", "write_file")),
-                                _call(2, "a")))
+    calls = laws.calls_of(
+        _turn(_message(1, ("a", "bash"), ("b", "bash"), ("c", "write_file")), _call(2, "a"))
+    )
     found = laws.check_effects(calls, laws.read_effects(ledger, tmp_path, ["a", "b", "c"]))
-    assert sorted(v.law for v in found) == ["body-twice", "effect-without-call", "effect-without-call"]
+    assert sorted(v.law for v in found) == [
+        "body-twice",
+        "effect-without-call",
+        "effect-without-call",
+    ]
 
 
 def test_a_success_without_its_effect_is_flagged(tmp_path: Path) -> None:
@@ -174,8 +221,13 @@ def test_a_success_without_its_effect_is_flagged(tmp_path: Path) -> None:
 
 
 def test_a_finished_head_call_without_a_result_while_its_group_runs_is_flagged() -> None:
-    calls = laws.calls_of(_turn(_message(1, ("r", "read_file"), ("g", "grep")),
-                                _call(2, "r", time_ms=1000), _call(3, "g", time_ms=1001)))
+    calls = laws.calls_of(
+        _turn(
+            _message(1, ("r", "read_file"), ("g", "grep")),
+            _call(2, "r", time_ms=1000),
+            _call(3, "g", time_ms=1001),
+        )
+    )
     assert laws.check_head_durable(calls, kill_ms=1000 + laws.HEAD_GRACE_MS // 2) == []
     found = laws.check_head_durable(calls, kill_ms=1001 + laws.HEAD_GRACE_MS)
     assert [v.law for v in found] == ["head-result-not-durable"]
@@ -184,8 +236,13 @@ def test_a_finished_head_call_without_a_result_while_its_group_runs_is_flagged()
 
 
 def test_a_slow_head_call_without_a_result_is_not_flagged() -> None:
-    calls = laws.calls_of(_turn(_message(1, ("g", "grep"), ("r", "read_file")),
-                                _call(2, "g", time_ms=1000), _call(3, "r", time_ms=1001)))
+    calls = laws.calls_of(
+        _turn(
+            _message(1, ("g", "grep"), ("r", "read_file")),
+            _call(2, "g", time_ms=1000),
+            _call(3, "r", time_ms=1001),
+        )
+    )
     assert laws.check_head_durable(calls, kill_ms=9999) == []  # grep may still be running
 
 

@@ -15,7 +15,8 @@ import duraloop.errors as errors
 from duraloop.errors import CorruptLogError, DuraloopError
 
 ERROR_CLASSES = [
-    obj for _, obj in sorted(vars(errors).items())
+    obj
+    for _, obj in sorted(vars(errors).items())
     if inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == errors.__name__
 ]
 

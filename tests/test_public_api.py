@@ -11,8 +11,15 @@ import types
 
 import pytest
 
-PUBLIC = ["duraloop", "duraloop.log", "duraloop.store", "duraloop.llm", "duraloop.tools",
-          "duraloop.loop", "duraloop.testing"]
+PUBLIC = [
+    "duraloop",
+    "duraloop.log",
+    "duraloop.store",
+    "duraloop.llm",
+    "duraloop.tools",
+    "duraloop.loop",
+    "duraloop.testing",
+]
 
 
 @pytest.mark.parametrize("name", PUBLIC)
@@ -21,8 +28,10 @@ def test_all_lists_exactly_the_public_names(name: str) -> None:
     exported = list(module.__all__)
     assert len(exported) == len(set(exported))
     public = {
-        attr for attr, value in vars(module).items()
-        if not attr.startswith("_") and attr != "annotations"
+        attr
+        for attr, value in vars(module).items()
+        if not attr.startswith("_")
+        and attr != "annotations"
         # a subpackage the import system sets on its parent is not an export
         and not (isinstance(value, types.ModuleType) and value.__name__ == f"{name}.{attr}")
     }

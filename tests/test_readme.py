@@ -25,18 +25,26 @@ def _section(title: str) -> str:
 
 
 def _library_examples() -> list[str]:
-    blocks = re.findall(r"^```python\n(.*?)^```", _section("Library example"), re.DOTALL | re.MULTILINE)
-    assert len(blocks) == 2, "the Library example section holds the scripted and the provider example"
+    blocks = re.findall(
+        r"^```python\n(.*?)^```", _section("Library example"), re.DOTALL | re.MULTILINE
+    )
+    assert len(blocks) == 2, (
+        "the Library example section holds the scripted and the provider example"
+    )
     return [str(block) for block in blocks]
 
 
 def _expected(code: str) -> list[str]:
-    expected = [line.removeprefix("#>").strip() for line in code.splitlines() if line.startswith("#>")]
+    expected = [
+        line.removeprefix("#>").strip() for line in code.splitlines() if line.startswith("#>")
+    ]
     assert expected, "the example documents its output with #> lines"
     return expected
 
 
-def _run(code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> list[str]:
+def _run(
+    code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> list[str]:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the example's mkdtemp() lands here
     exec(compile(code, str(README), "exec"), {"__name__": "readme_example"})

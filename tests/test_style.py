@@ -18,7 +18,17 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "duraloop"
 MODULES = sorted(SRC.rglob("*.py"))
 LOG_MODULES = sorted((SRC / "log").rglob("*.py"))
 BANNED_MODULE_NAMES = {"utils", "helpers", "common", "misc"}
-BANNED_LOG_IMPORTS = {"anyio", "asyncio", "io", "os", "socket", "sqlite3", "psycopg", "openai", "anthropic"}
+BANNED_LOG_IMPORTS = {
+    "anyio",
+    "asyncio",
+    "io",
+    "os",
+    "socket",
+    "sqlite3",
+    "psycopg",
+    "openai",
+    "anthropic",
+}
 BANNED_TERMS = ("canceled", "canceling", "max_turns")
 WIRE_SPELLING_MARK = "# dsh wire spelling"
 """Marks the one line of `log/_vocabulary.py` defining a dsh wire value spelled with a banned
@@ -48,9 +58,9 @@ def test_module_size(path: Path) -> None:
 
 
 def test_no_banned_module_names() -> None:
-    offenders = [
-        _rel(p) for p in MODULES if p.stem.lstrip("_") in BANNED_MODULE_NAMES
-    ] + [_rel(p) for p in SRC.rglob("*") if p.is_dir() and p.name.lstrip("_") in BANNED_MODULE_NAMES]
+    offenders = [_rel(p) for p in MODULES if p.stem.lstrip("_") in BANNED_MODULE_NAMES] + [
+        _rel(p) for p in SRC.rglob("*") if p.is_dir() and p.name.lstrip("_") in BANNED_MODULE_NAMES
+    ]
     assert offenders == []
 
 
@@ -67,20 +77,29 @@ def _imported_roots(tree: ast.AST) -> list[tuple[str, int]]:
 @pytest.mark.parametrize("path", LOG_MODULES, ids=_rel)
 def test_log_layer_is_pure(path: Path) -> None:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    bad_imports = [f"{name} (line {line})" for name, line in _imported_roots(tree) if name in BANNED_LOG_IMPORTS]
+    bad_imports = [
+        f"{name} (line {line})"
+        for name, line in _imported_roots(tree)
+        if name in BANNED_LOG_IMPORTS
+    ]
     assert bad_imports == [], f"{_rel(path)} imports I/O or concurrency modules"
     upward = [
         f"{node.module} (line {node.lineno})"
         for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom)
         and (
-            (node.level == 0 and (node.module or "").startswith("duraloop.")
-             and not (node.module or "").startswith(("duraloop.log", "duraloop.errors")))
+            (
+                node.level == 0
+                and (node.module or "").startswith("duraloop.")
+                and not (node.module or "").startswith(("duraloop.log", "duraloop.errors"))
+            )
             or (node.level >= 2 and node.module not in (None, "errors"))
         )
     ]
     assert upward == [], f"{_rel(path)} imports from outside log/"
-    async_defs = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.AsyncFunctionDef | ast.Await)]
+    async_defs = [
+        n.lineno for n in ast.walk(tree) if isinstance(n, ast.AsyncFunctionDef | ast.Await)
+    ]
     assert async_defs == [], f"{_rel(path)} has async code at lines {async_defs}"
 
 

@@ -20,9 +20,15 @@ from typing import Any
 COMMAND = [sys.executable, "-m", "duraloop"]
 TIMEOUT = 90.0
 _SCRUBBED = (
-    "DURALOOP_MODEL", "DURALOOP_HOME", "DURALOOP_STORE",
-    "OPENAI_API_KEY", "OPENAI_BASE_URL", "DEEPSEEK_API_KEY", "DEEPSEEK_BASE_URL",
-    "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
+    "DURALOOP_MODEL",
+    "DURALOOP_HOME",
+    "DURALOOP_STORE",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "DEEPSEEK_API_KEY",
+    "DEEPSEEK_BASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
 )
 _STORE_COMMANDS = frozenset({"run", "chat", "resume", "fork", "show", "check", "ls"})
 _CWD_COMMANDS = frozenset({"run", "chat", "resume"})
@@ -118,7 +124,9 @@ class Cli:
 
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
     """Assert exit 0 and return the result (with its output in the failure message)."""
-    assert result.returncode == 0, f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    assert result.returncode == 0, (
+        f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    )
     return result
 
 
@@ -143,7 +151,9 @@ def raw_events(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def wait_for(condition: Callable[[], bool], *, timeout: float = 30.0, what: str = "condition") -> None:
+def wait_for(
+    condition: Callable[[], bool], *, timeout: float = 30.0, what: str = "condition"
+) -> None:
     """Poll `condition` until it holds; fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while not condition():
@@ -162,8 +172,11 @@ def tool_call_on_disk(path: Path, name: str) -> bool:
 
 def wait_for_log(cli: Cli, session_id: str, *, timeout: float = 30.0) -> Path:
     """Wait until the session's log file exists and return it."""
-    wait_for(lambda: len(list(cli.store.glob(f"*/{session_id}/session.jsonl"))) == 1,
-             timeout=timeout, what=f"the log of {session_id}")
+    wait_for(
+        lambda: len(list(cli.store.glob(f"*/{session_id}/session.jsonl"))) == 1,
+        timeout=timeout,
+        what=f"the log of {session_id}",
+    )
     return cli.log_path(session_id)
 
 

@@ -85,7 +85,9 @@ class PtyChat:
         deadline = time.monotonic() + DEADLINE
         while not condition():
             if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}; the chat printed:\n{self.output}")
+                raise AssertionError(
+                    f"timed out waiting for {what}; the chat printed:\n{self.output}"
+                )
             self.pump()
 
     def expect(self, pattern: str, *, after: int = 0) -> re.Match[str]:
@@ -118,7 +120,9 @@ class PtyChat:
     def events(self) -> list[dict[str, Any]]:
         return raw_events(self.log)
 
-    def wait_log(self, condition: Callable[[list[dict[str, Any]]], bool], what: str) -> list[dict[str, Any]]:
+    def wait_log(
+        self, condition: Callable[[list[dict[str, Any]]], bool], what: str
+    ) -> list[dict[str, Any]]:
         """Wait until the events on disk satisfy `condition`; return them."""
         self.wait(lambda: condition(self.events()), what)
         return self.events()
@@ -179,7 +183,9 @@ def test_a_line_typed_while_a_tool_runs_steers_the_turn(cli: Cli, chats: list[Pt
     assert len(steering) == 1
     seq = steering[0]["seq"]
     first_step_end = next(e["seq"] for e in _of(events, "step/end") if e["data"]["step"] == 1)
-    next_assistant = next(e["seq"] for e in _of(events, "assistant/message") if e["seq"] > first_step_end)
+    next_assistant = next(
+        e["seq"] for e in _of(events, "assistant/message") if e["seq"] > first_step_end
+    )
     assert first_step_end < seq < next_assistant
     turn_start = _of(events, "turn/start")[0]["seq"]
     turn_end = _of(events, "turn/end")[0]["seq"]
@@ -191,7 +197,9 @@ def test_a_line_typed_while_a_tool_runs_steers_the_turn(cli: Cli, chats: list[Pt
     assert chat.wait_exit() == 0
 
 
-def test_ctrl_c_cancels_the_running_turn_and_the_chat_goes_on(cli: Cli, chats: list[PtyChat]) -> None:
+def test_ctrl_c_cancels_the_running_turn_and_the_chat_goes_on(
+    cli: Cli, chats: list[PtyChat]
+) -> None:
     model = cli.script([_bash_waiting_for_go(), {"text": "Turn two."}])
     chat = _start(chats, cli, "--model", model)
 
@@ -215,7 +223,9 @@ def test_ctrl_c_cancels_the_running_turn_and_the_chat_goes_on(cli: Cli, chats: l
     assert not (cli.cwd / "go").exists()
 
 
-def test_quit_closes_the_log_and_a_second_chat_resumes_with_history(cli: Cli, chats: list[PtyChat]) -> None:
+def test_quit_closes_the_log_and_a_second_chat_resumes_with_history(
+    cli: Cli, chats: list[PtyChat]
+) -> None:
     first = _start(chats, cli, "--model", cli.script([{"text": "First answer."}]))
     first.type("first question\n")
     first.wait_log(lambda e: _turn_ends(e) == [(1, "completed")], "turn 1 to complete")
@@ -226,7 +236,14 @@ def test_quit_closes_the_log_and_a_second_chat_resumes_with_history(cli: Cli, ch
     check = cli("check", first.session_id, "--json")
     assert check.returncode == 0 and '"openTurn": null' in check.stdout
 
-    second = _start(chats, cli, "--model", cli.script([{"text": "Second answer."}]), "--session", first.session_id)
+    second = _start(
+        chats,
+        cli,
+        "--model",
+        cli.script([{"text": "Second answer."}]),
+        "--session",
+        first.session_id,
+    )
     assert second.session_id == first.session_id
     history = second.output
     assert "user: first question" in history and "assistant: First answer." in history
@@ -286,7 +303,9 @@ def test_a_second_ctrl_c_while_cancelling_exits_130_and_the_next_chat_repairs(
     assert chat.wait_exit() == 130
     assert not _of(raw_events(chat.log), "turn/end")  # the log ends inside turn 1
 
-    again = _start(chats, cli, "--model", cli.script([{"text": "Back."}]), "--session", chat.session_id)
+    again = _start(
+        chats, cli, "--model", cli.script([{"text": "Back."}]), "--session", chat.session_id
+    )
     assert "turn/end interrupted" in again.output  # what repair appended
     assert "user: run the stubborn waiter" in again.output
     again.type("/quit\n")
@@ -314,9 +333,17 @@ def test_show_during_a_running_turn_says_it_is_running_not_how_to_repair_it(
 
 
 def _piped(cli: Cli, text: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cli.argv("chat", *args), input=text, capture_output=True, text=True,
-                          encoding="utf-8", env=clean_env(cli.tmp), cwd=cli.tmp, timeout=DEADLINE * 3,
-                          check=False)
+    return subprocess.run(
+        cli.argv("chat", *args),
+        input=text,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=clean_env(cli.tmp),
+        cwd=cli.tmp,
+        timeout=DEADLINE * 3,
+        check=False,
+    )
 
 
 def _piped_session(result: subprocess.CompletedProcess[str]) -> str:
@@ -328,7 +355,9 @@ def _log_of(cli: Cli, session_id: str) -> list[dict[str, Any]]:
 
 
 def test_piped_lines_are_each_their_own_turn_in_order(cli: Cli) -> None:
-    result = _piped(cli, "first\nsecond\n", "--model", cli.script([{"text": "one"}, {"text": "two"}]))
+    result = _piped(
+        cli, "first\nsecond\n", "--model", cli.script([{"text": "one"}, {"text": "two"}])
+    )
     assert result.returncode == 0, result.stderr
     events = _log_of(cli, _piped_session(result))
     assert _turn_ends(events) == [(1, "completed"), (2, "completed")]
@@ -336,11 +365,15 @@ def test_piped_lines_are_each_their_own_turn_in_order(cli: Cli) -> None:
     turn_2 = _of(events, "turn/start")[1]["seq"]
     assert [text for _, text in prompts] == ["first", "second"]
     assert prompts[0][0] < turn_2 < prompts[1][0]  # "second" is turn 2's prompt, not a steer
-    assert [e["data"]["target"] for e in _of(events, "agent/inbox/spliced") if e["data"]["inserted"]] == ["next-turn"]
+    assert [
+        e["data"]["target"] for e in _of(events, "agent/inbox/spliced") if e["data"]["inserted"]
+    ] == ["next-turn"]
 
 
 def test_a_piped_command_waits_for_the_turns_queued_before_it(cli: Cli) -> None:
-    result = _piped(cli, "first\nsecond\n/show\n", "--model", cli.script([{"text": "one"}, {"text": "two"}]))
+    result = _piped(
+        cli, "first\nsecond\n/show\n", "--model", cli.script([{"text": "one"}, {"text": "two"}])
+    )
     assert result.returncode == 0, result.stderr
     shown = result.stdout.split("session " + _piped_session(result), 1)[1]
     assert "user: second" in shown and "── turn 2 completed" in shown
@@ -358,24 +391,36 @@ def test_the_token_count_continues_across_a_resumed_chat(cli: Cli) -> None:
     assert first.returncode == 0, first.stderr
     tokens = re.findall(r"\[idle · ([\d,]+) tokens\]", first.stderr)[-1]
     assert tokens != "0"
-    again = _piped(cli, "again\n", "--model", cli.script([{"text": "two"}]), "--session", _piped_session(first))
+    again = _piped(
+        cli, "again\n", "--model", cli.script([{"text": "two"}]), "--session", _piped_session(first)
+    )
     assert again.returncode == 0, again.stderr
     assert f"[running · step 1 · 0 tools running · {tokens} tokens]" in again.stderr.splitlines()
 
 
-def test_a_piped_line_that_is_not_utf8_is_refused_like_a_run_prompt_and_the_chat_exits_1(tmp_path: Path) -> None:
+def test_a_piped_line_that_is_not_utf8_is_refused_like_a_run_prompt_and_the_chat_exits_1(
+    tmp_path: Path,
+) -> None:
     cli = Cli(tmp_path)
     script = cli.script([{"text": "One."}, {"text": "Two."}])
     result = subprocess.run(
-        cli.argv("chat", "--model", script), input=b"caf\xe9\nfine\n", capture_output=True,
-        env=clean_env(tmp_path), cwd=tmp_path, timeout=90, check=False,
+        cli.argv("chat", "--model", script),
+        input=b"caf\xe9\nfine\n",
+        capture_output=True,
+        env=clean_env(tmp_path),
+        cwd=tmp_path,
+        timeout=90,
+        check=False,
     )
     stderr = result.stderr.decode()
     assert result.returncode == 1, stderr
     assert "UsageError: the input line is not UTF-8 text" in stderr and "was not sent" in stderr
     (session_id,) = cli.session_ids()
-    prompts = [e["data"]["content"][0]["text"] for e in cli.events(session_id)
-               if e["type"] == "user/message"]
+    prompts = [
+        e["data"]["content"][0]["text"]
+        for e in cli.events(session_id)
+        if e["type"] == "user/message"
+    ]
     assert prompts == ["fine"]
 
 
@@ -383,8 +428,14 @@ def test_chat_fork_prints_a_continue_command_naming_the_store(tmp_path: Path) ->
     cli = Cli(tmp_path)
     script = cli.script([{"text": "One."}])
     result = subprocess.run(
-        cli.argv("chat", "--model", script), input="a\n/fork\n", capture_output=True, text=True,
-        env=clean_env(tmp_path), cwd=tmp_path, timeout=90, check=False,
+        cli.argv("chat", "--model", script),
+        input="a\n/fork\n",
+        capture_output=True,
+        text=True,
+        env=clean_env(tmp_path),
+        cwd=tmp_path,
+        timeout=90,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     line = next(line for line in result.stdout.splitlines() if "continue it with:" in line)

@@ -14,17 +14,28 @@ import pytest
 from ._support import COMMAND, Cli, clean_env, ok, session_id_of
 
 DSH_FIXTURE = (
-    Path(__file__).resolve().parents[3] / "shared/fixtures/dsh-sessions/parallel-tool-calls/session.jsonl"
+    Path(__file__).resolve().parents[3]
+    / "shared/fixtures/dsh-sessions/parallel-tool-calls/session.jsonl"
 )
 
 READ_TWO_WRITE_ONE: list[dict[str, Any]] = [
-    {"text": "Reading both files.", "tool_calls": [
-        {"id": "r1", "name": "read_file", "arguments": {"path": "a.txt"}},
-        {"id": "r2", "name": "read_file", "arguments": {"path": "b.txt"}},
-    ]},
-    {"text": "Writing.", "tool_calls": [
-        {"id": "w1", "name": "write_file", "arguments": {"path": "out.txt", "content": "alpha beta\n"}},
-    ]},
+    {
+        "text": "Reading both files.",
+        "tool_calls": [
+            {"id": "r1", "name": "read_file", "arguments": {"path": "a.txt"}},
+            {"id": "r2", "name": "read_file", "arguments": {"path": "b.txt"}},
+        ],
+    },
+    {
+        "text": "Writing.",
+        "tool_calls": [
+            {
+                "id": "w1",
+                "name": "write_file",
+                "arguments": {"path": "out.txt", "content": "alpha beta\n"},
+            },
+        ],
+    },
     {"text": "Done: out.txt written."},
 ]
 
@@ -50,7 +61,9 @@ def _result_call_id(event: dict[str, Any]) -> str:
 
 
 def _completed_session(cli: Cli) -> str:
-    return session_id_of(ok(cli("run", "Combine a and b.", "--model", cli.script(READ_TWO_WRITE_ONE))))
+    return session_id_of(
+        ok(cli("run", "Combine a and b.", "--model", cli.script(READ_TWO_WRITE_ONE)))
+    )
 
 
 def _snapshot(path: Path) -> tuple[bytes, int]:
@@ -78,20 +91,32 @@ def test_run_reads_two_files_in_parallel_writes_one_and_prints_the_session_id(cl
 
     assert (cli.cwd / "out.txt").read_text(encoding="utf-8") == "alpha beta\n"
     out = result.stdout
-    for expected in ("── turn 1", "Reading both files.", "read_file", "write_file", "Done: out.txt written.",
-                     "turn 1 completed"):
+    for expected in (
+        "── turn 1",
+        "Reading both files.",
+        "read_file",
+        "write_file",
+        "Done: out.txt written.",
+        "turn 1 completed",
+    ):
         assert expected in out
     assert out.count("✓ read_file") == 2 and out.count("✓ write_file") == 1
     assert "Traceback" not in result.stderr
 
     events = cli.events(session_id)
-    seq_of = {(e["type"], e["data"].get("callId") or _result_call_id(e)): e["seq"]
-              for e in events if e["type"] in ("tool/call", "tool/result")}
+    seq_of = {
+        (e["type"], e["data"].get("callId") or _result_call_id(e)): e["seq"]
+        for e in events
+        if e["type"] in ("tool/call", "tool/result")
+    }
     # Both reads started before either committed (one parallel run); the write is a barrier after them.
     assert max(seq_of["tool/call", "r1"], seq_of["tool/call", "r2"]) < min(
-        seq_of["tool/result", "r1"], seq_of["tool/result", "r2"])
+        seq_of["tool/result", "r1"], seq_of["tool/result", "r2"]
+    )
     assert seq_of["tool/call", "w1"] > seq_of["tool/result", "r2"]
-    assert events[-1]["type"] == "turn/end" and events[-1]["data"]["reason"] == {"kind": "completed"}
+    assert events[-1]["type"] == "turn/end" and events[-1]["data"]["reason"] == {
+        "kind": "completed"
+    }
     ok(cli("check", session_id))
 
 
@@ -113,17 +138,24 @@ def test_run_provider_error_exits_1_with_one_line_and_a_closed_log(cli: Cli) -> 
 
 
 def test_run_session_creates_that_id_then_continues_it(cli: Cli) -> None:
-    first = ok(cli("run", "one", "--session", "my-work", "--model", cli.script([{"text": "First."}])))
+    first = ok(
+        cli("run", "one", "--session", "my-work", "--model", cli.script([{"text": "First."}]))
+    )
     assert session_id_of(first) == "my-work"
     assert cli.session_ids() == {"my-work"}
 
-    second = ok(cli("run", "two", "--session", "my-work", "--model", cli.script([{"text": "Second."}])))
+    second = ok(
+        cli("run", "two", "--session", "my-work", "--model", cli.script([{"text": "Second."}]))
+    )
     assert session_id_of(second) == "my-work"
     assert "── turn 2" in second.stdout and "Second." in second.stdout
 
     events = cli.events("my-work")
     assert [e["data"]["turn"] for e in _of(events, "turn/start")] == [1, 2]
-    assert [e["data"]["reason"]["kind"] for e in _of(events, "turn/end")] == ["completed", "completed"]
+    assert [e["data"]["reason"]["kind"] for e in _of(events, "turn/end")] == [
+        "completed",
+        "completed",
+    ]
     assert _types(events).count("session/end-seed") == 1  # the second process resumed the log
     messages = json.loads(ok(cli("show", "my-work", "--messages", "--json")).stdout)
     texts = [b["text"] for m in messages for b in m["content"] if b.get("type") == "text"]
@@ -131,10 +163,12 @@ def test_run_session_creates_that_id_then_continues_it(cli: Cli) -> None:
 
 
 def test_run_max_steps_blocks_the_turn_and_exits_1(cli: Cli) -> None:
-    script = cli.script([
-        {"tool_calls": [{"id": "r1", "name": "read_file", "arguments": {"path": "a.txt"}}]},
-        {"text": "never requested"},
-    ])
+    script = cli.script(
+        [
+            {"tool_calls": [{"id": "r1", "name": "read_file", "arguments": {"path": "a.txt"}}]},
+            {"text": "never requested"},
+        ]
+    )
     result = cli("run", "read a", "--model", script, "--max-steps", "1")
     assert result.returncode == 1
     assert "blocked" in result.stdout
@@ -147,9 +181,13 @@ def test_run_max_steps_blocks_the_turn_and_exits_1(cli: Cli) -> None:
 def test_run_system_prompt_from_file(cli: Cli) -> None:
     prompt_file = cli.tmp / "system.txt"
     prompt_file.write_text("You are the test system prompt.\nSecond line.\n", encoding="utf-8")
-    result = ok(cli("run", "hi", "--model", cli.script([{"text": "ok"}]), "--system", f"@{prompt_file}"))
+    result = ok(
+        cli("run", "hi", "--model", cli.script([{"text": "ok"}]), "--system", f"@{prompt_file}")
+    )
     headers = _of(cli.events(session_id_of(result)), "request/header")
-    assert headers and headers[0]["data"]["header"]["system"] == prompt_file.read_text(encoding="utf-8")
+    assert headers and headers[0]["data"]["header"]["system"] == prompt_file.read_text(
+        encoding="utf-8"
+    )
 
 
 def test_run_system_prompt_text(cli: Cli) -> None:
@@ -180,8 +218,16 @@ def test_show_transcript(cli: Cli) -> None:
     session_id = _completed_session(cli)
     out = ok(cli("show", session_id)).stdout
     assert f"session {session_id}" in out
-    for expected in ("user: Combine a and b.", "assistant: Reading both files.", "→ read_file", "(r1)",
-                     "✓ r1 alpha", "✓ w1", "assistant: Done: out.txt written.", "turn 1 completed"):
+    for expected in (
+        "user: Combine a and b.",
+        "assistant: Reading both files.",
+        "→ read_file",
+        "(r1)",
+        "✓ r1 alpha",
+        "✓ w1",
+        "assistant: Done: out.txt written.",
+        "turn 1 completed",
+    ):
         assert expected in out, expected
     assert "is open" not in out
 
@@ -203,14 +249,25 @@ def test_show_messages_json_pairs_every_tool_call(cli: Cli) -> None:
     session_id = _completed_session(cli)
     messages = json.loads(ok(cli("show", session_id, "--messages", "--json")).stdout)
     assert isinstance(messages, list)
-    assert [m["role"] for m in messages] == ["user", "assistant", "user", "user", "assistant", "user",
-                                            "assistant"]
+    assert [m["role"] for m in messages] == [
+        "user",
+        "assistant",
+        "user",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
     for index, message in enumerate(messages):
         calls = [b["id"] for b in message["content"] if b.get("type") == "tool-call"]
         if not calls:
             continue
-        answers = [b["toolCallId"] for m in messages[index + 1: index + 1 + len(calls)] for b in m["content"]
-                   if b.get("type") == "tool-result"]
+        answers = [
+            b["toolCallId"]
+            for m in messages[index + 1 : index + 1 + len(calls)]
+            for b in m["content"]
+            if b.get("type") == "tool-result"
+        ]
         assert answers == calls  # each call answered, in call order, right after it
 
 
@@ -228,12 +285,21 @@ def test_show_and_check_read_a_dsh_session_file(cli: Cli) -> None:
     before = _snapshot(DSH_FIXTURE)
     transcript = ok(cli("show", str(DSH_FIXTURE), store=False)).stdout
     assert "── turn 1" in transcript and "read" in transcript
-    events = [json.loads(line) for line in ok(cli("show", str(DSH_FIXTURE), "--events", "--json",
-                                                  store=False)).stdout.splitlines()]
+    events = [
+        json.loads(line)
+        for line in ok(
+            cli("show", str(DSH_FIXTURE), "--events", "--json", store=False)
+        ).stdout.splitlines()
+    ]
     assert [e["seq"] for e in events] == list(range(len(events)))
-    calls = [b["id"] for m in json.loads(ok(cli("show", str(DSH_FIXTURE), "--messages", "--json",
-                                                store=False)).stdout)
-             for b in m["content"] if b.get("type") == "tool-call"]
+    calls = [
+        b["id"]
+        for m in json.loads(
+            ok(cli("show", str(DSH_FIXTURE), "--messages", "--json", store=False)).stdout
+        )
+        for b in m["content"]
+        if b.get("type") == "tool-call"
+    ]
     assert len(calls) >= 2  # the fixture's parallel reads
     checked = ok(cli("check", str(DSH_FIXTURE), store=False)).stdout
     assert ": valid (" in checked
@@ -290,8 +356,11 @@ def test_check_corrupted_file_exits_1_with_a_report(cli: Cli) -> None:
 def test_check_unanswered_call_in_a_closed_turn_exits_1_with_a_report(cli: Cli) -> None:
     """A parseable log that breaks Law 4 (a closed step with an unanswered call)."""
     session_id = _completed_session(cli)
-    events = [e for e in cli.events(session_id)
-              if not (e["type"] == "tool/result" and _result_call_id(e) == "r2")]
+    events = [
+        e
+        for e in cli.events(session_id)
+        if not (e["type"] == "tool/result" and _result_call_id(e) == "r2")
+    ]
     renumber = {event["seq"]: seq for seq, event in enumerate(events)}
     for event in events:
         event["seq"] = renumber[event["seq"]]
@@ -329,7 +398,7 @@ def test_fork_at_a_turn_end_copies_the_prefix_and_appends_end_seed(cli: Cli) -> 
 
     child_events = cli.events(child)
     assert child_events[: first_end + 1] == parent_events[: first_end + 1]
-    assert [e["type"] for e in child_events[first_end + 1:]] == ["session/end-seed"]
+    assert [e["type"] for e in child_events[first_end + 1 :]] == ["session/end-seed"]
     header = json.loads(cli.log_path(child).read_bytes().splitlines()[0])
     assert header["parentSession"] == parent
     ok(cli("check", child))
@@ -353,7 +422,8 @@ def test_fork_inside_a_closed_turn_closes_the_child_cut_with_crash_repair_closer
     assert child_events[: inside + 1] == parent_events[: inside + 1]
     tail = child_events[inside + 1 :]
     assert [(e["type"], e["data"].get("error", {}).get("code")) for e in tail[:2]] == [
-        ("tool/result", "TOOL_OUTCOME_UNKNOWN"), ("tool/result", "TOOL_NOT_STARTED"),
+        ("tool/result", "TOOL_OUTCOME_UNKNOWN"),
+        ("tool/result", "TOOL_NOT_STARTED"),
     ]
     assert _types(tail[2:]) == ["step/end", "turn/end", "session/end-seed"]
     assert tail[3]["data"]["reason"] == {"kind": "interrupted"}
@@ -367,13 +437,22 @@ def test_fork_inside_a_closed_turn_closes_the_child_cut_with_crash_repair_closer
 def test_ls_lists_ids_turns_and_last_reason(cli: Cli) -> None:
     ok(cli("run", "a", "--session", "done-twice", "--model", cli.script([{"text": "1"}])))
     ok(cli("run", "b", "--session", "done-twice", "--model", cli.script([{"text": "2"}])))
-    failed = cli("run", "c", "--session", "failed-once",
-                 "--model", cli.script([{"error": {"code": "AUTH", "message": "bad key"}}]))
+    failed = cli(
+        "run",
+        "c",
+        "--session",
+        "failed-once",
+        "--model",
+        cli.script([{"error": {"code": "AUTH", "message": "bad key"}}]),
+    )
     assert failed.returncode == 1
 
     out = ok(cli("ls")).stdout
-    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
-            for line in out.splitlines() if line.startswith("│")}
+    rows = {
+        line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+        for line in out.splitlines()
+        if line.startswith("│")
+    }
     assert set(rows) == {"done-twice", "failed-once"}
     assert rows["done-twice"][1:] == ["2", "completed"]
     assert rows["failed-once"][1:] == ["1", "error"]
@@ -412,18 +491,33 @@ def test_demo_runs_offline_and_its_show_command_works(cli: Cli) -> None:
     assert Path(match.group(2)) == base / "sessions"
     assert "check: valid" in result.stdout
     assert "TOOL_OUTCOME_UNKNOWN" in result.stdout and "TOOL_NOT_STARTED" in result.stdout
-    shown = ok(subprocess.run(
-        [*cli.argv("show", match.group(1), store=False), "--store", match.group(2)],
-        capture_output=True, text=True, encoding="utf-8", env=clean_env(cli.tmp), timeout=90, check=False,
-    ))
+    shown = ok(
+        subprocess.run(
+            [*cli.argv("show", match.group(1), store=False), "--store", match.group(2)],
+            capture_output=True,
+            text=True,
+            encoding="utf-8",
+            env=clean_env(cli.tmp),
+            timeout=90,
+            check=False,
+        )
+    )
     assert "turn 3 completed" in shown.stdout
 
 
 # --- errors --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", [["show"], ["show", "--events", "--json"], ["check"], ["resume"],
-                                     ["resume", "PROMPT", "--model", "SCRIPT"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["show"],
+        ["show", "--events", "--json"],
+        ["check"],
+        ["resume"],
+        ["resume", "PROMPT", "--model", "SCRIPT"],
+    ],
+)
 def test_unknown_session_id_exits_1_with_one_line(cli: Cli, command: list[str]) -> None:
     name, *rest = command
     rest = [cli.script([{"text": "unused"}]) if arg == "SCRIPT" else arg for arg in rest]
@@ -436,8 +530,14 @@ def test_unknown_session_id_exits_1_with_one_line(cli: Cli, command: list[str]) 
 
 
 def test_python_dash_m_duraloop_help(tmp_path: Path) -> None:
-    result = subprocess.run([*COMMAND, "--help"], capture_output=True, text=True, timeout=90, check=False,
-                            env=clean_env(tmp_path, COLUMNS="200"))
+    result = subprocess.run(
+        [*COMMAND, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+        env=clean_env(tmp_path, COLUMNS="200"),
+    )
     assert result.returncode == 0
     for command in ("run", "resume", "fork", "show", "check", "ls", "demo"):
         assert command in result.stdout
@@ -445,11 +545,17 @@ def test_python_dash_m_duraloop_help(tmp_path: Path) -> None:
 
 def test_run_shows_each_model_retry_as_it_happens(cli: Cli) -> None:
     # User trial: retries were invisible (a silent wait, then the final error).
-    script = cli.script([{"error": {"code": "SERVER", "message": "overloaded"}}, {"text": "fine now"}])
+    script = cli.script(
+        [{"error": {"code": "SERVER", "message": "overloaded"}}, {"text": "fine now"}]
+    )
     result = ok(cli("run", "hello", "--model", script))
     retry_lines = [line for line in result.stdout.splitlines() if "↻" in line]
     assert len(retry_lines) == 1, result.stdout
-    assert "[SERVER]" in retry_lines[0] and "overloaded" in retry_lines[0] and "retry 1/5" in retry_lines[0]
+    assert (
+        "[SERVER]" in retry_lines[0]
+        and "overloaded" in retry_lines[0]
+        and "retry 1/5" in retry_lines[0]
+    )
     assert result.stdout.index("↻") < result.stdout.index("fine now")
 
 
@@ -464,18 +570,47 @@ def test_resume_without_a_prompt_refuses_model_flags_it_would_ignore(cli: Cli) -
     session_id = session_id_of(ok(cli("run", "hi", "--model", cli.script([{"text": "hello"}]))))
     result = cli("resume", session_id, "--max-tokens", "5")
     assert result.returncode == 1
-    assert "UsageError: --max-tokens is used only when resume runs a turn; add a PROMPT to run one, or drop it" in result.stderr
+    assert (
+        "UsageError: --max-tokens is used only when resume runs a turn; add a PROMPT to run one, or drop it"
+        in result.stderr
+    )
     both = cli("resume", session_id, "--system", "Be terse.", "--max-tokens", "5")
-    assert "UsageError: --system, --max-tokens are used only when resume runs a turn; " in both.stderr
+    assert (
+        "UsageError: --system, --max-tokens are used only when resume runs a turn; " in both.stderr
+    )
     assert "or drop them to just repair the session" in both.stderr
 
 
 def test_resume_and_chat_take_a_system_prompt_for_their_turns(cli: Cli) -> None:
     session_id = session_id_of(ok(cli("run", "hi", "--model", cli.script([{"text": "hello"}]))))
-    ok(cli("resume", session_id, "again", "--model", cli.script([{"text": "ok"}]), "--system", "Resumed system."))
-    chat = subprocess.run(cli.argv("chat", "--model", cli.script([{"text": "ok"}]), "--session", session_id,
-                                   "--system", "Chat system."),
-                          input="third\n", capture_output=True, text=True, env=clean_env(cli.tmp), timeout=90, check=False)
+    ok(
+        cli(
+            "resume",
+            session_id,
+            "again",
+            "--model",
+            cli.script([{"text": "ok"}]),
+            "--system",
+            "Resumed system.",
+        )
+    )
+    chat = subprocess.run(
+        cli.argv(
+            "chat",
+            "--model",
+            cli.script([{"text": "ok"}]),
+            "--session",
+            session_id,
+            "--system",
+            "Chat system.",
+        ),
+        input="third\n",
+        capture_output=True,
+        text=True,
+        env=clean_env(cli.tmp),
+        timeout=90,
+        check=False,
+    )
     assert chat.returncode == 0, chat.stderr
     systems = [e["data"]["header"]["system"] for e in _of(cli.events(session_id), "request/header")]
     assert systems[1:] == ["Resumed system.", "Chat system."]
@@ -484,11 +619,25 @@ def test_resume_and_chat_take_a_system_prompt_for_their_turns(cli: Cli) -> None:
 @pytest.mark.parametrize("encoding", ["jsonl", "jsonl+zstd"])
 def test_show_and_check_accept_a_session_folder(cli: Cli, encoding: str) -> None:
     store = f"{encoding}:{cli.store}"
-    session_id = session_id_of(ok(cli("run", "hi", "--model", cli.script([{"text": "hello"}]), "--store", store, store=False)))
+    session_id = session_id_of(
+        ok(
+            cli(
+                "run",
+                "hi",
+                "--model",
+                cli.script([{"text": "hello"}]),
+                "--store",
+                store,
+                store=False,
+            )
+        )
+    )
     folder = next(cli.store.glob(f"*/{session_id}"))
     shown = ok(cli("show", str(folder), "--store", str(cli.tmp / "elsewhere"), store=False)).stdout
     assert f"session {session_id}" in shown and "assistant: hello" in shown
-    checked = ok(cli("check", str(folder), "--store", str(cli.tmp / "elsewhere"), store=False)).stdout
+    checked = ok(
+        cli("check", str(folder), "--store", str(cli.tmp / "elsewhere"), store=False)
+    ).stdout
     assert checked.startswith(f"{session_id}: valid")
 
 

@@ -76,7 +76,9 @@ def test_flags_show_no_value_in_help_and_arguments_read_as_in_the_readme() -> No
         assert "<bool>" not in text, name
         assert "{" not in text.split("Usage:", 1)[1].splitlines()[0], name
     assert re.search(r"Usage: duraloop run \[OPTIONS\] PROMPT *\n", _help("run"))
-    assert re.search(r"Usage: duraloop resume \[OPTIONS\] SESSION_ID \[PROMPT\] *\n", _help("resume"))
+    assert re.search(
+        r"Usage: duraloop resume \[OPTIONS\] SESSION_ID \[PROMPT\] *\n", _help("resume")
+    )
 
 
 def test_a_flag_given_a_value_is_refused_as_an_extra_argument() -> None:

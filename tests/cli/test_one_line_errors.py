@@ -34,8 +34,12 @@ def _mount(target: Path, *options: str) -> None:
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
     target.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", ",".join(options), "tmpfs", str(target)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", ",".join(options), "tmpfs", str(target)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         pytest.skip(f"mounting a tmpfs is not permitted here: {done.stderr.strip()}")
 
@@ -65,10 +69,20 @@ def _limit_file_size(max_bytes: int) -> Callable[[], None]:
     return limit
 
 
-def _run_limited(cli: Cli, limit: Callable[[], None], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cli.argv(*args), capture_output=True, text=True, encoding="utf-8",
-                          env=clean_env(cli.tmp), timeout=TIMEOUT, check=False, cwd=cli.tmp,
-                          preexec_fn=limit)
+def _run_limited(
+    cli: Cli, limit: Callable[[], None], *args: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cli.argv(*args),
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=clean_env(cli.tmp),
+        timeout=TIMEOUT,
+        check=False,
+        cwd=cli.tmp,
+        preexec_fn=limit,
+    )
 
 
 def _fill(directory: Path) -> Path:
@@ -106,7 +120,9 @@ def test_a_full_disk_during_a_turn_is_one_store_error_line_and_the_log_stays_val
     assert report["valid"], report
 
 
-def test_demo_on_a_read_only_file_system_is_one_usage_error_line(cli: Cli, mounts: list[Path]) -> None:
+def test_demo_on_a_read_only_file_system_is_one_usage_error_line(
+    cli: Cli, mounts: list[Path]
+) -> None:
     target = cli.tmp / "ro"
     _mount(target, "size=64k", "ro")
     mounts.append(target)
@@ -125,7 +141,9 @@ def test_store_on_proc_1_is_one_error_line(cli: Cli, command: list[str]) -> None
 
 
 @pytest.mark.parametrize("command", [["run", NOT_UTF8], ["resume", "any-id", NOT_UTF8]])
-def test_a_non_utf8_prompt_is_refused_before_anything_is_written(cli: Cli, command: list[str]) -> None:
+def test_a_non_utf8_prompt_is_refused_before_anything_is_written(
+    cli: Cli, command: list[str]
+) -> None:
     result = cli(*command, "--model", cli.script([{"text": "ok"}]))
     line = _one_line_error(result, "UsageError")
     assert line == (
@@ -138,16 +156,25 @@ def test_a_non_utf8_prompt_is_refused_before_anything_is_written(cli: Cli, comma
 def test_non_utf8_system_text_is_refused_like_a_non_utf8_system_file(cli: Cli) -> None:
     (cli.tmp / "system.txt").write_bytes(b"caf\xe9")
     model = cli.script([{"text": "ok"}])
-    from_text = _one_line_error(cli("run", "hi", "--model", model, "--system", NOT_UTF8), "UsageError")
-    from_file = _one_line_error(cli("run", "hi", "--model", model, "--system", "@system.txt"), "UsageError")
+    from_text = _one_line_error(
+        cli("run", "hi", "--model", model, "--system", NOT_UTF8), "UsageError"
+    )
+    from_file = _one_line_error(
+        cli("run", "hi", "--model", model, "--system", "@system.txt"), "UsageError"
+    )
     reason = "is not UTF-8 text (unexpected end of data at byte 3); " + SYSTEM_FIX
     assert from_text == "UsageError: the --system text " + reason
-    assert from_file == "UsageError: the system prompt file 'system.txt' (from --system @system.txt) " + reason
+    assert (
+        from_file
+        == "UsageError: the system prompt file 'system.txt' (from --system @system.txt) " + reason
+    )
     assert not cli.store.exists()
 
 
 @pytest.mark.parametrize("command", [["run", "hi"], ["chat"], ["resume", NOT_UTF8 + "-id", "hi"]])
-def test_a_non_utf8_session_id_is_refused_before_anything_is_written(cli: Cli, command: list[str]) -> None:
+def test_a_non_utf8_session_id_is_refused_before_anything_is_written(
+    cli: Cli, command: list[str]
+) -> None:
     session = ["--session", NOT_UTF8] if command[0] != "resume" else []
     result = cli(*command, *session, "--model", cli.script([{"text": "ok"}]))
     line = _one_line_error(result, "UsageError")

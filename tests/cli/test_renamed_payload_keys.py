@@ -25,14 +25,26 @@ from ._support import Cli, clean_env, ok
 
 # key -> (the bytes renamed in a good log, the problem every command names)
 RENAMES: dict[str, tuple[bytes, bytes, str]] = {
-    "text": (b'"text":"read it"', b'"texu":"read it"',
-             "user/message at seq 1: text block content[0] needs 'text' as a string"),
-    "reason": (b'"reason":{"kind":"completed"}', b'"reasom":{"kind":"completed"}',
-               "turn/end at seq 7 needs a reason object with a string kind"),
-    "isError": (b'"isError":false', b'"isErrox":false',
-                "tool/result at seq 5: its tool-result block needs a boolean isError"),
-    "arguments": (b'"name":"bash","arguments":"{}"}]', b'"name":"bash","argumentz":"{}"}]',
-                  "assistant/message at seq 3: tool-call block content[0] needs 'arguments' as a string"),
+    "text": (
+        b'"text":"read it"',
+        b'"texu":"read it"',
+        "user/message at seq 1: text block content[0] needs 'text' as a string",
+    ),
+    "reason": (
+        b'"reason":{"kind":"completed"}',
+        b'"reasom":{"kind":"completed"}',
+        "turn/end at seq 7 needs a reason object with a string kind",
+    ),
+    "isError": (
+        b'"isError":false',
+        b'"isErrox":false',
+        "tool/result at seq 5: its tool-result block needs a boolean isError",
+    ),
+    "arguments": (
+        b'"name":"bash","arguments":"{}"}]',
+        b'"name":"bash","argumentz":"{}"}]',
+        "assistant/message at seq 3: tool-call block content[0] needs 'arguments' as a string",
+    ),
 }
 
 
@@ -74,8 +86,17 @@ def test_check_resume_run_show_and_ls_agree_a_renamed_required_key_is_damage(
     server = FakeOpenAIServer()
     server.start()
     try:
-        ran = cli("run", "hi", "--session", "K", "--model", "openai:gpt-4.1",
-                  "--base-url", server.base_url, env=clean_env(tmp_path, OPENAI_API_KEY="sk-test"))
+        ran = cli(
+            "run",
+            "hi",
+            "--session",
+            "K",
+            "--model",
+            "openai:gpt-4.1",
+            "--base-url",
+            server.base_url,
+            env=clean_env(tmp_path, OPENAI_API_KEY="sk-test"),
+        )
         assert server.requests == []
     finally:
         server.stop()

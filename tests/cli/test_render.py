@@ -46,11 +46,20 @@ def _env(cli: Cli) -> dict[str, str]:
     return env
 
 
-def _run(cli: Cli, *args: str, stdin: str = "", store: bool = True) -> subprocess.CompletedProcess[str]:
+def _run(
+    cli: Cli, *args: str, stdin: str = "", store: bool = True
+) -> subprocess.CompletedProcess[str]:
     """Run one command with stdin; assert no traceback and no raw control byte in its output."""
     result = subprocess.run(
-        cli.argv(*args, store=store), input=stdin, capture_output=True, text=True, encoding="utf-8",
-        env=_env(cli), timeout=TIMEOUT, check=False, cwd=cli.tmp,
+        cli.argv(*args, store=store),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=_env(cli),
+        timeout=TIMEOUT,
+        check=False,
+        cwd=cli.tmp,
     )
     for stream in (result.stdout, result.stderr):
         assert "Traceback" not in stream and "MarkupError" not in stream, stream
@@ -94,25 +103,43 @@ def test_ident_escapes_line_breaks_keeps_spaces_and_bounds_the_length() -> None:
 
 
 def test_log_lines_for_the_terminal_show_controls_in_their_arguments_as_escapes() -> None:
-    record = logging.makeLogRecord({"msg": "session %s repaired", "args": ("id\x1b]0;owned\x07",), "levelname": "WARNING"})
-    assert VisibleFormatter("%(levelname)s %(message)s").format(record) == r"WARNING session id\x1b]0;owned\x07 repaired"
+    record = logging.makeLogRecord(
+        {"msg": "session %s repaired", "args": ("id\x1b]0;owned\x07",), "levelname": "WARNING"}
+    )
+    assert (
+        VisibleFormatter("%(levelname)s %(message)s").format(record)
+        == r"WARNING session id\x1b]0;owned\x07 repaired"
+    )
 
 
 # --- markup-looking ids, prompts, paths and tool output through every command ---------------
 
 _READ_AND_ANSWER: list[dict[str, Any]] = [
-    {"text": "Reading [dim]it[/dim].", "tool_calls": [
-        {"id": "call[/x]", "name": "read_file", "arguments": {"path": "[b]notes[_b].txt"}},
-    ]},
+    {
+        "text": "Reading [dim]it[/dim].",
+        "tool_calls": [
+            {"id": "call[/x]", "name": "read_file", "arguments": {"path": "[b]notes[_b].txt"}},
+        ],
+    },
     {"text": "It says [/bold] [red]x[/red]."},
 ]
 
 
 @pytest.mark.parametrize("session_id", MARKUP_IDS)
-def test_markup_looking_ids_and_text_print_as_written_in_every_command(cli: Cli, session_id: str) -> None:
+def test_markup_looking_ids_and_text_print_as_written_in_every_command(
+    cli: Cli, session_id: str
+) -> None:
     (cli.cwd / "[b]notes[_b].txt").write_text("see [/i] and [link=x]y[/link]\n", encoding="utf-8")
 
-    run = _run(cli, "run", "Read [b]notes[_b].txt [/bold]", "--session", session_id, "--model", cli.script(_READ_AND_ANSWER))
+    run = _run(
+        cli,
+        "run",
+        "Read [b]notes[_b].txt [/bold]",
+        "--session",
+        session_id,
+        "--model",
+        cli.script(_READ_AND_ANSWER),
+    )
     ok(run)
     assert session_id_of(run) == session_id
     assert '⏵ read_file {"path":"[b]notes[_b].txt"}' in run.stdout
@@ -123,22 +150,35 @@ def test_markup_looking_ids_and_text_print_as_written_in_every_command(cli: Cli,
     assert any(line.startswith(f"│ {session_id} ") for line in _lines(listing)), listing.stdout
 
     assert ok(_run(cli, "check", session_id)).stdout.startswith(f"{session_id}: valid ")
-    assert ok(_run(cli, "resume", session_id)).stdout.strip() == f"{session_id}: the log was balanced; nothing to repair"
+    assert (
+        ok(_run(cli, "resume", session_id)).stdout.strip()
+        == f"{session_id}: the log was balanced; nothing to repair"
+    )
 
     transcript = ok(_run(cli, "show", session_id)).stdout
     assert transcript.startswith(f"session {session_id} created ")
-    for shown in ("user: Read [b]notes[_b].txt [/bold]", "assistant: Reading [dim]it[/dim].",
-                  "→ read_file", "(call[/x])", "✓ call[/x] ", "see [/i] and [link=x]y[/link]"):
+    for shown in (
+        "user: Read [b]notes[_b].txt [/bold]",
+        "assistant: Reading [dim]it[/dim].",
+        "→ read_file",
+        "(call[/x])",
+        "✓ call[/x] ",
+        "see [/i] and [link=x]y[/link]",
+    ):
         assert shown in transcript, (shown, transcript)
 
     events = ok(_run(cli, "show", session_id, "--events")).stdout
     assert '"text": "Read [b]notes[_b].txt [/bold]"' in events
     messages = ok(_run(cli, "show", session_id, "--messages")).stdout
     assert '"text": "It says [/bold] [red]x[/red]."' in messages
-    as_json = [json.loads(line) for line in ok(_run(cli, "show", session_id, "--json")).stdout.splitlines()]
+    as_json = [
+        json.loads(line) for line in ok(_run(cli, "show", session_id, "--json")).stdout.splitlines()
+    ]
     assert as_json[0]["type"] == "turn/start"
 
-    resumed = ok(_run(cli, "resume", session_id, "again [/x]", "--model", cli.script([{"text": "ok [/y]"}])))
+    resumed = ok(
+        _run(cli, "resume", session_id, "again [/x]", "--model", cli.script([{"text": "ok [/y]"}]))
+    )
     assert f"{session_id}: the log was balanced; nothing to repair" in resumed.stderr
     assert "ok [/y]" in resumed.stdout and session_id_of(resumed) == session_id
 
@@ -146,15 +186,29 @@ def test_markup_looking_ids_and_text_print_as_written_in_every_command(cli: Cli,
     assert ok(_run(cli, "fork", session_id, "--id", child_id)).stdout.strip() == child_id
     assert ok(_run(cli, "show", child_id)).stdout.startswith(f"session {child_id} created ")
 
-    chat = ok(_run(cli, "chat", "--session", session_id, "--model", cli.script([{"text": "chat [/z]"}]),
-                   stdin="hello [/q]\n"))
+    chat = ok(
+        _run(
+            cli,
+            "chat",
+            "--session",
+            session_id,
+            "--model",
+            cli.script([{"text": "chat [/z]"}]),
+            stdin="hello [/q]\n",
+        )
+    )
     # the resumed history's hint: the id shell-quoted, the store in use named
-    assert f"`duraloop show {shlex.quote(session_id)} --store jsonl:{cli.store}` prints all" in chat.stdout
+    assert (
+        f"`duraloop show {shlex.quote(session_id)} --store jsonl:{cli.store}` prints all"
+        in chat.stdout
+    )
     assert "chat [/z]" in chat.stdout
     assert chat.stdout.rstrip().endswith(f"session: {session_id}")
 
 
-def test_show_and_check_of_a_log_file_under_a_markup_path_print_the_path_as_written(cli: Cli) -> None:
+def test_show_and_check_of_a_log_file_under_a_markup_path_print_the_path_as_written(
+    cli: Cli,
+) -> None:
     session_id = session_id_of(ok(_run(cli, "run", "hi", "--model", cli.script([{"text": "k"}]))))
     folder = cli.tmp / "[/bold]" / "a[b]c"
     folder.mkdir(parents=True)
@@ -162,7 +216,9 @@ def test_show_and_check_of_a_log_file_under_a_markup_path_print_the_path_as_writ
     shutil.copy(cli.log_path(session_id), copy)
     copy.with_name("broken.jsonl").write_text("{[/red]\n", encoding="utf-8")
 
-    assert ok(_run(cli, "show", str(copy), store=False)).stdout.startswith(f"session {session_id} created ")
+    assert ok(_run(cli, "show", str(copy), store=False)).stdout.startswith(
+        f"session {session_id} created "
+    )
     assert ok(_run(cli, "check", str(copy), store=False)).stdout.startswith(f"{session_id}: valid ")
     broken = _run(cli, "check", str(copy.with_name("broken.jsonl")), store=False)
     assert broken.returncode == 1
@@ -187,23 +243,34 @@ def test_an_error_message_holding_markup_prints_as_written(cli: Cli) -> None:
 
 
 def _hostile_script(cli: Cli) -> str:
-    return cli.script([
-        {"text": f"model {HOSTILE}", "reasoning": f"think {HOSTILE}", "tool_calls": [
-            {"id": "r1", "name": "read_file", "arguments": {"path": "hostile.txt"}},
-            {"id": "b1", "name": "bash", "arguments": {"command": "cat hostile.txt"}},
-        ]},
-        {"text": f"end {HOSTILE}"},
-    ])
+    return cli.script(
+        [
+            {
+                "text": f"model {HOSTILE}",
+                "reasoning": f"think {HOSTILE}",
+                "tool_calls": [
+                    {"id": "r1", "name": "read_file", "arguments": {"path": "hostile.txt"}},
+                    {"id": "b1", "name": "bash", "arguments": {"command": "cat hostile.txt"}},
+                ],
+            },
+            {"text": f"end {HOSTILE}"},
+        ]
+    )
 
 
-def test_escape_sequences_from_the_model_and_tools_are_shown_escaped_by_run_and_show(cli: Cli) -> None:
+def test_escape_sequences_from_the_model_and_tools_are_shown_escaped_by_run_and_show(
+    cli: Cli,
+) -> None:
     (cli.cwd / "hostile.txt").write_text(f"file {HOSTILE}", encoding="utf-8")
     run = ok(_run(cli, "run", "go", "--model", _hostile_script(cli)))
     session_id = session_id_of(run)
     assert f"model {HOSTILE_SHOWN}" in run.stdout  # streamed text
     assert f"end {HOSTILE_SHOWN}" in run.stdout
     # Tool output is folded to one line in the live view (the \r is whitespace there).
-    assert "✓ read_file" in run.stdout and r"file A\x1b[2J\x1b]0;owned\x07\x9b31mB C\x08D" in run.stdout
+    assert (
+        "✓ read_file" in run.stdout
+        and r"file A\x1b[2J\x1b]0;owned\x07\x9b31mB C\x08D" in run.stdout
+    )
 
     transcript = ok(_run(cli, "show", session_id)).stdout
     assert f"assistant: model {HOSTILE_SHOWN}" in transcript
@@ -212,7 +279,9 @@ def test_escape_sequences_from_the_model_and_tools_are_shown_escaped_by_run_and_
     assert r"\x9b31mB" in ok(_run(cli, "show", session_id, "--events")).stdout
     assert r"\x9b31mB" in ok(_run(cli, "show", session_id, "--messages")).stdout
 
-    resumed = ok(_run(cli, "resume", session_id, "more", "--model", cli.script([{"text": HOSTILE}])))
+    resumed = ok(
+        _run(cli, "resume", session_id, "more", "--model", cli.script([{"text": HOSTILE}]))
+    )
     assert HOSTILE_SHOWN in resumed.stdout
 
 
@@ -222,19 +291,32 @@ def test_escape_sequences_are_shown_escaped_by_chat_its_history_and_show_command
     assert f"end {HOSTILE_SHOWN}" in first.stdout
     session_id = first.stdout.rstrip().rsplit("session: ", 1)[1]  # after the last `you> `
 
-    again = ok(_run(cli, "chat", "--session", session_id, "--model", cli.script([{"text": HOSTILE}]),
-                    stdin=f"steer {HOSTILE}\n/show\n"))
+    again = ok(
+        _run(
+            cli,
+            "chat",
+            "--session",
+            session_id,
+            "--model",
+            cli.script([{"text": HOSTILE}]),
+            stdin=f"steer {HOSTILE}\n/show\n",
+        )
+    )
     assert f"assistant: model {HOSTILE_SHOWN}" in again.stdout  # recent history
     assert HOSTILE_SHOWN in again.stdout
 
 
 def test_a_session_id_holding_escape_sequences_is_shown_escaped(cli: Cli) -> None:
     session_id = "id\x1b]0;owned\x07\x9b"
-    run = ok(_run(cli, "run", "hi", "--session", session_id, "--model", cli.script([{"text": "k"}])))
+    run = ok(
+        _run(cli, "run", "hi", "--session", session_id, "--model", cli.script([{"text": "k"}]))
+    )
     assert session_id_of(run) == r"id\x1b]0;owned\x07\x9b"
     assert r"│ id\x1b]0;owned\x07\x9b " in ok(_run(cli, "ls")).stdout
     assert ok(_run(cli, "check", session_id)).stdout.startswith(r"id\x1b]0;owned\x07\x9b: valid")
-    assert ok(_run(cli, "show", session_id)).stdout.startswith(r"session id\x1b]0;owned\x07\x9b created")
+    assert ok(_run(cli, "show", session_id)).stdout.startswith(
+        r"session id\x1b]0;owned\x07\x9b created"
+    )
 
 
 def test_an_error_message_holding_escape_sequences_is_shown_escaped_on_stderr(cli: Cli) -> None:
@@ -246,7 +328,9 @@ def test_an_error_message_holding_escape_sequences_is_shown_escaped_on_stderr(cl
 
 def test_a_long_tool_name_is_cut_on_its_one_line(cli: Cli) -> None:
     name = "t" * 1000
-    script = cli.script([{"tool_calls": [{"id": "c1", "name": name, "arguments": {}}]}, {"text": "k"}])
+    script = cli.script(
+        [{"tool_calls": [{"id": "c1", "name": name, "arguments": {}}]}, {"text": "k"}]
+    )
     result = ok(_run(cli, "run", "hi", "--model", script))
     assert "⏵ " + "t" * 63 + "…" in result.stdout
     assert "t" * 200 not in result.stdout
@@ -267,15 +351,21 @@ def test_show_json_alone_prints_the_events_as_jsonl(cli: Cli, shown: str) -> Non
 
 
 @pytest.mark.parametrize("extra", [[], ["--json"]], ids=["human", "json"])
-def test_show_events_with_messages_is_a_one_line_usage_error_exit_2(cli: Cli, shown: str, extra: list[str]) -> None:
+def test_show_events_with_messages_is_a_one_line_usage_error_exit_2(
+    cli: Cli, shown: str, extra: list[str]
+) -> None:
     result = _run(cli, "show", shown, "--events", "--messages", *extra)
     assert result.returncode == 2
     assert result.stdout == ""
-    assert result.stderr.startswith("ShowFlagsError: --events and --messages are two different views")
+    assert result.stderr.startswith(
+        "ShowFlagsError: --events and --messages are two different views"
+    )
     assert len(result.stderr.splitlines()) == 1
 
 
-def test_show_events_and_messages_views_print_payloads_without_list_brackets(cli: Cli, shown: str) -> None:
+def test_show_events_and_messages_views_print_payloads_without_list_brackets(
+    cli: Cli, shown: str
+) -> None:
     events = _lines(ok(_run(cli, "show", shown, "--events")))
     assert events[0] == '    0 turn/start {"turn": 1}'
     assert all(re.fullmatch(r" *\d+ [a-z/-]+ \{.*", line) for line in events), events

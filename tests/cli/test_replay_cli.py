@@ -25,7 +25,11 @@ RECORDED_SCRIPT: list[dict[str, Any]] = [
         "reasoning": "The user wants a greeting file.",
         "text": "Writing the file.",
         "tool_calls": [
-            {"id": "call_write_1", "name": "write_file", "arguments": {"path": "out/hello.txt", "content": "hello, replay\n"}},
+            {
+                "id": "call_write_1",
+                "name": "write_file",
+                "arguments": {"path": "out/hello.txt", "content": "hello, replay\n"},
+            },
         ],
     },
     {"text": "Wrote out/hello.txt."},
@@ -36,9 +40,13 @@ def _assistant_events(cli: Cli, session_id: str) -> list[dict[str, Any]]:
     return [e["data"] for e in cli.events(session_id) if e["type"] == "assistant/message"]
 
 
-def test_replay_in_a_fresh_workspace_writes_the_same_file_and_logs_the_same_answers(tmp_path: Path) -> None:
+def test_replay_in_a_fresh_workspace_writes_the_same_file_and_logs_the_same_answers(
+    tmp_path: Path,
+) -> None:
     recorder = Cli(tmp_path / "record")
-    recorded_id = session_id_of(ok(recorder("run", "Write a greeting.", "--model", recorder.script(RECORDED_SCRIPT))))
+    recorded_id = session_id_of(
+        ok(recorder("run", "Write a greeting.", "--model", recorder.script(RECORDED_SCRIPT)))
+    )
     recorded_file = recorder.cwd / "out" / "hello.txt"
     assert recorded_file.read_text(encoding="utf-8") == "hello, replay\n"
     log = recorder.log_path(recorded_id)
@@ -55,7 +63,11 @@ def test_replay_in_a_fresh_workspace_writes_the_same_file_and_logs_the_same_answ
     for old, new in zip(recorded, replayed, strict=True):
         assert new["message"]["content"] == old["message"]["content"]
         assert new["message"]["id"] != old["message"]["id"]
-        assert new["message"]["source"] == {"kind": "model", "provider": "replay", "model": str(log)}
+        assert new["message"]["source"] == {
+            "kind": "model",
+            "provider": "replay",
+            "model": str(log),
+        }
         assert new["usage"] == old["usage"]
     # The tool ran again for real in the new workspace, under the recorded call id.
     results = [e["data"] for e in replayer.events(replayed_id) if e["type"] == "tool/result"]
@@ -74,11 +86,16 @@ def test_replay_past_the_recording_ends_the_turn_with_replay_exhausted(tmp_path:
     replayer = Cli(tmp_path / "replay")
     result = replayer("run", "List.", "--model", f"replay:{log}")
     assert result.returncode == 1
-    assert "LlmError: replay model has no recorded assistant message left for request 2" in result.stderr
+    assert (
+        "LlmError: replay model has no recorded assistant message left for request 2"
+        in result.stderr
+    )
     assert f"all 1 recorded in {log} were replayed" in result.stderr
     session_id = session_id_of(result)
     events = replayer.events(session_id)
-    assert [e["data"]["message"]["source"]["callId"] for e in events if e["type"] == "tool/result"] == ["c1"]
+    assert [
+        e["data"]["message"]["source"]["callId"] for e in events if e["type"] == "tool/result"
+    ] == ["c1"]
     ends = [e["data"] for e in events if e["type"] == "turn/end"]
     assert ends[-1]["reason"]["kind"] == "error"
     assert ends[-1]["reason"]["error"]["code"] == "REPLAY_EXHAUSTED"
@@ -86,7 +103,9 @@ def test_replay_past_the_recording_ends_the_turn_with_replay_exhausted(tmp_path:
     ok(replayer("check", session_id))
 
 
-@pytest.mark.skipif(not (FIXTURES / "parallel-tool-calls").is_dir(), reason="../shared fixtures absent")
+@pytest.mark.skipif(
+    not (FIXTURES / "parallel-tool-calls").is_dir(), reason="../shared fixtures absent"
+)
 def test_replay_of_a_dsh_fixture_reproduces_its_answers_with_valid_pairing(tmp_path: Path) -> None:
     fixture = FIXTURES / "parallel-tool-calls"
     replayer = Cli(tmp_path)
@@ -94,7 +113,10 @@ def test_replay_of_a_dsh_fixture_reproduces_its_answers_with_valid_pairing(tmp_p
     session_id = session_id_of(result)
     events = replayer.events(session_id)
     messages = [e["data"]["message"] for e in events if e["type"] == "assistant/message"]
-    assert [[b["type"] for b in m["content"]] for m in messages] == [["tool-call", "tool-call"], ["text"]]
+    assert [[b["type"] for b in m["content"]] for m in messages] == [
+        ["tool-call", "tool-call"],
+        ["text"],
+    ]
     assert [b["id"] for b in messages[0]["content"]] == ["call_read_a", "call_read_b"]
     assert messages[1]["content"] == [{"type": "text", "text": "DONE"}]
     # dsh's `read` tool does not exist here: each call is answered, in model order, as an error.

@@ -38,13 +38,17 @@ def _at(cli: Cli, spec: str, *args: str) -> subprocess.CompletedProcess[str]:
     return cli(*args, "--store", spec, *extra, store=False, cwd=False)
 
 
-def _every_command(cli: Cli, spec: str, *, existing: str | None = None, prompt: str | None = None) -> None:
+def _every_command(
+    cli: Cli, spec: str, *, existing: str | None = None, prompt: str | None = None
+) -> None:
     """Drive run, ls, show, check, resume, fork and run --session on one store."""
     if existing is None:
-        script = cli.script([
-            {"tool_calls": [{"id": "r1", "name": "read_file", "arguments": {"path": "a.txt"}}]},
-            {"text": "Read it."},
-        ])
+        script = cli.script(
+            [
+                {"tool_calls": [{"id": "r1", "name": "read_file", "arguments": {"path": "a.txt"}}]},
+                {"text": "Read it."},
+            ]
+        )
         session_id = session_id_of(ok(_at(cli, spec, "run", "Read a.txt.", "--model", script)))
         prompt = "Read a.txt."
     else:
@@ -57,15 +61,35 @@ def _every_command(cli: Cli, spec: str, *, existing: str | None = None, prompt: 
     assert f"session {session_id}" in shown and prompt in shown
     assert '"valid": true' in ok(_at(cli, spec, "check", session_id, "--json")).stdout
     assert "nothing to repair" in ok(_at(cli, spec, "resume", session_id)).stdout
-    resumed = ok(_at(cli, spec, "resume", session_id, "Again?", "--model", cli.script([{"text": "Resumed."}])))
+    resumed = ok(
+        _at(
+            cli, spec, "resume", session_id, "Again?", "--model", cli.script([{"text": "Resumed."}])
+        )
+    )
     assert "Resumed." in resumed.stdout
     child = ok(_at(cli, spec, "fork", session_id)).stdout.strip()
     assert "Resumed." in ok(_at(cli, spec, "show", child)).stdout
-    more = ok(_at(cli, spec, "run", "More.", "--session", child, "--model", cli.script([{"text": "Child."}])))
+    more = ok(
+        _at(
+            cli,
+            spec,
+            "run",
+            "More.",
+            "--session",
+            child,
+            "--model",
+            cli.script([{"text": "Child."}]),
+        )
+    )
     assert session_id_of(more) == child
-    events = [json.loads(line) for line in ok(_at(cli, spec, "show", child, "--events", "--json")).stdout.splitlines()]
+    events = [
+        json.loads(line)
+        for line in ok(_at(cli, spec, "show", child, "--events", "--json")).stdout.splitlines()
+    ]
     assert [e["seq"] for e in events] == list(range(len(events)))
-    assert events[-1]["type"] == "turn/end" and events[-1]["data"]["reason"] == {"kind": "completed"}
+    assert events[-1]["type"] == "turn/end" and events[-1]["data"]["reason"] == {
+        "kind": "completed"
+    }
     ok(_at(cli, spec, "check", child))
 
 
@@ -94,7 +118,9 @@ def test_store_spec_syntax(text: str, expected: StoreSpec) -> None:
     assert parse_store_spec(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "jsonl:", "sqlite:", "postgres:db", "SQLite:x.db", "zstd:/var/s"])
+@pytest.mark.parametrize(
+    "text", ["", "jsonl:", "sqlite:", "postgres:db", "SQLite:x.db", "zstd:/var/s"]
+)
 def test_store_spec_refusals(text: str) -> None:
     with pytest.raises(ConfigError, match=r"jsonl:DIR .*jsonl\+zstd:DIR or sqlite:PATH"):
         parse_store_spec(text)
@@ -129,7 +155,18 @@ def test_jsonl_kind_and_a_plain_dir_are_the_same_raw_store(cli: Cli) -> None:
 
 
 def test_jsonl_zstd_creates_a_zstd_root_that_a_plain_dir_then_opens_as_zstd(cli: Cli) -> None:
-    first = session_id_of(ok(_at(cli, f"jsonl+zstd:{cli.store}", "run", "hi", "--model", cli.script([{"text": "Hi."}]))))
+    first = session_id_of(
+        ok(
+            _at(
+                cli,
+                f"jsonl+zstd:{cli.store}",
+                "run",
+                "hi",
+                "--model",
+                cli.script([{"text": "Hi."}]),
+            )
+        )
+    )
     assert [p.parent.name for p in _logs(cli.store, "session.jsonl.zstd")] == [first]
     _every_command(cli, str(cli.store))  # detected: new sessions in this root stay zstd
     _every_command(cli, f"jsonl:{cli.store}", existing=first, prompt="hi")
@@ -140,7 +177,9 @@ def test_jsonl_zstd_creates_a_zstd_root_that_a_plain_dir_then_opens_as_zstd(cli:
 def test_jsonl_zstd_on_a_raw_root_is_refused_before_anything_is_written(cli: Cli) -> None:
     ok(_at(cli, str(cli.store), "run", "hi", "--model", cli.script([{"text": "Hi."}])))
     before = sorted(cli.store.rglob("*"))
-    result = _at(cli, f"jsonl+zstd:{cli.store}", "run", "again", "--model", cli.script([{"text": "No."}]))
+    result = _at(
+        cli, f"jsonl+zstd:{cli.store}", "run", "again", "--model", cli.script([{"text": "No."}])
+    )
     assert result.returncode == 1
     assert "already holds raw logs" in result.stderr and f"jsonl:{cli.store}" in result.stderr
     assert sorted(cli.store.rglob("*")) == before
@@ -174,7 +213,10 @@ def test_sqlite_store_runs_every_command(cli: Cli) -> None:
 def test_sqlite_without_support_is_a_one_line_usage_error(cli: Cli) -> None:
     result = _at(cli, f"sqlite:{cli.tmp / 'sessions.db'}", "ls")
     assert result.returncode == 1 and result.stdout == ""
-    assert result.stderr.startswith("UsageError: ") and "SQLite stores are not supported" in result.stderr
+    assert (
+        result.stderr.startswith("UsageError: ")
+        and "SQLite stores are not supported" in result.stderr
+    )
     assert not (cli.tmp / "sessions.db").exists()
 
 
@@ -219,7 +261,11 @@ def _dsh_lines(fixture: Path, *, session_id: str, cwd: str) -> list[bytes]:
     for row in rows[1:]:
         if row["type"].endswith("-chunks"):
             members = len(row["data"].get("texts") or row["data"].get("args"))
-            stored: dict[str, Any] = {"type": row["type"], "seq0": seq, "time0": 1_783_352_050_000 + seq}
+            stored: dict[str, Any] = {
+                "type": row["type"],
+                "seq0": seq,
+                "time0": 1_783_352_050_000 + seq,
+            }
             seq += members
         else:
             stored = {"type": row["type"], "seq": seq, "time": 1_783_352_050_000 + seq}
@@ -241,11 +287,15 @@ def _dsh_root(cli: Cli, fixture_name: str, *, zstd: bool) -> tuple[str, str]:
     if zstd:
         codec = zstandard.ZstdCompressor(write_checksum=True)
         batches = [lines[:1]] + [lines[i : i + 7] for i in range(1, len(lines), 7)]
-        data = b"".join(codec.compress(b"".join(line + b"\n" for line in batch)) for batch in batches)
+        data = b"".join(
+            codec.compress(b"".join(line + b"\n" for line in batch)) for batch in batches
+        )
         (directory / "session.jsonl.zstd").write_bytes(data)
     else:
         (directory / "session.jsonl").write_bytes(b"".join(line + b"\n" for line in lines))
-    first_user = next(json.loads(line) for line in lines[1:] if json.loads(line)["type"] == "user/message")
+    first_user = next(
+        json.loads(line) for line in lines[1:] if json.loads(line)["type"] == "user/message"
+    )
     return DSH_ID, str(first_user["data"]["content"][0]["text"])
 
 
@@ -258,7 +308,9 @@ def test_a_raw_dsh_root_works_with_every_command(cli: Cli) -> None:
 def test_a_zstd_dsh_root_works_with_every_command(cli: Cli) -> None:
     session_id, prompt = _dsh_root(cli, "packed-chunks", zstd=True)
     _every_command(cli, f"jsonl:{cli.store}", existing=session_id, prompt=prompt)
-    assert len(_logs(cli.store, "session.jsonl.zstd")) == 2 and _logs(cli.store, "session.jsonl") == []
+    assert (
+        len(_logs(cli.store, "session.jsonl.zstd")) == 2 and _logs(cli.store, "session.jsonl") == []
+    )
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "jsonl"])
@@ -284,7 +336,9 @@ def test_sqlite_store_on_a_text_file_says_it_is_not_a_database_not_chmod(cli: Cl
     assert notes.read_text(encoding="utf-8") == '{"notes": []}\n'
 
 
-def test_ls_on_a_sqlite_store_with_a_damaged_page_lists_that_session_damaged_and_the_other(cli: Cli) -> None:
+def test_ls_on_a_sqlite_store_with_a_damaged_page_lists_that_session_damaged_and_the_other(
+    cli: Cli,
+) -> None:
     # Issue 9 item 13: one damaged events page made `ls` exit 1 for the whole store.
     from store.test_sqlite_damage import _damage, _page_holding, _root_page, _two_sessions
 
@@ -294,7 +348,9 @@ def test_ls_on_a_sqlite_store_with_a_damaged_page_lists_that_session_damaged_and
     _two_sessions(sessions_db)
     _damage(db, _page_holding(db, b"first-session 15 "))
     assert "damaged: session" in ok(_at(cli, f"sqlite:{db}", "ls")).stdout
-    rows = {row["id"]: row for row in json.loads(ok(_at(cli, f"sqlite:{db}", "ls", "--json")).stdout)}
+    rows = {
+        row["id"]: row for row in json.loads(ok(_at(cli, f"sqlite:{db}", "ls", "--json")).stdout)
+    }
     assert "malformed" in rows["Q1"]["damaged"] and "damaged" not in rows["Q1c"], rows
     damaged = _damage(sessions_db, _root_page(sessions_db, "sessions"))
     failed = _at(cli, f"sqlite:{sessions_db}", "ls")
@@ -319,7 +375,10 @@ def test_name_the_store_leaves_commands_that_name_one_or_end_in_a_positional_aft
 
     _stores._OPENED[:] = [_stores.parse_store_spec("sqlite:a b.db")]
     try:
-        assert _stores.name_the_store("run `duraloop check x` now") == "run `duraloop check x --store 'sqlite:a b.db'` now"
+        assert (
+            _stores.name_the_store("run `duraloop check x` now")
+            == "run `duraloop check x --store 'sqlite:a b.db'` now"
+        )
         kept = "`duraloop fork --at 3 --store s -- -d` and `duraloop fork --at 3 -- -d` and `duraloop demo`"
         assert _stores.name_the_store(kept) == kept
     finally:

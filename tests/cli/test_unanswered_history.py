@@ -35,10 +35,13 @@ from ._support import (
 )
 
 READ_ONE: list[dict[str, Any]] = [
-    {"text": "Reading.", "tool_calls": [
-        {"id": "r1", "name": "read_file", "arguments": {"path": "a.txt"}},
-        {"id": "r2", "name": "read_file", "arguments": {"path": "a.txt"}},
-    ]},
+    {
+        "text": "Reading.",
+        "tool_calls": [
+            {"id": "r1", "name": "read_file", "arguments": {"path": "a.txt"}},
+            {"id": "r2", "name": "read_file", "arguments": {"path": "a.txt"}},
+        ],
+    },
     {"text": "Done."},
 ]
 
@@ -61,8 +64,11 @@ def _wedged_session(cli: Cli) -> tuple[str, int]:
         The session id and the seq of the step/end that closed r2 unanswered.
     """
     session_id = session_id_of(ok(cli("run", "Read a.", "--model", cli.script(READ_ONE))))
-    events = [e for e in cli.events(session_id)
-              if not (e["type"] == "tool/result" and e["data"]["message"]["source"]["callId"] == "r2")]
+    events = [
+        e
+        for e in cli.events(session_id)
+        if not (e["type"] == "tool/result" and e["data"]["message"]["source"]["callId"] == "r2")
+    ]
     renumber = {event["seq"]: seq for seq, event in enumerate(events)}
     for event in events:
         event["seq"] = renumber[event["seq"]]
@@ -77,7 +83,10 @@ def _wedged_session(cli: Cli) -> tuple[str, int]:
 
 def _one_line(result: subprocess.CompletedProcess[str], error_type: str) -> str:
     assert result.returncode == 1, result.stderr
-    assert result.stdout.strip() in ("", *[line for line in result.stdout.splitlines() if line.startswith("session: ")])
+    assert result.stdout.strip() in (
+        "",
+        *[line for line in result.stdout.splitlines() if line.startswith("session: ")],
+    )
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"{error_type}: "), line
     return line
@@ -85,12 +94,21 @@ def _one_line(result: subprocess.CompletedProcess[str], error_type: str) -> str:
 
 def _chat(cli: Cli, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        cli.argv("chat", *args), input="", capture_output=True, text=True, encoding="utf-8",
-        env=clean_env(cli.tmp), cwd=cli.tmp, timeout=90, check=False,
+        cli.argv("chat", *args),
+        input="",
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=clean_env(cli.tmp),
+        cwd=cli.tmp,
+        timeout=90,
+        check=False,
     )
 
 
-def test_resume_run_and_chat_of_a_closed_unanswered_turn_write_nothing_and_name_the_rescue(cli: Cli) -> None:
+def test_resume_run_and_chat_of_a_closed_unanswered_turn_write_nothing_and_name_the_rescue(
+    cli: Cli,
+) -> None:
     session_id, closed_at = _wedged_session(cli)
     path = cli.log_path(session_id)
     before = _snapshot(path)
@@ -147,10 +165,17 @@ _WAIT_FOR_GO = "while [ ! -f go ]; do sleep 0.05; done; echo done"
 
 def test_fork_while_a_run_process_holds_the_session_never_cuts_its_running_turn(cli: Cli) -> None:
     ok(cli("run", "first", "--session", "live", "--model", cli.script([{"text": "One."}])))
-    slow = cli.script([
-        {"text": "Waiting.", "tool_calls": [{"id": "b1", "name": "bash", "arguments": {"command": _WAIT_FOR_GO}}]},
-        {"text": "Two."},
-    ])
+    slow = cli.script(
+        [
+            {
+                "text": "Waiting.",
+                "tool_calls": [
+                    {"id": "b1", "name": "bash", "arguments": {"command": _WAIT_FOR_GO}}
+                ],
+            },
+            {"text": "Two."},
+        ]
+    )
     writer = cli.popen("run", "second", "--session", "live", "--model", slow)
     try:
         path = cli.log_path("live")
@@ -188,16 +213,21 @@ def _renamed_key_session(cli: Cli) -> tuple[str, Path]:
     """The smallest log with two flipped bytes: step/end's "step" key renamed "stap"."""
     store = JsonlStore(cli.store)
     header = SessionHeader(id="flip", created_at=1, cwd=str(cli.cwd))
-    store.backend.materialize(header, [
-        Event("turn/start", 0, 1, {"turn": 1}),
-        Event("step/start", 1, 1, {"turn": 1, "step": 1}),
-        Event("step/end", 2, 1, {"turn": 1, "step": 1}),
-        Event("turn/end", 3, 1, {"turn": 1, "reason": {"kind": "completed"}}),
-    ])
+    store.backend.materialize(
+        header,
+        [
+            Event("turn/start", 0, 1, {"turn": 1}),
+            Event("step/start", 1, 1, {"turn": 1, "step": 1}),
+            Event("step/end", 2, 1, {"turn": 1, "step": 1}),
+            Event("turn/end", 3, 1, {"turn": 1, "reason": {"kind": "completed"}}),
+        ],
+    )
     path = cli.log_path("flip")
     data = path.read_bytes()
-    flipped = data.replace(b'"step/end","seq":2,"time":1,"data":{"turn":1,"step"',
-                           b'"step/end","seq":2,"time":1,"data":{"turn":1,"stap"')
+    flipped = data.replace(
+        b'"step/end","seq":2,"time":1,"data":{"turn":1,"step"',
+        b'"step/end","seq":2,"time":1,"data":{"turn":1,"stap"',
+    )
     assert flipped != data and len(flipped) == len(data)
     path.write_bytes(flipped)
     return "flip", path
@@ -205,14 +235,24 @@ def _renamed_key_session(cli: Cli) -> tuple[str, Path]:
 
 @pytest.mark.parametrize(
     "command",
-    [["check", "flip"], ["resume", "flip"], ["show", "flip"], ["show", "flip", "--events"],
-     ["run", "go", "--session", "flip"], ["fork", "flip"]],
+    [
+        ["check", "flip"],
+        ["resume", "flip"],
+        ["show", "flip"],
+        ["show", "flip", "--events"],
+        ["run", "go", "--session", "flip"],
+        ["fork", "flip"],
+    ],
     ids=lambda c: " ".join(c[:1] + c[2:]),
 )
-def test_every_command_refuses_a_log_whose_key_two_flipped_bytes_renamed(cli: Cli, command: list[str]) -> None:
+def test_every_command_refuses_a_log_whose_key_two_flipped_bytes_renamed(
+    cli: Cli, command: list[str]
+) -> None:
     _, path = _renamed_key_session(cli)
     before = _snapshot(path)
-    args = [*command, "--model", cli.script([{"text": "never"}])] if command[0] == "run" else command
+    args = (
+        [*command, "--model", cli.script([{"text": "never"}])] if command[0] == "run" else command
+    )
     result = cli(*args)
     assert result.returncode == 1
     expected = "invariant violated at seq 2: step/end names turn 1/step None"
@@ -239,8 +279,16 @@ def test_ls_lists_a_log_whose_key_two_flipped_bytes_renamed_as_damaged(cli: Cli)
 
 def test_the_printed_rescue_of_an_id_starting_with_a_dash_runs_as_printed(cli: Cli) -> None:
     assert rescue_command("-dash", 24) == "duraloop fork --at 24 -- -dash"
-    assert rescue_command("-dash", 24, store="sqlite:a b") == "duraloop fork --at 24 --store 'sqlite:a b' -- -dash"
-    assert rescue_command("plain", 3, store="jsonl:/s") == "duraloop fork plain --at 3 --store jsonl:/s"
+    assert (
+        rescue_command("-dash", 24, store="sqlite:a b")
+        == "duraloop fork --at 24 --store 'sqlite:a b' -- -dash"
+    )
+    assert (
+        rescue_command("plain", 3, store="jsonl:/s")
+        == "duraloop fork plain --at 3 --store jsonl:/s"
+    )
     ok(cli("run", "Read a.", "--session", "-dash", "--model", cli.script(READ_ONE)))
-    child = ok(cli(*shlex.split(rescue_command("-dash", 3, store=f"jsonl:{cli.store}"))[1:], store=False))
+    child = ok(
+        cli(*shlex.split(rescue_command("-dash", 3, store=f"jsonl:{cli.store}"))[1:], store=False)
+    )
     assert child.stdout.strip() in cli.session_ids()

@@ -104,12 +104,16 @@ def test_check_reports_a_torn_tail_and_resume_warnings_are_unpadded(cli: Cli) ->
     assert json.loads(ok(cli("check", session_id, "--json")).stdout)["tornTailBytes"] == 10
     resumed = ok(cli("resume", session_id))
     warnings = resumed.stderr.splitlines()
-    assert warnings and all(line == line.rstrip() and line.startswith("WARNING ") for line in warnings)
+    assert warnings and all(
+        line == line.rstrip() and line.startswith("WARNING ") for line in warnings
+    )
 
 
 def test_the_cli_opens_an_existing_zstd_store(cli: Cli) -> None:
     store = JsonlStore(cli.store, compression="zstd")
-    with start_session(SessionSetup(store=store, model=ScriptedModel([{"text": "k"}]), cwd=cli.cwd)) as loop:
+    with start_session(
+        SessionSetup(store=store, model=ScriptedModel([{"text": "k"}]), cwd=cli.cwd)
+    ) as loop:
         anyio.run(loop.run_turn, "hi")
         session_id = loop.session.id
     assert session_id in ok(cli("ls")).stdout
@@ -118,12 +122,17 @@ def test_the_cli_opens_an_existing_zstd_store(cli: Cli) -> None:
     assert list(cli.store.glob("*/*/session.jsonl")) == []
 
 
-def test_fork_of_a_session_whose_only_turn_is_open_suggests_how_to_find_a_boundary(cli: Cli) -> None:
+def test_fork_of_a_session_whose_only_turn_is_open_suggests_how_to_find_a_boundary(
+    cli: Cli,
+) -> None:
     session_id = session_id_of(ok(cli("run", "hi", "--model", cli.script([{"text": "k"}]))))
     (log,) = cli.store.glob(f"*/{session_id}/session.jsonl")
     log.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:2]))  # header, turn/start
     line = _one_line_error(cli("fork", session_id), "SessionForkError")
-    assert f"`duraloop show {session_id} --events --store jsonl:{cli.store}`" in line and "OPEN_TURN" in line
+    assert (
+        f"`duraloop show {session_id} --events --store jsonl:{cli.store}`" in line
+        and "OPEN_TURN" in line
+    )
 
 
 def test_help_shows_option_defaults_in_brackets(cli: Cli) -> None:

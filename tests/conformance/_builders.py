@@ -60,8 +60,14 @@ def ES() -> Spec:  # noqa: N802
     return Spec("session/end-seed", {})
 
 
-def U(text: str, *, source: dict[str, Any] | None = None, op: Any = "append",  # noqa: N802
-      sources: list[int] | None = None, message_id: str | None = None) -> Spec:
+def U(  # noqa: N802
+    text: str,
+    *,
+    source: dict[str, Any] | None = None,
+    op: Any = "append",
+    sources: list[int] | None = None,
+    message_id: str | None = None,
+) -> Spec:
     message = {
         "id": message_id or f"user-{text}",
         "role": "user",
@@ -79,8 +85,14 @@ def call(call_id: str, name: str = "bash", arguments: str = "{}") -> dict[str, A
     return {"type": "tool-call", "id": call_id, "name": name, "arguments": arguments}
 
 
-def A(turn: int, step: int, *blocks: dict[str, Any], op: Any = "append",  # noqa: N802
-      sources: list[int] | None = None, message_id: str | None = None) -> Spec:
+def A(  # noqa: N802
+    turn: int,
+    step: int,
+    *blocks: dict[str, Any],
+    op: Any = "append",
+    sources: list[int] | None = None,
+    message_id: str | None = None,
+) -> Spec:
     message = {
         "id": message_id or f"assistant-{turn}-{step}",
         "role": "assistant",
@@ -100,14 +112,28 @@ def TC(turn: int, step: int, call_id: str, name: str = "bash", arguments: str = 
     return Spec("tool/call", data)
 
 
-def result_data(turn: int, step: int, call_id: str, text: str = "ok", *, is_error: bool = False,
-                error: dict[str, Any] | None = None, meta: Any = None,
-                message_id: str | None = None) -> dict[str, Any]:
+def result_data(
+    turn: int,
+    step: int,
+    call_id: str,
+    text: str = "ok",
+    *,
+    is_error: bool = False,
+    error: dict[str, Any] | None = None,
+    meta: Any = None,
+    message_id: str | None = None,
+) -> dict[str, Any]:
     """Return loop-shaped `tool/result` data."""
     message = {
         "source": {"kind": "tool", "callId": call_id},
-        "content": [{"type": "tool-result", "toolCallId": call_id,
-                     "content": [{"type": "text", "text": text}], "isError": is_error}],
+        "content": [
+            {
+                "type": "tool-result",
+                "toolCallId": call_id,
+                "content": [{"type": "text", "text": text}],
+                "isError": is_error,
+            }
+        ],
         "role": "user",
         "id": message_id or f"result-{call_id}",
     }
@@ -119,9 +145,18 @@ def result_data(turn: int, step: int, call_id: str, text: str = "ok", *, is_erro
     return data
 
 
-def TR(turn: int, step: int, call_id: str, text: str = "ok", *, is_error: bool = False,  # noqa: N802
-       error: dict[str, Any] | None = None, meta: Any = None, op: Any = "append",
-       sources: list[int] | None = None) -> Spec:
+def TR(  # noqa: N802
+    turn: int,
+    step: int,
+    call_id: str,
+    text: str = "ok",
+    *,
+    is_error: bool = False,
+    error: dict[str, Any] | None = None,
+    meta: Any = None,
+    op: Any = "append",
+    sources: list[int] | None = None,
+) -> Spec:
     data = result_data(turn, step, call_id, text, is_error=is_error, error=error, meta=meta)
     cite = call_id if sources is None and op == "append" else None
     return Spec("tool/result", data, op, sources, cite_call=cite)

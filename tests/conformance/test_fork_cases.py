@@ -41,8 +41,17 @@ def fork_child(source: Session, seed: list[Event], *, child_id: str = "child") -
 
 def closed_turn_specs() -> list[Spec]:
     return [
-        TS(1), U("hello"), SS(1, 1), A(1, 1, call("c1")), TC(1, 1, "c1"), TR(1, 1, "c1"),
-        SE(1, 1), SS(1, 2), A(1, 2, txt("done")), SE(1, 2), TE(1),
+        TS(1),
+        U("hello"),
+        SS(1, 1),
+        A(1, 1, call("c1")),
+        TC(1, 1, "c1"),
+        TR(1, 1, "c1"),
+        SE(1, 1),
+        SS(1, 2),
+        A(1, 2, txt("done")),
+        SE(1, 2),
+        TE(1),
     ]
 
 
@@ -89,7 +98,14 @@ def test_case_49_log_only_event_after_a_closed_turn_is_forkable() -> None:
 
 def test_case_50_boundary_at_an_earlier_turn_end_while_a_later_turn_is_open() -> None:
     log = build(
-        TS(1), U("first"), TE(1), TS(2), U("second"), TE(2), TS(3), U("third"),
+        TS(1),
+        U("first"),
+        TE(1),
+        TS(2),
+        U("second"),
+        TE(2),
+        TS(3),
+        U("third"),
     )
     source = Session("src", seed=log, clock=fixed_clock())
     seed = fork_seed(source.events, session_id="src", boundary=2)
@@ -117,7 +133,9 @@ def test_case_51_every_turn_end_reason_is_a_valid_boundary(reason: dict[str, Any
 @pytest.mark.parametrize("boundary", [3, 4, 5, 6, 7])
 def test_case_52_boundary_inside_an_open_turn_is_refused(boundary: int) -> None:
     # turn/start@3, step/start@4, user/message@5, assistant/message@6, tool/call@7.
-    log = build(TS(1), TE(1), U("between"), TS(2), SS(2, 1), U("q"), A(2, 1, call("c")), TC(2, 1, "c"))
+    log = build(
+        TS(1), TE(1), U("between"), TS(2), SS(2, 1), U("q"), A(2, 1, call("c")), TC(2, 1, "c")
+    )
     with pytest.raises(SessionForkError, match="ends inside open turn 2") as caught:
         fork_seed(log, session_id="src", boundary=boundary)
     assert caught.value.code == "OPEN_TURN"
@@ -144,7 +162,9 @@ def test_case_53_boundary_must_be_a_non_negative_safe_integer(boundary: Any) -> 
 
 def test_case_53_boundary_past_the_end_does_not_exist() -> None:
     log = build(TS(1), TE(1))
-    with pytest.raises(SessionForkError, match=r'does not exist in session "src" \(last seq: 1\)') as caught:
+    with pytest.raises(
+        SessionForkError, match=r'does not exist in session "src" \(last seq: 1\)'
+    ) as caught:
         fork_seed(log, session_id="src", boundary=2)
     assert caught.value.code == "INVALID_BOUNDARY"
 
@@ -159,8 +179,14 @@ def test_case_53_index_that_is_not_its_seq_is_refused() -> None:
 
 def test_fork_header_keeps_lineage_and_only_cwd() -> None:
     parent = SessionHeader(
-        id="parent", created_at=1, cwd="/repo", parent_session="grandparent", seed_length=3,
-        origin="subagent", delegation_depth=2, agent_preset="coder",
+        id="parent",
+        created_at=1,
+        cwd="/repo",
+        parent_session="grandparent",
+        seed_length=3,
+        origin="subagent",
+        delegation_depth=2,
+        agent_preset="coder",
     )
     child = fork_header(parent, child_id="kid", seed_length=11, created_at=500)
     assert child == SessionHeader(

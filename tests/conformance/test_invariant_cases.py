@@ -53,8 +53,15 @@ def assert_rejected(session: Session, spec: Spec, fragment: str) -> None:
 
 def test_case_16_full_tool_turn_is_accepted() -> None:
     session = session_with(
-        TS(1), U("go"), SS(1, 1), CH(1, 1), A(1, 1, call("c1")), TC(1, 1, "c1"),
-        TR(1, 1, "c1"), SE(1, 1), TE(1, "completed"),
+        TS(1),
+        U("go"),
+        SS(1, 1),
+        CH(1, 1),
+        A(1, 1, call("c1")),
+        TC(1, 1, "c1"),
+        TR(1, 1, "c1"),
+        SE(1, 1),
+        TE(1, "completed"),
     )
     assert len(session.events) == 9
 
@@ -86,7 +93,10 @@ def test_case_20_step_without_messages_is_accepted() -> None:
 def test_case_21_turn_scoped_log_events_inside_a_step_are_accepted() -> None:
     header = {"header": {"config": {"provider": "p", "model": "m"}}, "reason": "initial"}
     session = session_with(
-        TS(1), SS(1, 1), RAW("todo/write", {"todos": []}), RAW("request/header", header),
+        TS(1),
+        SS(1, 1),
+        RAW("todo/write", {"todos": []}),
+        RAW("request/header", header),
         RAW("request/context", {"provider": "p", "model": "m"}),
     )
     assert len(session.events) == 5
@@ -94,8 +104,9 @@ def test_case_21_turn_scoped_log_events_inside_a_step_are_accepted() -> None:
 
 def test_case_22_between_turns_only_unconstrained_events_are_accepted() -> None:
     session = session_with(U("context", source={"kind": "plugin", "plugin": "p"}))
-    assert_rejected(session, RAW("request/context", {"provider": "p", "model": "m"}),
-                    "outside any open turn")
+    assert_rejected(
+        session, RAW("request/context", {"provider": "p", "model": "m"}), "outside any open turn"
+    )
     append(session, RAW("plugin/marker", {}))
     append(session, TS(1))
     assert [e.type for e in session.events] == ["user/message", "plugin/marker", "turn/start"]
@@ -162,7 +173,9 @@ def test_case_30_not_started_result_and_unanswered_call_are_accepted() -> None:
     )
     assert session.events[3].source_event_seqs is None
     error_reason = {"message": "boom", "code": "UNKNOWN"}
-    session = session_with(TS(1), SS(1, 1), TC(1, 1, "c1"), SE(1, 1), TE(1, "error", error=error_reason))
+    session = session_with(
+        TS(1), SS(1, 1), TC(1, 1, "c1"), SE(1, 1), TE(1, "error", error=error_reason)
+    )
     assert session.events[-1].data["reason"] == {"kind": "error", "error": error_reason}
 
 

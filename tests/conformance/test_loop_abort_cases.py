@@ -90,7 +90,13 @@ async def test_b19_cancel_from_assistant_observer_answers_call_before_dispatch(
     assert result.reason == {"kind": "aborted", "reason": {"kind": "user"}}
     assert record == []
     events = list(session.events)
-    assert describe_log(events)[5:] == ["A(c1)", "call(c1)", f"res(c1,{ABD})", "S-1", "T-1(aborted)"]
+    assert describe_log(events)[5:] == [
+        "A(c1)",
+        "call(c1)",
+        f"res(c1,{ABD})",
+        "S-1",
+        "T-1(aborted)",
+    ]
     assert result_for(events, "c1").data["error"] == {"name": "AbortError", "code": ABD}
     assert_log_valid(session)
 
@@ -122,8 +128,13 @@ async def test_b20_cancel_during_pre_execute_starts_no_body(tmp_path: Path) -> N
     assert result.kind == "aborted"
     assert record == []
     assert describe_log(session.events)[5:] == [
-        "A(c1,c2)", "call(c1)", f"res(c1,{ABD})", "call(c2)", f"res(c2,{ABD})",
-        "S-1", "T-1(aborted)",
+        "A(c1,c2)",
+        "call(c1)",
+        f"res(c1,{ABD})",
+        "call(c2)",
+        f"res(c2,{ABD})",
+        "S-1",
+        "T-1(aborted)",
     ]
     assert_log_valid(session)
 
@@ -159,8 +170,17 @@ async def test_b21_cancel_mid_group_commits_started_and_skips_unstarted(tmp_path
     assert out.result.kind == "aborted"
     assert gates.entered == ["c1", "c2"]
     assert describe_log(session.events)[5:] == [
-        "A(c1,c2,c3,c4)", "call(c1)", "call(c2)", "res(c1,ABORTED)", "res(c2,ABORTED)",
-        "call(c3)", f"res(c3,{ABD})", "call(c4)", f"res(c4,{ABD})", "S-1", "T-1(aborted)",
+        "A(c1,c2,c3,c4)",
+        "call(c1)",
+        "call(c2)",
+        "res(c1,ABORTED)",
+        "res(c2,ABORTED)",
+        "call(c3)",
+        f"res(c3,{ABD})",
+        "call(c4)",
+        f"res(c4,{ABD})",
+        "S-1",
+        "T-1(aborted)",
     ]
     assert_log_valid(session)
 
@@ -184,7 +204,11 @@ async def test_b22_aborted_parallel_group_skips_later_exclusive_barrier(tmp_path
     assert out.result.kind == "aborted"
     assert record == []
     assert describe_log(session.events)[-5:] == [
-        "res(c2,ABORTED)", "call(c3)", f"res(c3,{ABD})", "S-1", "T-1(aborted)",
+        "res(c2,ABORTED)",
+        "call(c3)",
+        f"res(c3,{ABD})",
+        "S-1",
+        "T-1(aborted)",
     ]
     assert_log_valid(session)
 
@@ -265,9 +289,7 @@ async def test_b24_cancel_mid_stream_keeps_interrupted_prefix(tmp_path: Path) ->
     assert_log_valid(session)
 
     await loop.run_turn("next")
-    texts = [
-        block.get("text") for m in model.requests[1].messages for block in m["content"]
-    ]
+    texts = [block.get("text") for m in model.requests[1].messages for block in m["content"]]
     assert "partial" in texts
     assert_log_valid(session)
 
@@ -368,7 +390,9 @@ async def test_b28_idle_cancel_after_queued_sends_discards_them_without_a_turn(
 
 
 @pytest.mark.anyio
-async def test_b28_cancel_right_after_a_waking_send_closes_the_opened_turn_without_a_step(tmp_path: Path) -> None:
+async def test_b28_cancel_right_after_a_waking_send_closes_the_opened_turn_without_a_step(
+    tmp_path: Path,
+) -> None:
     session, model, loop = make_loop(tmp_path, [{"text": "never"}], [])
     async with loop:
         loop.followup("A")
@@ -377,7 +401,14 @@ async def test_b28_cancel_right_after_a_waking_send_closes_the_opened_turn_witho
         (result,) = await loop.wait_idle()
     assert result.reason == {"kind": "aborted", "reason": USER}
     # T+1 and the claim of A happened synchronously; B got a cancel splice; no step ran.
-    assert inbox_log(session.events) == ["ins(nt)", "T+1", "claim", "ins(nt)", "discard", "T-1(aborted)"]
+    assert inbox_log(session.events) == [
+        "ins(nt)",
+        "T+1",
+        "claim",
+        "ins(nt)",
+        "discard",
+        "T-1(aborted)",
+    ]
     assert model.requests == []
     assert loop.inbox.pending == 0
     assert_log_valid(session)
@@ -417,7 +448,10 @@ async def test_b30_wake_latch_runs_a_send_made_during_the_abort(tmp_path: Path) 
         loop.cancel(keep_inbox=True)
         loop.followup("B")  # waking after abort: next-turn, latched
         results = await loop.wait_idle()  # waits through the latch replay's drain too
-    assert [r.reason for r in results] == [{"kind": "aborted", "reason": USER}, {"kind": "completed"}]
+    assert [r.reason for r in results] == [
+        {"kind": "aborted", "reason": USER},
+        {"kind": "completed"},
+    ]
     assert len(model.requests) == 2
     assert user_texts(model.requests[1].messages)[-1] == "B"
     assert_log_valid(session)
@@ -498,7 +532,9 @@ async def test_dispose_aborts_the_running_turn_as_disposed_then_closes(tmp_path:
         loop.followup("too late")
     await loop.dispose()  # idempotent
     # The writer is released and everything is durable, the parked follow-up included.
-    resumed, repair = resume_session(loop.session.id, SessionSetup(store=store, model=ScriptedModel([])))
+    resumed, repair = resume_session(
+        loop.session.id, SessionSetup(store=store, model=ScriptedModel([]))
+    )
     assert repair.closers == []
     assert [m["content"][0]["text"] for m in resumed.inbox.next_turn] == ["later"]
     assert_log_valid(resumed.session)
@@ -517,7 +553,9 @@ async def test_dispose_while_idle_only_closes(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
-async def test_an_exception_in_the_body_of_async_with_loop_propagates_unwrapped(tmp_path: Path) -> None:
+async def test_an_exception_in_the_body_of_async_with_loop_propagates_unwrapped(
+    tmp_path: Path,
+) -> None:
     # Regression (user trial): it came out as an ExceptionGroup, so `except ValueError` missed it.
     session = Session("s")
     loop = AgentLoop(session, model=HangFirstModel(), cwd=tmp_path)
@@ -533,7 +571,9 @@ async def test_an_exception_in_the_body_of_async_with_loop_propagates_unwrapped(
 
 
 @pytest.mark.anyio
-async def test_cancelling_the_scope_around_async_with_loop_aborts_the_turn_durably(tmp_path: Path) -> None:
+async def test_cancelling_the_scope_around_async_with_loop_aborts_the_turn_durably(
+    tmp_path: Path,
+) -> None:
     session = Session("s")
     loop = AgentLoop(session, model=HangFirstModel(), cwd=tmp_path)
     with anyio.CancelScope() as scope:

@@ -94,8 +94,19 @@ async def test_b2_tool_round_trip_sends_result_in_second_request(tmp_path: Path)
     assert result.kind == "completed" and result.steps == 2
     events = list(session.events)
     assert describe_log(events) == [
-        "T+1", "S+1", "U", "H", "C", "A(c1)", "call(c1)", "res(c1,ok)", "S-1",
-        "S+2", "A", "S-2", "T-1(completed)",
+        "T+1",
+        "S+1",
+        "U",
+        "H",
+        "C",
+        "A(c1)",
+        "call(c1)",
+        "res(c1,ok)",
+        "S-1",
+        "S+2",
+        "A",
+        "S-2",
+        "T-1(completed)",
     ]
     assert result_for(events, "c1").source_event_seqs == [call_seq(events, "c1")]
     assert len(model.requests) == 2
@@ -133,8 +144,18 @@ async def test_b3_parallel_siblings_all_start_before_any_is_released(tmp_path: P
         gates.release("c3", "c2", "c1")
     assert out.result.kind == "completed"
     assert describe_log(session.events)[5:] == [
-        "A(c1,c2,c3)", "call(c1)", "call(c2)", "call(c3)",
-        "res(c1,ok)", "res(c2,ok)", "res(c3,ok)", "S-1", "S+2", "A", "S-2", "T-1(completed)",
+        "A(c1,c2,c3)",
+        "call(c1)",
+        "call(c2)",
+        "call(c3)",
+        "res(c1,ok)",
+        "res(c2,ok)",
+        "res(c3,ok)",
+        "S-1",
+        "S+2",
+        "A",
+        "S-2",
+        "T-1(completed)",
     ]
     assert_log_valid(session)
 
@@ -149,10 +170,20 @@ async def test_b4_exclusive_call_is_a_barrier_between_parallel_groups(tmp_path: 
     )
     await loop.run_turn("go")
     assert record == [
-        "r-start-A1", "r-end-A1", "w-start-A2", "w-end-A2", "r-start-A3", "r-end-A3",
+        "r-start-A1",
+        "r-end-A1",
+        "w-start-A2",
+        "w-end-A2",
+        "r-start-A3",
+        "r-end-A3",
     ]
     assert describe_log(session.events)[6:12] == [
-        "call(A1)", "res(A1,ok)", "call(A2)", "res(A2,ok)", "call(A3)", "res(A3,ok)",
+        "call(A1)",
+        "res(A1,ok)",
+        "call(A2)",
+        "res(A2,ok)",
+        "call(A3)",
+        "res(A3,ok)",
     ]
     assert_log_valid(session)
 
@@ -172,7 +203,9 @@ async def test_b5_results_commit_in_model_order(tmp_path: Path) -> None:
         assert gates.passed == ["c2"]
         assert of_type(session.events, "tool/result") == []
         gates.release("c1")
-    results = [e.data["message"]["source"]["callId"] for e in of_type(session.events, "tool/result")]
+    results = [
+        e.data["message"]["source"]["callId"] for e in of_type(session.events, "tool/result")
+    ]
     assert results == ["c1", "c2"]
     assert [cid for cid, _, _ in tool_results_in(session.derive_messages())] == ["c1", "c2"]
     assert_log_valid(session)
@@ -217,8 +250,13 @@ async def _execute(
 ) -> None:
     try:
         run.outcome = await execute_tool_calls(
-            session, blocks, turn=1, step=1, pipeline=pipeline,
-            signal=signal or CancelSignal(), max_parallel_tool_calls=cap,
+            session,
+            blocks,
+            turn=1,
+            step=1,
+            pipeline=pipeline,
+            signal=signal or CancelSignal(),
+            max_parallel_tool_calls=cap,
         )
     except Exception as exc:
         run.error = exc
@@ -245,11 +283,19 @@ async def test_b6_rolling_cap_starts_next_call_when_a_slot_frees(tmp_path: Path)
         await gates.wait_entered("c3")
         await anyio.wait_all_tasks_blocked()
         assert gates.entered == ["c1", "c2", "c3"]
-        assert describe_log(session.events)[3:] == ["call(c1)", "call(c2)", "res(c1,ok)", "call(c3)"]
+        assert describe_log(session.events)[3:] == [
+            "call(c1)",
+            "call(c2)",
+            "res(c1,ok)",
+            "call(c3)",
+        ]
         gates.release("c2", "c3", "c4")
     assert run.outcome == SchedulerOutcome(aborted=False)
     assert [s for s in describe_log(session.events) if s.startswith("res(")] == [
-        "res(c1,ok)", "res(c2,ok)", "res(c3,ok)", "res(c4,ok)",
+        "res(c1,ok)",
+        "res(c2,ok)",
+        "res(c3,ok)",
+        "res(c4,ok)",
     ]
     _close_and_check(session)
 
@@ -269,7 +315,10 @@ async def test_b7_cap_one_runs_parallel_calls_serially(tmp_path: Path) -> None:
         await gates.wait_entered("c2")
         gates.release("c2")
     assert describe_log(session.events)[3:] == [
-        "call(c1)", "res(c1,ok)", "call(c2)", "res(c2,ok)",
+        "call(c1)",
+        "res(c1,ok)",
+        "call(c2)",
+        "res(c2,ok)",
     ]
     _close_and_check(session)
 
@@ -304,7 +353,12 @@ async def test_b8_registry_swap_by_a_body_reclassifies_unstarted_calls(tmp_path:
         await gates.wait_entered("x2")
         gates.release("x2")
     assert describe_log(session.events)[3:] == [
-        "call(x0)", "res(x0,ok)", "call(x1)", "res(x1,ok)", "call(x2)", "res(x2,ok)",
+        "call(x0)",
+        "res(x0,ok)",
+        "call(x1)",
+        "res(x1,ok)",
+        "call(x2)",
+        "res(x2,ok)",
     ]
     _close_and_check(session)
 
@@ -351,7 +405,13 @@ async def test_b9_observer_swapping_the_tool_for_an_exclusive_one_cuts_the_group
     assert gates.entered == ["c1", "c2", "c3"]
     assert result_text(result_for(session.events, "c3")) == "replacement x c3 done"
     assert describe_log(session.events)[5:12] == [
-        "A(c1,c2,c3)", "call(c1)", "call(c2)", "res(c1,ok)", "res(c2,ok)", "call(c3)", "res(c3,ok)",
+        "A(c1,c2,c3)",
+        "call(c1)",
+        "call(c2)",
+        "res(c1,ok)",
+        "res(c2,ok)",
+        "call(c3)",
+        "res(c3,ok)",
     ]
     assert_log_valid(session)
 
@@ -387,8 +447,12 @@ async def test_b10_pre_and_post_execute_see_model_order_while_bodies_finish_reve
     assert gates.passed == ["c3", "c2", "c1"]
     assert pre_seen == ["c1", "c2", "c3"]
     assert post_seen == ["c1", "c2", "c3"]
-    assert [e.data["message"]["source"]["callId"] for e in of_type(session.events, "tool/result")] == [
-        "c1", "c2", "c3",
+    assert [
+        e.data["message"]["source"]["callId"] for e in of_type(session.events, "tool/result")
+    ] == [
+        "c1",
+        "c2",
+        "c3",
     ]
     assert_log_valid(session)
 
@@ -545,7 +609,11 @@ async def test_b12_deny_has_no_code_and_pre_execute_throw_skips_post_execute(
     assert record == ["p-start-c1", "p-end-c1"]
     assert post == ["c1", "c2"]
     shape = describe_log(events)
-    assert [s for s in shape if s.startswith("res(")] == ["res(c1,ok)", "res(c2,err)", "res(c3,err)"]
+    assert [s for s in shape if s.startswith("res(")] == [
+        "res(c1,ok)",
+        "res(c2,err)",
+        "res(c3,err)",
+    ]
     assert [s for s in shape if s.startswith("call(")] == ["call(c1)", "call(c2)", "call(c3)"]
     denied, thrown = result_for(events, "c2"), result_for(events, "c3")
     assert "blocked by policy" in result_text(denied) and "error" not in denied.data
@@ -605,7 +673,10 @@ async def test_b14_malformed_arguments_recorded_raw_and_fail_invalid_args(
     events = list(session.events)
     calls = {e.data["callId"]: e.data["arguments"] for e in of_type(events, "tool/call")}
     assert calls == {"c1": "not json", "c2": "not json", "c3": ""}
-    assert result_for(events, "c1").data["error"] == {"name": "ToolArgsError", "code": "INVALID_ARGS"}
+    assert result_for(events, "c1").data["error"] == {
+        "name": "ToolArgsError",
+        "code": "INVALID_ARGS",
+    }
     assert seen == ["not json", {}]
     assert_log_valid(session)
 

@@ -47,7 +47,9 @@ def _texts(messages: tuple[Message, ...] | list[Message]) -> list[str]:
 
 
 @pytest.mark.anyio
-async def test_b40_rejected_pre_step_ends_turn_blocked_and_keeps_later_followups(tmp_path: Path) -> None:
+async def test_b40_rejected_pre_step_ends_turn_blocked_and_keeps_later_followups(
+    tmp_path: Path,
+) -> None:
     def pre_step(ctx: StepContext) -> Reject | None:
         return Reject("no secrets") if "secret" in _texts(ctx.messages) else None
 
@@ -92,7 +94,9 @@ async def test_b42_throwing_pre_step_fails_turn_and_keeps_queued_followup(tmp_pa
         await loop.run_pending()
     assert inbox_log(session.events) == ["ins(nt)", "ins(nt)", "T+1", "claim", "T-1(error)"]
     reason = of_type(session.events, "turn/end")[0].data["reason"]
-    assert reason["error"]["code"] == "UNKNOWN" and "prompt hook broke" in reason["error"]["message"]
+    assert (
+        reason["error"]["code"] == "UNKNOWN" and "prompt hook broke" in reason["error"]["message"]
+    )
     assert _texts(loop.inbox.next_turn) == ["second"]
     assert model.requests == []
     assert_log_valid(session)
@@ -103,7 +107,9 @@ def _kinds(results: list[Any]) -> list[tuple[int, str]]:
 
 
 @pytest.mark.anyio
-async def test_a_failed_background_turn_reports_its_error_and_stops_draining(tmp_path: Path) -> None:
+async def test_a_failed_background_turn_reports_its_error_and_stops_draining(
+    tmp_path: Path,
+) -> None:
     script: list[dict[str, Any]] = [
         {"error": {"code": "AUTH", "message": "bad key"}},
         {"text": "two"},
@@ -142,8 +148,22 @@ async def test_b43_input_staged_during_pre_step_joins_step_two(tmp_path: Path) -
     result = await loop.run_turn("P")
     assert (result.kind, result.steps) == ("completed", 2)
     assert inbox_log(session.events) == [
-        "T+1", "ins(ns)", "ins(ns)", "S+1", "U", "H", "C", "A", "S-1",
-        "claim", "S+2", "U", "U", "A", "S-2", "T-1(completed)",
+        "T+1",
+        "ins(ns)",
+        "ins(ns)",
+        "S+1",
+        "U",
+        "H",
+        "C",
+        "A",
+        "S-1",
+        "claim",
+        "S+2",
+        "U",
+        "U",
+        "A",
+        "S-2",
+        "T-1(completed)",
     ]
     assert user_texts(model.requests[0].messages) == ["P"]
     assert user_texts(model.requests[1].messages) == ["P", "C", "S"]
@@ -179,8 +199,22 @@ async def test_b44_steering_from_a_tool_enters_after_next_step_start(tmp_path: P
     result = await loop.run_turn("go")
     assert (result.kind, result.steps, result.text) == ("completed", 2, "new plan")
     assert inbox_log(session.events) == [
-        "T+1", "S+1", "U", "H", "C", "A(c1)", "call(c1)", "ins(ns)", "res(c1,ok)", "S-1",
-        "claim", "S+2", "U", "A", "S-2", "T-1(completed)",
+        "T+1",
+        "S+1",
+        "U",
+        "H",
+        "C",
+        "A(c1)",
+        "call(c1)",
+        "ins(ns)",
+        "res(c1,ok)",
+        "S-1",
+        "claim",
+        "S+2",
+        "U",
+        "A",
+        "S-2",
+        "T-1(completed)",
     ]
     assert user_texts(model.requests[1].messages) == ["go", "change of plans"]
     assert model.requests[1].messages[-1]["content"][0]["text"] == "change of plans"
@@ -200,7 +234,11 @@ async def test_b45_turn_stopping_steer_continues_for_exactly_three_steps(tmp_pat
     assert (result.turn, result.kind, result.steps, result.text) == (1, "completed", 3, "c")
     assert len(model.requests) == 3
     assert len(of_type(session.events, "turn/start")) == 1
-    assert user_texts(model.requests[2].messages) == ["loop", "continue after 1", "continue after 2"]
+    assert user_texts(model.requests[2].messages) == [
+        "loop",
+        "continue after 1",
+        "continue after 2",
+    ]
     assert_log_valid(session)
 
 
@@ -278,7 +316,9 @@ async def test_idle_steering_starts_a_turn_synchronously(tmp_path: Path) -> None
 
 @pytest.mark.anyio
 async def test_the_driver_drains_followups_one_turn_each(tmp_path: Path) -> None:
-    session, model, loop = make_loop(tmp_path, [{"text": "one"}, {"text": "two"}, {"text": "three"}], [])
+    session, model, loop = make_loop(
+        tmp_path, [{"text": "one"}, {"text": "two"}, {"text": "three"}], []
+    )
     async with loop:
         loop.followup("a")
         loop.followup("b")

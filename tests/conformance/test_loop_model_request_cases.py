@@ -68,7 +68,8 @@ async def test_b32_non_retryable_code_ends_the_turn_error_at_once(tmp_path: Path
     assert not _retries(events)
     assert not of_type(events, "assistant/message")
     assert events[-1].data["reason"] == {
-        "kind": "error", "error": {"message": "provider 401", "code": "AUTH"},
+        "kind": "error",
+        "error": {"message": "provider 401", "code": "AUTH"},
     }
     assert_log_valid(session)
 
@@ -85,13 +86,23 @@ async def test_b33_policy_retry_stays_in_the_same_turn_and_step(tmp_path: Path) 
     assert (result.kind, result.text, result.steps) == ("completed", "ok", 1)
     events = list(session.events)
     assert describe_log(events) == [
-        "T+1", "S+1", "U", "H", "C",
-        "llm/retry", "llm/retry-started", "llm/retry", "llm/retry-started",
-        "A", "S-1", "T-1(completed)",
+        "T+1",
+        "S+1",
+        "U",
+        "H",
+        "C",
+        "llm/retry",
+        "llm/retry-started",
+        "llm/retry",
+        "llm/retry-started",
+        "A",
+        "S-1",
+        "T-1(completed)",
     ]
     retries = _retries(events)
     assert [(r["turn"], r["step"], r["retry"], r["delayMs"]) for r in retries] == [
-        (1, 1, 1, 1), (1, 1, 2, 2),
+        (1, 1, 1, 1),
+        (1, 1, 2, 2),
     ]
     assert [r["failure"] for r in retries] == [
         {"message": "slow down", "code": "RATE_LIMIT"},
@@ -146,9 +157,18 @@ async def test_b33_hook_retry_stays_in_the_same_turn_and_step(tmp_path: Path) ->
     assert len(model.requests) == 3
     events = list(session.events)
     assert describe_log(events) == [
-        "T+1", "S+1", "U", "H", "C",
-        "llm/retry", "llm/retry-started", "llm/retry", "llm/retry-started",
-        "A", "S-1", "T-1(completed)",
+        "T+1",
+        "S+1",
+        "U",
+        "H",
+        "C",
+        "llm/retry",
+        "llm/retry-started",
+        "llm/retry",
+        "llm/retry-started",
+        "A",
+        "S-1",
+        "T-1(completed)",
     ]
     retries = [e.data for e in of_type(events, "llm/retry")]
     # dsh's checker accepts only `normal`/`always` modes: a hook retry is an unbudgeted
@@ -161,7 +181,9 @@ async def test_b33_hook_retry_stays_in_the_same_turn_and_step(tmp_path: Path) ->
     assert [r["failure"]["code"] for r in retries] == ["RATE_LIMIT", "SERVER"]
     assert all("maxRetries" not in r for r in retries)
     started = [e.data for e in of_type(events, "llm/retry-started")]
-    assert [(s["retryId"], s["retry"]) for s in started] == [(r["retryId"], r["retry"]) for r in retries]
+    assert [(s["retryId"], s["retry"]) for s in started] == [
+        (r["retryId"], r["retry"]) for r in retries
+    ]
     assert_log_valid(session)
 
 
@@ -261,7 +283,14 @@ async def test_b35_cancel_during_the_backoff_wait_ends_aborted_without_retrying(
     assert result.reason == {"kind": "aborted", "reason": {"kind": "user"}}
     assert len(model.requests) == 1
     assert describe_log(list(session.events)) == [
-        "T+1", "S+1", "U", "H", "C", "llm/retry", "S-1", "T-1(aborted)",
+        "T+1",
+        "S+1",
+        "U",
+        "H",
+        "C",
+        "llm/retry",
+        "S-1",
+        "T-1(aborted)",
     ]
     assert_log_valid(session)
 
@@ -359,12 +388,15 @@ async def test_b37_request_hook_llm_error_is_a_turn_error_without_a_request(tmp_
     assert not of_type(events, "llm/retry")  # not offered to request-error recovery
     assert describe_log(events) == ["T+1", "S+1", "U", "S-1", "T-1(error)"]
     assert of_type(events, "turn/end")[0].data["reason"] == {
-        "kind": "error", "error": {"message": "middleware failed", "code": "MIDDLEWARE"},
+        "kind": "error",
+        "error": {"message": "middleware failed", "code": "MIDDLEWARE"},
     }
     assert_log_valid(session)
 
 
-@pytest.mark.parametrize(("provider", "model_name", "named"), [("", "m", "provider"), ("p", "", "model")])
+@pytest.mark.parametrize(
+    ("provider", "model_name", "named"), [("", "m", "provider"), ("p", "", "model")]
+)
 @pytest.mark.anyio
 async def test_b38_model_without_provider_or_model_fails_the_turn_without_a_request(
     tmp_path: Path, provider: str, model_name: str, named: str

@@ -38,14 +38,20 @@ def anyio_backend() -> str:
 @pytest.mark.anyio
 async def test_b57_resume_continues_turn_numbering_with_a_resume_header(tmp_path: Path) -> None:
     store = MemoryStore()
-    first = start_session(SessionSetup(store=store, model=ScriptedModel([{"text": "a"}]), cwd=tmp_path))
+    first = start_session(
+        SessionSetup(store=store, model=ScriptedModel([{"text": "a"}]), cwd=tmp_path)
+    )
     await first.run_turn("one")
     old_events = list(first.session.events)
     old_messages = first.session.derive_messages()
     first.close()
-    loop, _repair = resume_session(first.session.id, SessionSetup(
-        store=store, model=ScriptedModel([{"text": "b"}]),
-    ))
+    loop, _repair = resume_session(
+        first.session.id,
+        SessionSetup(
+            store=store,
+            model=ScriptedModel([{"text": "b"}]),
+        ),
+    )
     events = loop.session.events
     assert [e.type for e in events] == [e.type for e in old_events] + ["session/end-seed"]
     assert loop.session.derive_messages() == old_messages
@@ -63,7 +69,9 @@ def _texts(messages: tuple[Message, ...] | list[Message]) -> list[str]:
 
 
 @pytest.mark.anyio
-async def test_b58_pending_injection_survives_resume_and_enters_after_followup(tmp_path: Path) -> None:
+async def test_b58_pending_injection_survives_resume_and_enters_after_followup(
+    tmp_path: Path,
+) -> None:
     store = MemoryStore()
     first = start_session(SessionSetup(store=store, model=ScriptedModel([]), cwd=tmp_path))
     first.inject("remember this")
@@ -101,9 +109,14 @@ async def test_b59_resume_refuses_a_live_session_and_never_repairs_its_open_turn
     gates = Gates()
     store = JsonlStore(tmp_path / "sessions")
     script = ScriptedModel([tools_step(call("c1", "g")), {"text": "done"}])
-    loop = start_session(SessionSetup(
-        store=store, model=script, tools=[gated_tool("g", gates)], cwd=tmp_path,
-    ))
+    loop = start_session(
+        SessionSetup(
+            store=store,
+            model=script,
+            tools=[gated_tool("g", gates)],
+            cwd=tmp_path,
+        )
+    )
     sid = loop.session.id
     out = _Turn()
     async with anyio.create_task_group() as tg:
@@ -121,7 +134,8 @@ async def test_b59_resume_refuses_a_live_session_and_never_repairs_its_open_turn
     events = list(loop.session.events)
     assert len(of_type(events, "turn/end")) == 1  # no closers were written into the live turn
     assert not any(
-        e.data.get("error", {}).get("code") == "TOOL_OUTCOME_UNKNOWN" for e in of_type(events, "tool/result")
+        e.data.get("error", {}).get("code") == "TOOL_OUTCOME_UNKNOWN"
+        for e in of_type(events, "tool/result")
     )
     loop.close()
     _header, stored = store.read(sid)
@@ -134,9 +148,13 @@ async def test_b59_resume_refuses_a_live_session_and_never_repairs_its_open_turn
 @pytest.mark.anyio
 async def test_b60_driver_over_a_fork_child_numbers_turns_after_the_last(tmp_path: Path) -> None:
     store = MemoryStore()
-    parent = start_session(SessionSetup(
-        store=store, model=ScriptedModel([{"text": "a"}, {"text": "b"}]), cwd=tmp_path,
-    ))
+    parent = start_session(
+        SessionSetup(
+            store=store,
+            model=ScriptedModel([{"text": "a"}, {"text": "b"}]),
+            cwd=tmp_path,
+        )
+    )
     await parent.run_turn("one")
     await parent.run_turn("two")
     parent.followup("parent's pending follow-up")
@@ -190,7 +208,9 @@ async def test_b62_vetoed_turn_start_leaves_no_turn_and_keeps_the_inbox(tmp_path
     with pytest.raises(ValueError, match="reject first turn/start"):
         await loop.run_turn()
     assert inbox_log(session.events) == ["ins(nt)"]
-    assert loop.last_turn == 0 and [m["content"][0]["text"] for m in loop.inbox.next_turn] == ["queued"]
+    assert loop.last_turn == 0 and [m["content"][0]["text"] for m in loop.inbox.next_turn] == [
+        "queued"
+    ]
     assert model.requests == []
     result = await loop.run_turn()  # the number was not consumed and the follow-up still runs
     assert (result.turn, result.kind) == (1, "completed")
@@ -215,7 +235,9 @@ async def test_b62_vetoed_step_end_leaves_the_turn_open_until_crash_repair(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = MemoryStore()
-    loop = start_session(SessionSetup(store=store, model=ScriptedModel([{"text": "ok"}]), cwd=tmp_path))
+    loop = start_session(
+        SessionSetup(store=store, model=ScriptedModel([{"text": "ok"}]), cwd=tmp_path)
+    )
     loop.session.add_validator(_veto("step/end"))
     with caplog.at_level(logging.ERROR), pytest.raises(ValueError, match="reject first step/end"):
         await loop.run_turn("go")
@@ -228,11 +250,19 @@ async def test_b62_vetoed_step_end_leaves_the_turn_open_until_crash_repair(
         await loop.run_turn("again")
     # ...until a resume closes the stored log with crash repair's closers.
     loop.close()
-    resumed, repair = resume_session(loop.session.id, SessionSetup(
-        store=store, model=ScriptedModel([{"text": "again"}]),
-    ))
+    resumed, repair = resume_session(
+        loop.session.id,
+        SessionSetup(
+            store=store,
+            model=ScriptedModel([{"text": "again"}]),
+        ),
+    )
     assert [e.type for e in repair.closers] == ["step/end", "turn/end"]
-    assert describe_log(resumed.session.events)[-3:] == ["S-1", "T-1(interrupted)", "session/end-seed"]
+    assert describe_log(resumed.session.events)[-3:] == [
+        "S-1",
+        "T-1(interrupted)",
+        "session/end-seed",
+    ]
     assert_log_valid(resumed.session)
     result = await resumed.run_turn("next")
     assert (result.turn, result.kind) == (2, "completed")
@@ -250,5 +280,14 @@ async def test_b62_throwing_boundary_observers_change_nothing(tmp_path: Path) ->
     session.observe(explode)
     result = await loop.run_turn("hi")
     assert result.kind == "completed"
-    assert describe_log(session.events) == ["T+1", "S+1", "U", "H", "C", "A", "S-1", "T-1(completed)"]
+    assert describe_log(session.events) == [
+        "T+1",
+        "S+1",
+        "U",
+        "H",
+        "C",
+        "A",
+        "S-1",
+        "T-1(completed)",
+    ]
     assert_log_valid(session)

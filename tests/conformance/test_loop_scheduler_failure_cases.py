@@ -153,8 +153,15 @@ async def test_b48_dispatch_failure_drains_then_records_outcome_unknown_for_all(
     session, _loop, _boom, post = await _b48(tmp_path)
     events = list(session.events)
     assert describe_log(events)[5:] == [
-        "A(c1,c2,c3)", "call(c1)", "call(c2)", "call(c3)",
-        f"res(c1,{OU})", f"res(c2,{OU})", f"res(c3,{OU})", "S-1", "T-1(error)",
+        "A(c1,c2,c3)",
+        "call(c1)",
+        "call(c2)",
+        "call(c3)",
+        f"res(c1,{OU})",
+        f"res(c2,{OU})",
+        f"res(c3,{OU})",
+        "S-1",
+        "T-1(error)",
     ]
     for call_id in ("c1", "c2", "c3"):
         _assert_recovery(events, call_id, OU)
@@ -181,7 +188,11 @@ async def test_b49_failure_before_scheduling_records_not_started_without_tool_ca
     assert raised.value is boom
     events = list(session.events)
     assert describe_log(events)[5:] == [
-        "A(c1,c2)", f"res(c1,{NS})", f"res(c2,{NS})", "S-1", "T-1(error)",
+        "A(c1,c2)",
+        f"res(c1,{NS})",
+        f"res(c2,{NS})",
+        "S-1",
+        "T-1(error)",
     ]
     assert of_type(events, "tool/call") == []
     _assert_recovery(events, "c1", NS)
@@ -217,8 +228,14 @@ async def test_b50_exclusive_prefix_kept_then_unknown_then_not_started(tmp_path:
     assert raised.value is boom
     events = list(session.events)
     assert describe_log(events)[5:] == [
-        "A(c1,c2,c3)", "call(c1)", "res(c1,ok)", "call(c2)",
-        f"res(c2,{OU})", f"res(c3,{NS})", "S-1", "T-1(error)",
+        "A(c1,c2,c3)",
+        "call(c1)",
+        "res(c1,ok)",
+        "call(c2)",
+        f"res(c2,{OU})",
+        f"res(c3,{NS})",
+        "S-1",
+        "T-1(error)",
     ]
     assert record == ["x-start-c1", "x-end-c1"]
     assert result_text(result_for(events, "c1")) == "x c1 ok"
@@ -262,7 +279,13 @@ async def test_b51_settled_later_sibling_is_discarded_and_recorded_unknown(
     assert outcome.error is boom
     events = list(session.events)
     assert describe_log(events)[5:] == [
-        "A(c1,c2)", "call(c1)", "call(c2)", f"res(c1,{OU})", f"res(c2,{OU})", "S-1", "T-1(error)",
+        "A(c1,c2)",
+        "call(c1)",
+        "call(c2)",
+        f"res(c1,{OU})",
+        f"res(c2,{OU})",
+        "S-1",
+        "T-1(error)",
     ]
     assert post == []
     assert_log_valid(session)
@@ -294,8 +317,14 @@ async def test_b53_append_failure_during_abort_drain_recovers_and_ends_aborted(
     assert outcome.result.reason == {"kind": "aborted", "reason": {"kind": "user"}}
     events = list(session.events)
     assert describe_log(events)[5:] == [
-        "A(c1,c2,c3)", "call(c1)", "call(c2)",
-        f"res(c1,{OU})", f"res(c2,{OU})", f"res(c3,{NS})", "S-1", "T-1(aborted)",
+        "A(c1,c2,c3)",
+        "call(c1)",
+        "call(c2)",
+        f"res(c1,{OU})",
+        f"res(c2,{OU})",
+        f"res(c3,{NS})",
+        "S-1",
+        "T-1(aborted)",
     ]
     assert len(vetoed) == 1
     _assert_recovery(events, "c1", OU)
@@ -366,7 +395,9 @@ async def test_b55_live_recovery_matches_crash_repair_closers(tmp_path: Path) ->
     recovered = live[cut + 1 : cut + 4]
     for repaired, recorded in zip(closers[:3], recovered, strict=True):
         assert (repaired.type, repaired.seq, repaired.data) == (
-            recorded.type, recorded.seq, recorded.data,
+            recorded.type,
+            recorded.seq,
+            recorded.data,
         )
         assert repaired.source_event_seqs == recorded.source_event_seqs
         assert repaired.surface_op == recorded.surface_op
@@ -390,7 +421,9 @@ async def test_b56_resume_and_fork_after_live_recovery_need_no_repair(tmp_path: 
     messages = model.requests[0].messages
     check_pairing(messages)
     assert [(cid, err) for cid, err, _ in tool_results_in(messages)] == [
-        ("c1", True), ("c2", True), ("c3", True),
+        ("c1", True),
+        ("c2", True),
+        ("c3", True),
     ]
     assert_log_valid(resumed)
     seed = fork_seed(session.events, session_id="s")

@@ -76,7 +76,12 @@ def test_case_73_crash_with_open_turn_and_step_is_closed_durably(store: SessionS
     store.backend.materialize(meta("s"), one_turn_log())
     store.append("s", [ts(6, 2, time=7), ss(7, 2, 1, time=8)])
     inspected = store.inspect("s")
-    assert [e.type for e in inspected.events][-4:] == ["turn/start", "step/start", "step/end", "turn/end"]
+    assert [e.type for e in inspected.events][-4:] == [
+        "turn/start",
+        "step/start",
+        "step/end",
+        "turn/end",
+    ]
     assert len(stored(store, "s")) == 8, "inspect never writes"
     loaded = store.load("s")
     assert [e.seq for e in loaded.events] == list(range(10))
@@ -92,7 +97,12 @@ def test_case_74_unstarted_tool_request_gets_tool_not_started(store: SessionStor
     store.append("s", [ts(6, 2), ss(7, 2, 1), assistant(8, 2, 1, [call_block("call-x")], "a2")])
     loaded = store.load("s")
     assert [e.type for e in loaded.events[6:]] == [
-        "turn/start", "step/start", "assistant/message", "tool/result", "step/end", "turn/end",
+        "turn/start",
+        "step/start",
+        "assistant/message",
+        "tool/result",
+        "step/end",
+        "turn/end",
     ]
     result = loaded.events[9].data
     assert result["message"]["source"]["callId"] == "call-x"
@@ -102,11 +112,19 @@ def test_case_74_unstarted_tool_request_gets_tool_not_started(store: SessionStor
 
 
 def test_case_75_recorded_call_without_result_is_outcome_unknown(store: SessionStore) -> None:
-    events = [ts(0, 1), ss(1, 1, 1), assistant(2, 1, 1, [call_block("call-risk", "write")], "a1"), tool_call(3, 1, 1, "call-risk", "write")]
+    events = [
+        ts(0, 1),
+        ss(1, 1, 1),
+        assistant(2, 1, 1, [call_block("call-risk", "write")], "a1"),
+        tool_call(3, 1, 1, "call-risk", "write"),
+    ]
     store.backend.materialize(meta("s"), events)
     loaded = store.load("s")
     result = loaded.events[4]
-    assert result.data["error"] == {"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"}
+    assert result.data["error"] == {
+        "name": "ToolOutcomeUnknownError",
+        "code": "TOOL_OUTCOME_UNKNOWN",
+    }
     assert result.source_event_seqs == [3]
     text = result.data["message"]["content"][0]["content"][0]["text"]
     assert "retry only if the operation is read-only or idempotent" in text
@@ -120,7 +138,7 @@ def test_case_75_recorded_call_without_result_is_outcome_unknown(store: SessionS
 
 def test_case_80_reappending_stored_seqs_is_rejected(store: SessionStore) -> None:
     store.backend.materialize(meta("s"), one_turn_log())
-    with pytest.raises(AppendConflictError, match='expected 6 at index 0, got 0'):
+    with pytest.raises(AppendConflictError, match="expected 6 at index 0, got 0"):
         store.append("s", one_turn_log())
     assert stored(store, "s") == one_turn_log()
 
@@ -172,7 +190,11 @@ def test_case_66_fork_persists_child_with_lineage_header(store: SessionStore) ->
     loaded = store.load("kid")
     assert loaded.events[:6] == one_turn_log()
     assert loaded.events[6].type == v.END_SEED
-    assert (loaded.header.parent_session, loaded.header.seed_length, loaded.header.cwd) == ("src", 6, "/work")
+    assert (loaded.header.parent_session, loaded.header.seed_length, loaded.header.cwd) == (
+        "src",
+        6,
+        "/work",
+    )
 
 
 def test_fork_errors_name_their_codes(store: SessionStore) -> None:
@@ -263,7 +285,11 @@ def test_case_76_list_summarizes_only_materialized_sessions(store: SessionStore)
         pass
     summaries = {s.id: s for s in store.list()}
     assert set(summaries) == {"done", "open"}
-    assert (summaries["done"].turn_count, summaries["done"].last_turn_end, summaries["done"].event_count) == (1, "completed", 6)
+    assert (
+        summaries["done"].turn_count,
+        summaries["done"].last_turn_end,
+        summaries["done"].event_count,
+    ) == (1, "completed", 6)
     assert summaries["open"].last_turn_end == "open"
     assert summaries["done"].cwd == "/w"
 
@@ -272,7 +298,9 @@ def test_case_68_unknown_type_is_refused_unless_ignorable(store: SessionStore) -
     from duraloop.errors import SessionFormatUnsupportedError
 
     store.backend.materialize(meta("s"), [ev("future/event", 0, 0, {})])
-    with pytest.raises(SessionFormatUnsupportedError, match='event type "future/event" \\(seq 0\\)'):
+    with pytest.raises(
+        SessionFormatUnsupportedError, match='event type "future/event" \\(seq 0\\)'
+    ):
         store.load("s")
     kept = Event("future/event", 0, 0, {}, ignorable=True)
     store.backend.materialize(meta("t"), [kept])
@@ -309,7 +337,9 @@ def test_load_refuses_to_repair_a_malformed_open_final_turn_and_writes_nothing(
 def test_case_72_bad_created_at_is_refused_and_does_not_reserve_the_id(
     store: SessionStore, created_at: float
 ) -> None:
-    with pytest.raises(EventRejectedError, match="session metadata createdAt must be a non-negative safe integer"):
+    with pytest.raises(
+        EventRejectedError, match="session metadata createdAt must be a non-negative safe integer"
+    ):
         SessionHeader(id="s1", created_at=created_at)  # type: ignore[arg-type]
     assert not store.exists("s1")
     session = Session("s1", header=meta("s1"))
@@ -338,7 +368,9 @@ def test_case_78_read_from_serves_the_stored_suffix_without_repair(store: Sessio
             store.read_from("s", bad)  # type: ignore[arg-type]
 
 
-def test_case_79_revision_is_stable_and_changes_after_an_append_or_a_repair(store: SessionStore) -> None:
+def test_case_79_revision_is_stable_and_changes_after_an_append_or_a_repair(
+    store: SessionStore,
+) -> None:
     store.backend.materialize(meta("s"), one_turn_log())
     first = store.revision("s")
     assert store.revision("s") == first
@@ -375,7 +407,9 @@ def test_case_87_writer_flush_cuts_a_torn_tail_without_closers(store: SessionSto
     assert after.events[-1].data["reason"] == {"kind": "completed"}, "no synthetic closers"
 
 
-def test_case_88_torn_fragment_after_an_open_turn_is_cut_and_the_turn_closed(store: SessionStore) -> None:
+def test_case_88_torn_fragment_after_an_open_turn_is_cut_and_the_turn_closed(
+    store: SessionStore,
+) -> None:
     store.backend.materialize(meta("s"), one_turn_log())
     store.append("s", [ts(6, 2, time=7), ss(7, 2, 1, time=8)])
     append_torn_fragment(store, "s", seq=8)
@@ -384,7 +418,10 @@ def test_case_88_torn_fragment_after_an_open_turn_is_cut_and_the_turn_closed(sto
     loaded = store.load("s")
     assert [e.seq for e in loaded.events] == list(range(10))
     assert (loaded.events[8].type, loaded.events[8].data) == (v.STEP_END, {"turn": 2, "step": 1})
-    assert (loaded.events[9].type, loaded.events[9].data) == (v.TURN_END, {"turn": 2, "reason": {"kind": "interrupted"}})
+    assert (loaded.events[9].type, loaded.events[9].data) == (
+        v.TURN_END,
+        {"turn": 2, "reason": {"kind": "interrupted"}},
+    )
     assert loaded.repair.truncated_bytes > 0
     assert store.revision("s") != revision
     after = store.backend.read("s")

@@ -28,7 +28,9 @@ OUTCOME_UNKNOWN_TEXT = (
 )
 
 
-def _result(call_id: str, *, turn: int, step: int, seq: int, time: int, call_seq: int | None) -> Event:
+def _result(
+    call_id: str, *, turn: int, step: int, seq: int, time: int, call_seq: int | None
+) -> Event:
     text = NOT_STARTED_TEXT if call_seq is None else OUTCOME_UNKNOWN_TEXT
     error = (
         {"name": "ToolNotStartedError", "code": "TOOL_NOT_STARTED"}
@@ -69,7 +71,9 @@ def turn_end(turn: int, *, seq: int, time: int) -> Event:
     return Event("turn/end", seq, time, {"turn": turn, "reason": {"kind": "interrupted"}})
 
 
-def assert_balanced(log: list[Event], closers: list[Event], *, check_invariants: bool = True) -> None:
+def assert_balanced(
+    log: list[Event], closers: list[Event], *, check_invariants: bool = True
+) -> None:
     """The repaired log is a valid seed (with relational invariants on, unless the case's
     log opens at turn 2, which the invariant checker rightly refuses as a first turn)."""
     session = Session(
@@ -120,7 +124,12 @@ def test_case_05_unstarted_call_gets_not_started_result() -> None:
     assert result.data["message"]["content"][0]["content"][0]["text"] == NOT_STARTED_TEXT
     # Key order of a repair result (docs/recovery.md#recovery-results): message then block.
     assert list(result.data["message"]) == ["id", "role", "source", "content"]
-    assert list(result.data["message"]["content"][0]) == ["type", "toolCallId", "isError", "content"]
+    assert list(result.data["message"]["content"][0]) == [
+        "type",
+        "toolCallId",
+        "isError",
+        "content",
+    ]
     assert_balanced(log, closers, check_invariants=False)
 
 
@@ -139,8 +148,15 @@ def test_case_07_call_in_closed_step_gets_no_result() -> None:
 
 def test_case_08_only_the_trailing_open_turn_is_repaired() -> None:
     log = build(
-        TS(1), SS(1, 1), A(1, 1, call("old-call")), TR(1, 1, "old-call"), SE(1, 1),
-        TE(1, "completed"), TS(2), SS(2, 1), A(2, 1, call("new-call")),
+        TS(1),
+        SS(1, 1),
+        A(1, 1, call("old-call")),
+        TR(1, 1, "old-call"),
+        SE(1, 1),
+        TE(1, "completed"),
+        TS(2),
+        SS(2, 1),
+        A(2, 1, call("new-call")),
     )
     assert log[8].seq == 8
     closers = interrupted_turn_closers(log)
@@ -172,7 +188,10 @@ def test_case_10_recorded_call_gets_outcome_unknown_result() -> None:
     result = closers[0]
     assert result.surface_op == "append"
     assert result.source_event_seqs == [3]
-    assert result.data["error"] == {"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"}
+    assert result.data["error"] == {
+        "name": "ToolOutcomeUnknownError",
+        "code": "TOOL_OUTCOME_UNKNOWN",
+    }
     assert result.data["message"]["id"] == "interrupted-tool-result-call-1-4"
     assert result.data["message"]["content"][0]["content"][0]["text"] == OUTCOME_UNKNOWN_TEXT
     assert_balanced(log, closers)
@@ -215,7 +234,10 @@ def test_case_14_latest_tool_call_wins() -> None:
 
 def test_case_15_tool_outcome_unknown_fixture_resumes_after_closers() -> None:
     log = build(
-        TS(1), U("run it"), SS(1, 1), A(1, 1, call("unknown-outcome-call")),
+        TS(1),
+        U("run it"),
+        SS(1, 1),
+        A(1, 1, call("unknown-outcome-call")),
         TC(1, 1, "unknown-outcome-call"),
     )
     closers = interrupted_turn_closers(log)
@@ -227,7 +249,12 @@ def test_case_15_tool_outcome_unknown_fixture_resumes_after_closers() -> None:
     assert closers[0].data["message"]["id"] == "interrupted-tool-result-unknown-outcome-call-5"
     # Resume: the constructor writes session/end-seed at 8, an inbox splice and turn 2 follow.
     session = Session("resumed", seed=log + closers, clock=fixed_clock(99))
-    assert [e.type for e in session.events[5:]] == ["tool/result", "step/end", "turn/end", "session/end-seed"]
+    assert [e.type for e in session.events[5:]] == [
+        "tool/result",
+        "step/end",
+        "turn/end",
+        "session/end-seed",
+    ]
     assert session.events[8].seq == 8
     assert session.first_live_seq == 8
     session.append("agent/inbox/spliced", {"target": "next-turn", "start": 0, "inserted": []})

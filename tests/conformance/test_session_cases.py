@@ -59,9 +59,15 @@ def replace(start: int, end: int) -> dict[str, Any]:
 
 def _tool_turn() -> list[Spec]:
     return [
-        TS(1), U("hello"), SS(1, 1), CH(1, 1),
-        A(1, 1, txt("let me check"), call("c1")), TC(1, 1, "c1"), TR(1, 1, "c1"),
-        SE(1, 1), TE(1),
+        TS(1),
+        U("hello"),
+        SS(1, 1),
+        CH(1, 1),
+        A(1, 1, txt("let me check"), call("c1")),
+        TC(1, 1, "c1"),
+        TR(1, 1, "c1"),
+        SE(1, 1),
+        TE(1),
     ]
 
 
@@ -77,7 +83,9 @@ def test_case_34_derivation_projects_surface_events_only() -> None:
 
 
 def test_case_35_empty_assistant_message_derives_nothing() -> None:
-    session = Session("empty", seed=build(TS(1), SS(1, 1), A(1, 1), SE(1, 1), TE(1)), clock=fixed_clock())
+    session = Session(
+        "empty", seed=build(TS(1), SS(1, 1), A(1, 1), SE(1, 1), TE(1)), clock=fixed_clock()
+    )
     assert session.surface.nodes == [2]
     assert session.derive_messages() == []
 
@@ -125,7 +133,8 @@ def test_case_39_middle_and_single_replace() -> None:
 
 def test_case_40_nested_replace_is_positional() -> None:
     session = surface_session(
-        U("a"), U("b"),
+        U("a"),
+        U("b"),
         A(1, 1, txt("s1"), op=replace(0, 0), sources=[0]),
         A(1, 1, txt("s2"), op=replace(2, 1), sources=[2, 1]),
     )
@@ -183,12 +192,24 @@ def _rewrite(**changes: Any) -> Spec:
 
 def test_case_43_tool_result_rewrite_rules() -> None:
     session = surface_session(U("a"), TR(1, 1, "c1", meta=[{"k": 1}]), U("b"))
-    assert_rejected(session, Spec("tool/result", result_data(1, 1, "c1"), replace(1, 2), [1, 2]),
-                    "exactly one current node")
-    assert_rejected(session, Spec("tool/result", result_data(1, 1, "c1"), replace(0, 0), [0]),
-                    "must target a current tool/result")
-    for change in ({"callId": "c2"}, {"id": "other"}, {"isError": True},
-                   {"toolCallId": "c2"}, {"meta": [{"k": 2}]}, {"step": 2}):
+    assert_rejected(
+        session,
+        Spec("tool/result", result_data(1, 1, "c1"), replace(1, 2), [1, 2]),
+        "exactly one current node",
+    )
+    assert_rejected(
+        session,
+        Spec("tool/result", result_data(1, 1, "c1"), replace(0, 0), [0]),
+        "must target a current tool/result",
+    )
+    for change in (
+        {"callId": "c2"},
+        {"id": "other"},
+        {"isError": True},
+        {"toolCallId": "c2"},
+        {"meta": [{"k": 2}]},
+        {"step": 2},
+    ):
         assert_rejected(session, _rewrite(**change), "may change only content")
     rewritten = append(session, _rewrite(meta=[{"k": 1}]))
     assert session.surface.nodes == [0, rewritten.seq, 2]
@@ -226,8 +247,12 @@ def test_case_45_bad_envelope_is_rejected(raw: str) -> None:
 
 @pytest.mark.parametrize(
     "event",
-    [Event("x/y", "0", 0, {}), Event("x/y", -1, 0, {}), Event("x/y", 0, 0.5, {}),  # type: ignore[arg-type]
-     Event("x/y", 0, "1", {})],  # type: ignore[arg-type]
+    [
+        Event("x/y", "0", 0, {}),
+        Event("x/y", -1, 0, {}),
+        Event("x/y", 0, 0.5, {}),  # type: ignore[arg-type]
+        Event("x/y", 0, "1", {}),
+    ],  # type: ignore[arg-type]
 )
 def test_case_45_bad_envelope_in_a_seed_is_rejected(event: Event) -> None:
     with pytest.raises(EventRejectedError, match="invalid event envelope|contiguous"):

@@ -203,7 +203,9 @@ def validate_chat_request(
         if thinking is not None and thinking not in ({"type": "enabled"}, {"type": "disabled"}):
             found.append((-1, "body", f"thinking is {thinking!r}"))
         effort = body.get("reasoning_effort")
-        if effort is not None and (effort not in ("low", "high", "max") or thinking == {"type": "disabled"}):
+        if effort is not None and (
+            effort not in ("low", "high", "max") or thinking == {"type": "disabled"}
+        ):
             found.append((-1, "body", f"reasoning_effort {effort!r} with thinking {thinking!r}"))
         if "max_completion_tokens" in body:
             found.append((-1, "body", "DeepSeek takes max_tokens, not max_completion_tokens"))
@@ -223,24 +225,34 @@ def validate_chat_request(
             if answered < len(pending) and call_id == pending[answered]:
                 answered += 1
             elif call_id in pending:
-                found.append((index, "3.1 order", f"tool message for {call_id!r} out of call order or repeated"))
+                found.append(
+                    (
+                        index,
+                        "3.1 order",
+                        f"tool message for {call_id!r} out of call order or repeated",
+                    )
+                )
             else:
-                found.append((
-                    index,
-                    "3.1 unexpected tool",
-                    "Messages with role 'tool' must be a response to a preceding message "
-                    f"with 'tool_calls' (tool_call_id {call_id!r})",
-                ))
+                found.append(
+                    (
+                        index,
+                        "3.1 unexpected tool",
+                        "Messages with role 'tool' must be a response to a preceding message "
+                        f"with 'tool_calls' (tool_call_id {call_id!r})",
+                    )
+                )
             if not isinstance(content, str) or not content:
                 found.append((index, "tool content", f"tool content is {content!r}"))
             continue
         if answered < len(pending):
-            found.append((
-                index,
-                "3.1 unanswered",
-                "An assistant message with 'tool_calls' must be followed by tool messages "
-                f"responding to each 'tool_call_id': missing {pending[answered:]!r}",
-            ))
+            found.append(
+                (
+                    index,
+                    "3.1 unanswered",
+                    "An assistant message with 'tool_calls' must be followed by tool messages "
+                    f"responding to each 'tool_call_id': missing {pending[answered:]!r}",
+                )
+            )
         pending, answered = [], 0
         if role not in ("system", "developer", "user", "assistant"):
             found.append((index, "role", f"role {role!r}"))
@@ -265,22 +277,32 @@ def validate_chat_request(
         content = message.get("content")
         if dialect == "deepseek":
             if not isinstance(content, str):
-                found.append((index, "3.3 content", f"content is {content!r}: content or tool_calls must be set"))
+                found.append(
+                    (
+                        index,
+                        "3.3 content",
+                        f"content is {content!r}: content or tool_calls must be set",
+                    )
+                )
             reasoning = message.get("reasoning_content")
             if thinking_on and calls and not isinstance(reasoning, str):
-                found.append((
-                    index,
-                    "3.3 reasoning",
-                    "The reasoning_content in the thinking mode must be passed back to the API.",
-                ))
+                found.append(
+                    (
+                        index,
+                        "3.3 reasoning",
+                        "The reasoning_content in the thinking mode must be passed back to the API.",
+                    )
+                )
             for call_id in pending:
                 streamed = (streamed_reasoning or {}).get(call_id)
                 if streamed is not None and reasoning != streamed:
-                    found.append((
-                        index,
-                        "3.3 reasoning echo",
-                        f"reasoning_content {reasoning!r} differs from the streamed {streamed!r}",
-                    ))
+                    found.append(
+                        (
+                            index,
+                            "3.3 reasoning echo",
+                            f"reasoning_content {reasoning!r} differs from the streamed {streamed!r}",
+                        )
+                    )
                     break
         else:
             extra = set(message) - OPENAI_ASSISTANT_KEYS
@@ -289,7 +311,9 @@ def validate_chat_request(
             if content is None and not calls:
                 found.append((index, "content", "assistant content is null without tool_calls"))
     if answered < len(pending):
-        found.append((len(messages) - 1, "3.1 unanswered", f"missing {pending[answered:]!r} at the end"))
+        found.append(
+            (len(messages) - 1, "3.1 unanswered", f"missing {pending[answered:]!r} at the end")
+        )
     return found
 
 
@@ -441,7 +465,9 @@ class WireChatServer:
                 if not found:
                     reply = self._replies.popleft() if self._replies else None
         if found:
-            self._write_http(handler, _Http(400, self._error_body(found[0][2]), "application/json", {}))
+            self._write_http(
+                handler, _Http(400, self._error_body(found[0][2]), "application/json", {})
+            )
         elif reply is None:
             body_bytes = self._error_body("wire server: no reply queued")
             self._write_http(handler, _Http(500, body_bytes, "application/json", {}))
@@ -452,7 +478,9 @@ class WireChatServer:
         elif isinstance(reply, _Sse):
             self._write_sse(handler, reply)
 
-    def _violations_of(self, handler: BaseHTTPRequestHandler, body: Any) -> list[tuple[int, str, str]]:
+    def _violations_of(
+        self, handler: BaseHTTPRequestHandler, body: Any
+    ) -> list[tuple[int, str, str]]:
         found = validate_chat_request(
             body, dialect=self.dialect, streamed_reasoning=self.streamed_reasoning
         )

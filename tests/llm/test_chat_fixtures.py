@@ -105,7 +105,16 @@ PARIS = "What's the weather like in Paris today?"
 def test_openai_streamed_function_call_parses_into_one_tool_call_block() -> None:
     chunks = _translate(STREAM["response"])
     deltas = [c for c in chunks if c["type"] == "tool-call-delta"]
-    assert [d["argumentsDelta"] for d in deltas] == ["", '{"', "location", '":"', "Paris", ",", " France", '"}']
+    assert [d["argumentsDelta"] for d in deltas] == [
+        "",
+        '{"',
+        "location",
+        '":"',
+        "Paris",
+        ",",
+        " France",
+        '"}',
+    ]
     assert {d["id"] for d in deltas} == {"call_DdmO9pD3xa9XTPNJ32zg2hcA"}
     message = _assemble(chunks, "openai", "gpt-4o")
     assert message["content"] == [
@@ -147,9 +156,13 @@ async def test_openai_function_calling_guide_runs_over_the_wire(server: WireChat
     try:
         first = ModelRequest(messages=[user_message(PARIS)], tools=_tools(STREAM["request"]))
         reply = _assemble([c async for c in model.stream(first)], "openai", "gpt-4o")
-        history = [user_message(PARIS), reply, tool_result_message(
-            "call_DdmO9pD3xa9XTPNJ32zg2hcA", [{"type": "text", "text": "14"}], is_error=False
-        )]
+        history = [
+            user_message(PARIS),
+            reply,
+            tool_result_message(
+                "call_DdmO9pD3xa9XTPNJ32zg2hcA", [{"type": "text", "text": "14"}], is_error=False
+            ),
+        ]
         second = ModelRequest(messages=history, tools=_tools(STEPS["request"]))
         answer = _assemble([c async for c in model.stream(second)], "openai", "gpt-4o")
     finally:
@@ -181,7 +194,9 @@ def _deepseek_history(wire: list[dict[str, Any]]) -> list[Message]:
             text = [{"type": "text", "text": message["content"]}]
             history.append(tool_result_message(message["tool_call_id"], text, is_error=False))
         else:
-            blocks: list[dict[str, Any]] = [{"type": "reasoning", "text": message["reasoning_content"]}]
+            blocks: list[dict[str, Any]] = [
+                {"type": "reasoning", "text": message["reasoning_content"]}
+            ]
             if message["content"]:
                 blocks.append({"type": "text", "text": message["content"]})
             blocks += [
@@ -235,7 +250,9 @@ def test_deepseek_documented_requests_are_what_neutral_history_encodes_to() -> N
 
 @pytest.mark.parametrize("server", ["deepseek"], indirect=True)
 @pytest.mark.anyio
-async def test_deepseek_thinking_tool_call_exchange_runs_over_the_wire(server: WireChatServer) -> None:
+async def test_deepseek_thinking_tool_call_exchange_runs_over_the_wire(
+    server: WireChatServer,
+) -> None:
     first, second = THINKING["exchanges"]
     model: ChatCompletionsModel = DeepSeekChatModel(
         "deepseek-v4-pro", api_key="sk-x", base_url=server.base_url, reasoning_effort="high"

@@ -172,7 +172,9 @@ async def test_the_same_wait_without_keep_alives_times_out(
     server.queue_sse(_text("Hello."))
     result = await loop.run_turn("hi")
     assert (result.kind, result.text) == ("completed", "Hello.")
-    assert [e.data["failure"]["code"] for e in session.events if e.type == "llm/retry"] == ["TIMEOUT"]
+    assert [e.data["failure"]["code"] for e in session.events if e.type == "llm/retry"] == [
+        "TIMEOUT"
+    ]
     assert_log_valid(session)
 
 
@@ -201,7 +203,11 @@ async def test_stream_cut_mid_tool_call_ends_the_turn_and_the_next_turn_is_accep
 ) -> None:
     session = Session("s")
     loop = AgentLoop(
-        session, model=model, tools=[_plain_tool("fine")], cwd=tmp_path, config=LoopConfig(retry=FAST)
+        session,
+        model=model,
+        tools=[_plain_tool("fine")],
+        cwd=tmp_path,
+        config=LoopConfig(retry=FAST),
     )
     cut = _calls(server, ("call_1", "fine"))[:-3]  # no finish, no usage, then no [DONE]
     server.queue_sse(cut, done=False)
@@ -253,9 +259,14 @@ async def test_crash_after_tool_call_then_resume_sends_an_accepted_request(
     gates = Gates()
     live = tmp_path / "live"
     crashed = tmp_path / "crashed"
-    loop = start_session(SessionSetup(
-        store=JsonlStore(live), model=model, tools=[gated_tool("slow", gates)], cwd=tmp_path,
-    ))
+    loop = start_session(
+        SessionSetup(
+            store=JsonlStore(live),
+            model=model,
+            tools=[gated_tool("slow", gates)],
+            cwd=tmp_path,
+        )
+    )
     session_id = loop.session.id
     server.queue_sse(_calls(server, ("call_a", "slow"), ("call_b", "slow")))
     results: list[TurnResult] = []
@@ -267,9 +278,14 @@ async def test_crash_after_tool_call_then_resume_sends_an_accepted_request(
             shutil.copytree(live, crashed)
             loop.cancel()
             gates.release("call_a", "call_b")
-    resumed, repair = resume_session(session_id, SessionSetup(
-        store=JsonlStore(crashed), model=model, tools=[gated_tool("slow", Gates())],
-    ))
+    resumed, repair = resume_session(
+        session_id,
+        SessionSetup(
+            store=JsonlStore(crashed),
+            model=model,
+            tools=[gated_tool("slow", Gates())],
+        ),
+    )
     with resumed:
         assert repair.repaired
         server.queue_sse(_text("The earlier calls may or may not have run."))
@@ -290,7 +306,9 @@ async def test_fork_after_a_tool_turn_sends_an_accepted_request(
     tmp_path: Path, server: WireChatServer, model: ChatCompletionsModel
 ) -> None:
     store = MemoryStore()
-    loop = start_session(SessionSetup(store=store, model=model, tools=[_plain_tool("fine")], cwd=tmp_path))
+    loop = start_session(
+        SessionSetup(store=store, model=model, tools=[_plain_tool("fine")], cwd=tmp_path)
+    )
     server.queue_sse(_calls(server, ("call_1", "fine")))
     server.queue_sse(_text("Done."))
     server.queue_sse(_text("Second answer."))
@@ -300,9 +318,14 @@ async def test_fork_after_a_tool_turn_sends_an_accepted_request(
         await loop.run_turn("second")
         source = loop.session.id
     child = store.fork(source, boundary=boundary)
-    forked, _repair = resume_session(child, SessionSetup(
-        store=store, model=model, tools=[_plain_tool("fine")],
-    ))
+    forked, _repair = resume_session(
+        child,
+        SessionSetup(
+            store=store,
+            model=model,
+            tools=[_plain_tool("fine")],
+        ),
+    )
     server.queue_sse(_text("Forked answer."))
     with forked:
         assert (await forked.run_turn("instead")).text == "Forked answer."

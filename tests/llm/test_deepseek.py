@@ -85,7 +85,9 @@ def _assemble(chunks: list[StreamChunk]) -> Message:
 def test_deepseek_body_options_follow_the_effort_table(
     effort: str | None, expected: dict[str, object]
 ) -> None:
-    model = DeepSeekChatModel("deepseek-v4-pro", api_key="sk-x", reasoning_effort=effort, max_tokens=9)
+    model = DeepSeekChatModel(
+        "deepseek-v4-pro", api_key="sk-x", reasoning_effort=effort, max_tokens=9
+    )
     body = model.payload(ModelRequest(messages=[user_message("q")], tools=[TOOL]))
     assert body == {
         "model": "deepseek-v4-pro",
@@ -122,9 +124,7 @@ async def test_deepseek_reasoning_is_streamed_and_echoed_byte_exact_on_the_tool_
             chunk_event(reasoning=REASONING[:half]),
             Comment("keep-alive"),
             chunk_event(reasoning=REASONING[half:]),
-            chunk_event(
-                tool_calls=[tool_delta(0, call_id="call_00_kw66qNnNto", name="get_date")]
-            ),
+            chunk_event(tool_calls=[tool_delta(0, call_id="call_00_kw66qNnNto", name="get_date")]),
             chunk_event(tool_calls=[tool_delta(0, arguments="{}")]),
             chunk_event(finish_reason="tool_calls"),
             usage_event(100, 40, reasoning_tokens=30),
@@ -226,7 +226,9 @@ async def test_deepseek_reasoning_only_stop_is_a_response_and_usage_subtracts_ca
     usage = usage_event(120, 30)
     usage["usage"]["prompt_cache_hit_tokens"] = 100
     usage["usage"]["prompt_cache_miss_tokens"] = 20
-    server.queue_sse([chunk_event(reasoning="only thoughts"), chunk_event(finish_reason="stop"), usage])
+    server.queue_sse(
+        [chunk_event(reasoning="only thoughts"), chunk_event(finish_reason="stop"), usage]
+    )
     chunks = await _collect(model)
     assert chunks[-2:] == [
         {"type": "usage", "usage": {"inputTokens": 20, "outputTokens": 30, "cacheReadTokens": 100}},
@@ -238,7 +240,9 @@ async def test_deepseek_reasoning_only_stop_is_a_response_and_usage_subtracts_ca
 async def test_deepseek_unknown_finish_reason_is_an_error_finish_with_its_code(
     server: WireChatServer, model: DeepSeekChatModel
 ) -> None:
-    server.queue_sse([chunk_event(content="a"), chunk_event(finish_reason="insufficient_system_resource")])
+    server.queue_sse(
+        [chunk_event(content="a"), chunk_event(finish_reason="insufficient_system_resource")]
+    )
     finish = (await _collect(model))[-1]
     assert finish["type"] == "finish"
     assert finish["reason"] == {
@@ -365,7 +369,11 @@ async def test_deepseek_finish_and_usage_are_held_until_done(
         ([Raw(b"data: {not json}\n\n")], "MALFORMED_RESPONSE", False),
         ([Raw(b"data: [1, 2]\n\n")], "MALFORMED_RESPONSE", False),
         ([{"error": {"message": "Server Overloaded", "type": "server_error"}}], "SERVER", True),
-        ([Raw(b'event: error\ndata: {"error": {"message": "Rate Limit Reached"}}\n\n')], "RATE_LIMIT", True),
+        (
+            [Raw(b'event: error\ndata: {"error": {"message": "Rate Limit Reached"}}\n\n')],
+            "RATE_LIMIT",
+            True,
+        ),
         ([{"error": {"message": "Insufficient Balance", "code": 402}}], "QUOTA", False),
     ],
 )

@@ -23,7 +23,11 @@ from duraloop.llm._replay import ReplayModel
 from duraloop.log import Event, Session, assistant_message, user_message
 
 FORMS = ("scripted:PATH", "replay:PATH", "openai:MODEL", "deepseek:MODEL", "anthropic:MODEL")
-KEYS = {"openai": "OPENAI_API_KEY", "deepseek": "DEEPSEEK_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+KEYS = {
+    "openai": "OPENAI_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+}
 
 
 class _Built:
@@ -61,7 +65,9 @@ def _log() -> list[Event]:
     session.append("user/message", user_message("go"), surface_op="append")
     session.append("step/start", {"turn": 1, "step": 1})
     answer = assistant_message([{"type": "text", "text": "hi"}], provider="p", model="m")
-    session.append("assistant/message", {"turn": 1, "step": 1, "message": answer}, surface_op="append")
+    session.append(
+        "assistant/message", {"turn": 1, "step": 1, "message": answer}, surface_op="append"
+    )
     return list(session.events)
 
 
@@ -93,11 +99,19 @@ def test_parse_spec_without_key_names_the_variable_and_the_keyless_path(provider
     assert "scripted:PATH" in text
 
 
-def test_parse_spec_with_configured_key_variable_reads_only_that_variable(built: list[_Built]) -> None:
-    settings = ProviderSettings(api_key_env="MY_KEY", origins={"api_key_env": "config file c.toml, line 3"})
+def test_parse_spec_with_configured_key_variable_reads_only_that_variable(
+    built: list[_Built],
+) -> None:
+    settings = ProviderSettings(
+        api_key_env="MY_KEY", origins={"api_key_env": "config file c.toml, line 3"}
+    )
     with pytest.raises(ConfigError) as caught:
-        parse_model_spec("deepseek:m", env={"DEEPSEEK_API_KEY": "sk-default"}, providers={"deepseek": settings})
-    assert "set `MY_KEY` (the variable named by api_key_env, config file c.toml, line 3)" in str(caught.value)
+        parse_model_spec(
+            "deepseek:m", env={"DEEPSEEK_API_KEY": "sk-default"}, providers={"deepseek": settings}
+        )
+    assert "set `MY_KEY` (the variable named by api_key_env, config file c.toml, line 3)" in str(
+        caught.value
+    )
     parse_model_spec("deepseek:m", env={"MY_KEY": " sk-mine "}, providers={"deepseek": settings})
     assert built[0].args[2] == "sk-mine"
 
@@ -112,7 +126,13 @@ def test_parse_unknown_or_empty_spec_lists_the_valid_forms(spec: str) -> None:
 
 
 def test_spec_problem_accepts_every_form() -> None:
-    for spec in ("scripted:a.json", "replay:a.jsonl", "openai:gpt-4o", "deepseek:deepseek-chat", "anthropic:claude-x"):
+    for spec in (
+        "scripted:a.json",
+        "replay:a.jsonl",
+        "openai:gpt-4o",
+        "deepseek:deepseek-chat",
+        "anthropic:claude-x",
+    ):
         assert spec_problem(spec) is None
 
 
@@ -126,22 +146,35 @@ def test_flags_beat_environment_beat_config_beat_defaults(built: list[_Built]) -
     )
     flags = ProviderSettings(max_tokens=100, origins={"max_tokens": "--max-tokens"})
     env = {"DEEPSEEK_API_KEY": "sk-x", "DEEPSEEK_BASE_URL": "http://127.0.0.1:9/env"}
-    parse_model_spec("deepseek:deepseek-chat", env=env, providers={"deepseek": config}, overrides=flags)
+    parse_model_spec(
+        "deepseek:deepseek-chat", env=env, providers={"deepseek": config}, overrides=flags
+    )
     assert built[-1].args == (
         "deepseek",
         "deepseek-chat",
         "sk-x",
-        {"base_url": "http://127.0.0.1:9/env", "max_tokens": 100, "reasoning_effort": "low", "timeout_seconds": 30},
+        {
+            "base_url": "http://127.0.0.1:9/env",
+            "max_tokens": 100,
+            "reasoning_effort": "low",
+            "timeout_seconds": 30,
+        },
     )
     # Without the environment's base URL the config file's applies; a flag beats both.
-    parse_model_spec("deepseek:deepseek-chat", env={"DEEPSEEK_API_KEY": "sk-x"}, providers={"deepseek": config})
+    parse_model_spec(
+        "deepseek:deepseek-chat", env={"DEEPSEEK_API_KEY": "sk-x"}, providers={"deepseek": config}
+    )
     from_config = built[-1].args[3]["base_url"]
     flag_url = ProviderSettings(base_url="https://flag.example")
-    parse_model_spec("deepseek:deepseek-chat", env=env, providers={"deepseek": config}, overrides=flag_url)
+    parse_model_spec(
+        "deepseek:deepseek-chat", env=env, providers={"deepseek": config}, overrides=flag_url
+    )
     from_flag = built[-1].args[3]["base_url"]
     assert (from_config, from_flag) == ("https://config.example/v1", "https://flag.example")
     # Settings of another provider never leak in; defaults are left to the adapter.
-    parse_model_spec("openai:gpt-4o", env={"OPENAI_API_KEY": "sk-o"}, providers={"deepseek": config})
+    parse_model_spec(
+        "openai:gpt-4o", env={"OPENAI_API_KEY": "sk-o"}, providers={"deepseek": config}
+    )
     assert built[-1].args == ("openai", "gpt-4o", "sk-o", {})
 
 
@@ -150,9 +183,13 @@ def test_adapter_refusal_says_where_each_setting_came_from(monkeypatch: pytest.M
         raise ConfigError(f"unknown reasoning effort {options['reasoning_effort']!r}")
 
     monkeypatch.setattr(_model_spec, "_construct", refuse)
-    config = ProviderSettings(reasoning_effort="huge", origins={"reasoning_effort": "config file c.toml, line 9"})
+    config = ProviderSettings(
+        reasoning_effort="huge", origins={"reasoning_effort": "config file c.toml, line 9"}
+    )
     with pytest.raises(ConfigError) as caught:
-        parse_model_spec("deepseek:m", env={"DEEPSEEK_API_KEY": "k"}, providers={"deepseek": config})
+        parse_model_spec(
+            "deepseek:m", env={"DEEPSEEK_API_KEY": "k"}, providers={"deepseek": config}
+        )
     assert str(caught.value) == (
         "model 'deepseek:m': unknown reasoning effort 'huge' (settings used: the API key from "
         "`DEEPSEEK_API_KEY`; reasoning_effort 'huge' from config file c.toml, line 9)"
@@ -161,7 +198,11 @@ def test_adapter_refusal_says_where_each_setting_came_from(monkeypatch: pytest.M
 
 @pytest.mark.parametrize("spec", ["scripted:s.json", "replay:s.jsonl"])
 def test_provider_flags_on_keyless_models_are_refused_naming_the_flag(spec: str) -> None:
-    flags = ProviderSettings(max_tokens=5, base_url="https://x.example", origins={"max_tokens": "--max-tokens", "base_url": "--base-url"})
+    flags = ProviderSettings(
+        max_tokens=5,
+        base_url="https://x.example",
+        origins={"max_tokens": "--max-tokens", "base_url": "--base-url"},
+    )
     with pytest.raises(ConfigError) as caught:
         parse_model_spec(spec, env={}, overrides=flags, read_log=lambda path: _log())
     assert str(caught.value).startswith(f"--base-url, --max-tokens cannot apply to model {spec!r}")
@@ -175,9 +216,17 @@ def test_provider_flags_on_keyless_models_are_refused_naming_the_flag(spec: str)
         ("max_tokens", "8", "must be an integer >= 1, got '8'"),
         ("timeout_seconds", 0, "must be a number of seconds > 0, got 0"),
         ("timeout_seconds", float("nan"), "must be a number of seconds > 0, got nan"),
-        ("base_url", "api.deepseek.com", "must be an http:// or https:// URL, got 'api.deepseek.com'"),
+        (
+            "base_url",
+            "api.deepseek.com",
+            "must be an http:// or https:// URL, got 'api.deepseek.com'",
+        ),
         ("base_url", " ", "must be a non-empty string, got ' '"),
-        ("api_key_env", "MY-KEY", "must name an environment variable (letters, digits, _), got 'MY-KEY'"),
+        (
+            "api_key_env",
+            "MY-KEY",
+            "must name an environment variable (letters, digits, _), got 'MY-KEY'",
+        ),
         ("reasoning_effort", 3, "must be a non-empty string, got 3"),
     ],
 )
@@ -189,8 +238,14 @@ def test_setting_problem_names_the_bad_value(name: str, value: object, problem: 
 
 
 def test_setting_problem_accepts_valid_values() -> None:
-    for name, value in [("max_tokens", 1), ("timeout_seconds", 0.5), ("base_url", "http://127.0.0.1:8080/v1"),
-                        ("api_key_env", "MY_KEY_2"), ("reasoning_effort", "high"), ("max_tokens", None)]:
+    for name, value in [
+        ("max_tokens", 1),
+        ("timeout_seconds", 0.5),
+        ("base_url", "http://127.0.0.1:8080/v1"),
+        ("api_key_env", "MY_KEY_2"),
+        ("reasoning_effort", "high"),
+        ("max_tokens", None),
+    ]:
         assert setting_problem(name, value) is None
 
 
@@ -198,7 +253,9 @@ def test_setting_problem_accepts_valid_values() -> None:
 async def test_parse_openai_spec_builds_the_sdk_adapter_with_the_env_base_url() -> None:
     from duraloop.llm import OpenAIChatModel
 
-    model = parse_model_spec("openai:gpt-4o", env={"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"})
+    model = parse_model_spec(
+        "openai:gpt-4o", env={"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}
+    )
     assert isinstance(model, OpenAIChatModel)
     try:
         assert (model.provider, model.model) == ("openai", "gpt-4o")
@@ -208,13 +265,18 @@ async def test_parse_openai_spec_builds_the_sdk_adapter_with_the_env_base_url() 
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("provider", "module", "cls"), [
-    ("deepseek", "duraloop.llm._chat_completions", "DeepSeekChatModel"),
-    ("anthropic", "duraloop.llm._anthropic", "AnthropicMessagesModel"),
-])
+@pytest.mark.parametrize(
+    ("provider", "module", "cls"),
+    [
+        ("deepseek", "duraloop.llm._chat_completions", "DeepSeekChatModel"),
+        ("anthropic", "duraloop.llm._anthropic", "AnthropicMessagesModel"),
+    ],
+)
 async def test_parse_provider_spec_builds_its_adapter(provider: str, module: str, cls: str) -> None:
     adapter = getattr(pytest.importorskip(module), cls)
-    model = parse_model_spec(f"{provider}:m-1", env={KEYS[provider]: "sk-x"}, overrides=ProviderSettings(max_tokens=64))
+    model = parse_model_spec(
+        f"{provider}:m-1", env={KEYS[provider]: "sk-x"}, overrides=ProviderSettings(max_tokens=64)
+    )
     assert isinstance(model, adapter)
     try:
         assert (model.provider, model.model) == (provider, "m-1")
@@ -224,9 +286,13 @@ async def test_parse_provider_spec_builds_its_adapter(provider: str, module: str
 
 @pytest.mark.parametrize("provider", sorted(KEYS))
 def test_real_adapter_refusing_a_configured_effort_names_the_config_line(provider: str) -> None:
-    config = ProviderSettings(reasoning_effort="huge", origins={"reasoning_effort": "config file c.toml, line 9"})
+    config = ProviderSettings(
+        reasoning_effort="huge", origins={"reasoning_effort": "config file c.toml, line 9"}
+    )
     with pytest.raises(ConfigError) as caught:
-        parse_model_spec(f"{provider}:m", env={KEYS[provider]: "sk-x"}, providers={provider: config})
+        parse_model_spec(
+            f"{provider}:m", env={KEYS[provider]: "sk-x"}, providers={provider: config}
+        )
     text = str(caught.value)
     assert text.startswith(f"model '{provider}:m': unknown ")
     assert "'huge'" in text
@@ -237,6 +303,11 @@ def test_real_adapter_refusing_a_configured_effort_names_the_config_line(provide
 
 def test_malformed_base_url_from_the_environment_names_the_variable(built: list[_Built]) -> None:
     with pytest.raises(ConfigError) as caught:
-        parse_model_spec("anthropic:m", env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": "api.example"})
-    assert str(caught.value) == "base_url must be an http:// or https:// URL, got 'api.example' (`ANTHROPIC_BASE_URL`)"
+        parse_model_spec(
+            "anthropic:m", env={"ANTHROPIC_API_KEY": "k", "ANTHROPIC_BASE_URL": "api.example"}
+        )
+    assert (
+        str(caught.value)
+        == "base_url must be an http:// or https:// URL, got 'api.example' (`ANTHROPIC_BASE_URL`)"
+    )
     assert built == []

@@ -198,7 +198,11 @@ async def test_openai_request_payload_pairs_calls_and_sends_openai_options(
                     "type": "function",
                     "function": {"name": "read_file", "arguments": '{"path":"a"}'},
                 },
-                {"id": mapped, "type": "function", "function": {"name": "ls", "arguments": "{bad json"}},
+                {
+                    "id": mapped,
+                    "type": "function",
+                    "function": {"name": "ls", "arguments": "{bad json"},
+                },
             ],
         },
         {"role": "tool", "tool_call_id": "c1", "content": "contents"},
@@ -277,7 +281,9 @@ async def test_openai_http_errors_map_to_codes(
     code: str,
     retryable: bool,
 ) -> None:
-    fake_openai.queue_error(status, message, error_type=error_type, headers={"x-request-id": "req_9"})
+    fake_openai.queue_error(
+        status, message, error_type=error_type, headers={"x-request-id": "req_9"}
+    )
     fake_openai.queue_error(status, message, error_type=error_type)
     error = await _raises(model)
     assert (error.code, error.retryable, error.status) == (code, retryable, status)
@@ -301,7 +307,9 @@ async def test_openai_stream_cut_before_done_raises_stream_closed_even_after_a_f
     model: OpenAIChatModel, fake_openai: WireChatServer
 ) -> None:
     fake_openai.queue_sse([chunk_event(content="Hel")], done=False)
-    fake_openai.queue_sse([chunk_event(content="Hel"), chunk_event(finish_reason="stop")], done=False)
+    fake_openai.queue_sse(
+        [chunk_event(content="Hel"), chunk_event(finish_reason="stop")], done=False
+    )
     for _ in range(2):
         chunks: list[StreamChunk] = []
         with pytest.raises(LlmError) as caught:

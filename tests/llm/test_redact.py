@@ -74,17 +74,23 @@ def _chat_model(dialect: str, base_url: str) -> ChatCompletionsModel:
 
 
 async def _failed_turn(tmp_path: Path, model: object, store: Path) -> LlmError:
-    loop = start_session(SessionSetup(
-        store=JsonlStore(store), model=model,  # type: ignore[arg-type]
-        cwd=tmp_path, config=LoopConfig(retry=ONE_RETRY),
-    ))
+    loop = start_session(
+        SessionSetup(
+            store=JsonlStore(store),
+            model=model,  # type: ignore[arg-type]
+            cwd=tmp_path,
+            config=LoopConfig(retry=ONE_RETRY),
+        )
+    )
     with loop, pytest.raises(LlmError) as caught:
         await loop.run_turn("hi")
     return caught.value
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("dialect", "status"), [("openai", 401), ("openai", 500), ("deepseek", 401)])
+@pytest.mark.parametrize(
+    ("dialect", "status"), [("openai", 401), ("openai", 500), ("deepseek", 401)]
+)
 async def test_chat_completions_error_echoing_the_bearer_key_leaks_it_nowhere(
     tmp_path: Path, dialect: str, status: int
 ) -> None:
@@ -155,8 +161,12 @@ def test_cli_run_with_a_password_in_base_url_prints_and_logs_no_secret(
     chat_server.queue_echo_credentials(401)
     cli = Cli(tmp_path)
     result = cli(
-        "run", "hi", "--model", "openai:gpt-test",
-        "--base-url", _with_credentials(chat_server.base_url),
+        "run",
+        "hi",
+        "--model",
+        "openai:gpt-test",
+        "--base-url",
+        _with_credentials(chat_server.base_url),
         env=clean_env(tmp_path, OPENAI_API_KEY=KEY),
     )
     assert result.returncode != 0
@@ -173,8 +183,12 @@ def test_cli_run_with_a_password_in_base_url_prints_and_logs_no_secret(
 def test_url_secrets_are_the_userinfo_password_and_basic_token_raw_and_decoded() -> None:
     found = url_secrets("https://bob:p%40ss@proxy.example/v1")
     assert found == [
-        "bob:p%40ss", "p%40ss", base64.b64encode(b"bob:p%40ss").decode(),
-        "bob:p@ss", "p@ss", base64.b64encode(b"bob:p@ss").decode(),
+        "bob:p%40ss",
+        "p%40ss",
+        base64.b64encode(b"bob:p%40ss").decode(),
+        "bob:p@ss",
+        "p@ss",
+        base64.b64encode(b"bob:p@ss").decode(),
     ]
     assert url_secrets("https://proxy.example/v1") == []
 

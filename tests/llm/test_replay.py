@@ -36,7 +36,12 @@ CALLING = assistant_message(
     [
         {"type": "reasoning", "text": "I should write two files."},
         {"type": "text", "text": "Writing them now."},
-        {"type": "tool-call", "id": "call_00_AbC", "name": "write_file", "arguments": '{"path": "a"}'},
+        {
+            "type": "tool-call",
+            "id": "call_00_AbC",
+            "name": "write_file",
+            "arguments": '{"path": "a"}',
+        },
         {"type": "tool-call", "id": "toolu_01XyZ", "name": "bash", "arguments": "{not json"},
     ],
     provider="deepseek",
@@ -126,22 +131,39 @@ async def test_replay_past_the_recording_raises_replay_exhausted_not_retryable()
     # Through the consumer seam the raise becomes a terminal error finish.
     chunks = await _collect(model)
     assert chunks == [
-        {"type": "finish", "reason": {"kind": "error", "failure": {"message": error.message.replace("request 2", "request 3"), "code": REPLAY_EXHAUSTED}}}
+        {
+            "type": "finish",
+            "reason": {
+                "kind": "error",
+                "failure": {
+                    "message": error.message.replace("request 2", "request 3"),
+                    "code": REPLAY_EXHAUSTED,
+                },
+            },
+        }
     ]
     assert len(model.requests) == 3
 
 
 def test_replay_refuses_a_non_assistant_message_naming_it() -> None:
-    with pytest.raises(ConfigError, match=r"rec: answer 2 is not an assistant message \(role 'user'\)"):
+    with pytest.raises(
+        ConfigError, match=r"rec: answer 2 is not an assistant message \(role 'user'\)"
+    ):
         ReplayModel([ANSWERING, user_message("hi")], path="rec")
 
 
 @pytest.mark.parametrize(
     ("block", "expected"),
     [
-        ({"type": "tool-result", "toolCallId": "x", "content": []}, "type 'tool-result' cannot be replayed"),
+        (
+            {"type": "tool-result", "toolCallId": "x", "content": []},
+            "type 'tool-result' cannot be replayed",
+        ),
         ({"type": "text", "text": 3}, "block 1 (text): text must be strings"),
-        ({"type": "tool-call", "id": "", "name": "n", "arguments": "{}"}, "id and name must be non-empty"),
+        (
+            {"type": "tool-call", "id": "", "name": "n", "arguments": "{}"},
+            "id and name must be non-empty",
+        ),
     ],
 )
 def test_replay_refuses_a_block_it_cannot_stream(block: dict[str, Any], expected: str) -> None:
@@ -168,25 +190,48 @@ def _session_events() -> list[Event]:
         source_event_seqs=[finish.seq],
     )
     for block in CALLING["content"][2:]:
-        session.append("tool/call", {"turn": 1, "step": 1, "callId": block["id"], "name": block["name"], "arguments": block["arguments"]})
+        session.append(
+            "tool/call",
+            {
+                "turn": 1,
+                "step": 1,
+                "callId": block["id"],
+                "name": block["name"],
+                "arguments": block["arguments"],
+            },
+        )
         session.append(
             "tool/result",
-            {"turn": 1, "step": 1, "message": tool_result_message(block["id"], [{"type": "text", "text": "ok"}], is_error=False)},
+            {
+                "turn": 1,
+                "step": 1,
+                "message": tool_result_message(
+                    block["id"], [{"type": "text", "text": "ok"}], is_error=False
+                ),
+            },
             surface_op="append",
             source_event_seqs=[session.seq - 1],
         )
     session.append("step/end", {"turn": 1, "step": 1})
     session.append("step/start", {"turn": 1, "step": 2})
-    session.append(ASSISTANT_MESSAGE, {"turn": 1, "step": 2, "message": ANSWERING}, surface_op="append")
+    session.append(
+        ASSISTANT_MESSAGE, {"turn": 1, "step": 2, "message": ANSWERING}, surface_op="append"
+    )
     session.append("step/end", {"turn": 1, "step": 2})
     session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
     session.append("turn/start", {"turn": 2})
     session.append("user/message", user_message("again"), surface_op="append")
     session.append("step/start", {"turn": 2, "step": 1})
     partial = assistant_message([{"type": "text", "text": "partial"}], provider="p", model="m")
-    session.append(ASSISTANT_MESSAGE, {"turn": 2, "step": 1, "message": partial, "interrupted": True}, surface_op="append")
+    session.append(
+        ASSISTANT_MESSAGE,
+        {"turn": 2, "step": 1, "message": partial, "interrupted": True},
+        surface_op="append",
+    )
     session.append("step/end", {"turn": 2, "step": 1})
-    session.append("turn/end", {"turn": 2, "reason": {"kind": "aborted", "reason": {"kind": "user"}}})
+    session.append(
+        "turn/end", {"turn": 2, "reason": {"kind": "aborted", "reason": {"kind": "user"}}}
+    )
     return list(session.events)
 
 
@@ -199,7 +244,9 @@ def test_recorded_responses_skip_interrupted_and_read_finish_and_usage() -> None
 
 def test_from_events_without_an_answer_says_so() -> None:
     events = _session_events()
-    only_partial = [e for e in events if not (e.type == ASSISTANT_MESSAGE and "interrupted" not in e.data)]
+    only_partial = [
+        e for e in events if not (e.type == ASSISTANT_MESSAGE and "interrupted" not in e.data)
+    ]
     with pytest.raises(ConfigError, match="x.jsonl records no assistant message to replay"):
         ReplayModel.from_events(only_partial, path="x.jsonl")
 

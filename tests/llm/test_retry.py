@@ -52,7 +52,8 @@ def test_backoff_stays_within_jitter_of_the_capped_exponential(
 @given(policy=policies(), retry=st.integers(1, 200))
 def test_backoff_without_jitter_is_exact(policy: RetryPolicy, retry: int) -> None:
     exact = RetryPolicy(
-        initial_delay_ms=policy.initial_delay_ms, max_delay_ms=policy.max_delay_ms,
+        initial_delay_ms=policy.initial_delay_ms,
+        max_delay_ms=policy.max_delay_ms,
         jitter_ratio=0.0,
     )
     expected = min(policy.initial_delay_ms * 2 ** (retry - 1), policy.max_delay_ms)
@@ -87,10 +88,21 @@ def test_normal_mode_retries_only_listed_codes_within_the_budget(
 def test_defaults_follow_llm_spec() -> None:
     policy = RetryPolicy()
     assert (policy.mode, policy.max_retries) == ("normal", 5)
-    assert policy.retryable_codes == {"EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"}
+    assert policy.retryable_codes == {
+        "EMPTY_RESPONSE",
+        "RATE_LIMIT",
+        "SERVER",
+        "TIMEOUT",
+        "TRANSPORT",
+    }
     assert (policy.initial_delay_ms, policy.max_delay_ms, policy.jitter_ratio) == (500, 10_000, 0.1)
     assert [policy.backoff_ms(n, random=lambda: 0.5) for n in range(1, 7)] == [
-        500, 1000, 2000, 4000, 8000, 10_000,
+        500,
+        1000,
+        2000,
+        4000,
+        8000,
+        10_000,
     ]
     assert LoopConfig().retry == policy
 
@@ -120,7 +132,10 @@ def test_policy_key_is_byte_identical_to_the_key_dsh_wrote_for_the_same_policy()
 def test_always_policy_key_holds_only_the_fields_always_mode_uses() -> None:
     always = RetryPolicy(mode="always", jitter_ratio=1e-7)
     assert always.policy_key == '["always",500,10000,1e-7]'
-    assert RetryPolicy(mode="always", max_retries=1).policy_key == RetryPolicy(mode="always").policy_key
+    assert (
+        RetryPolicy(mode="always", max_retries=1).policy_key
+        == RetryPolicy(mode="always").policy_key
+    )
     assert RetryPolicy(mode="always", jitter_ratio=0.00001).policy_key.endswith(",0.00001]")
 
 

@@ -34,17 +34,33 @@ def _wedged_log() -> list[Event]:
         {"type": "tool-call", "id": "c1", "name": "read_file", "arguments": '{"path":"a.txt"}'},
         {"type": "tool-call", "id": "c2", "name": "read_file", "arguments": '{"path":"b.txt"}'},
     ]
-    message = {"id": "m1", "role": "assistant", "content": blocks,
-               "source": {"kind": "model", "provider": "openai", "model": "gpt-test"}}
-    prompt = {"id": "u1", "role": "user", "content": [{"type": "text", "text": "Read a and b."}],
-              "source": {"kind": "user"}}
-    call = {"turn": 1, "step": 1, "callId": "c1", "name": "read_file", "arguments": '{"path":"a.txt"}'}
+    message = {
+        "id": "m1",
+        "role": "assistant",
+        "content": blocks,
+        "source": {"kind": "model", "provider": "openai", "model": "gpt-test"},
+    }
+    prompt = {
+        "id": "u1",
+        "role": "user",
+        "content": [{"type": "text", "text": "Read a and b."}],
+        "source": {"kind": "user"},
+    }
+    call = {
+        "turn": 1,
+        "step": 1,
+        "callId": "c1",
+        "name": "read_file",
+        "arguments": '{"path":"a.txt"}',
+    }
     failure = {"kind": "error", "error": {"message": "scheduler failed", "code": "UNKNOWN"}}
     return [
         Event(v.TURN_START, 0, 10, {"turn": 1}),
         Event(v.STEP_START, 1, 10, {"turn": 1, "step": 1}),
         Event(v.USER_MESSAGE, 2, 10, prompt, None, "append"),
-        Event(v.ASSISTANT_MESSAGE, 3, 11, {"turn": 1, "step": 1, "message": message}, None, "append"),
+        Event(
+            v.ASSISTANT_MESSAGE, 3, 11, {"turn": 1, "step": 1, "message": message}, None, "append"
+        ),
         Event(v.TOOL_CALL, 4, 12, call),
         Event(v.STEP_END, 5, 13, {"turn": 1, "step": 1}),
         Event(v.TURN_END, 6, 13, {"turn": 1, "reason": failure}),
@@ -84,7 +100,10 @@ def test_a_closed_unanswered_turn_is_refused_then_rescued_and_continued_on_both_
     openai = ["--model", "openai:gpt-test", "--base-url", chat_server.base_url]
 
     # resume and run write nothing, send nothing, and name the exact rescue command.
-    refused = [cli("resume", "wedged"), cli("run", "go on", "--session", "wedged", *openai, env=env)]
+    refused = [
+        cli("resume", "wedged"),
+        cli("run", "go on", "--session", "wedged", *openai, env=env),
+    ]
     for result in refused:
         assert result.returncode == 1
         assert result.stderr.startswith("UnpairedHistoryError: ")
@@ -100,20 +119,30 @@ def test_a_closed_unanswered_turn_is_refused_then_rescued_and_continued_on_both_
     child = ok(cli(*rescue[1:], "--id", "rescued", store=False)).stdout.strip()
     events = cli.events(child)
     assert [e["type"] for e in events[5:]] == [
-        "tool/result", "tool/result", "step/end", "turn/end", "session/end-seed",
+        "tool/result",
+        "tool/result",
+        "step/end",
+        "turn/end",
+        "session/end-seed",
     ]
-    assert [e["data"]["error"]["code"] for e in events[5:7]] == ["TOOL_OUTCOME_UNKNOWN", "TOOL_NOT_STARTED"]
+    assert [e["data"]["error"]["code"] for e in events[5:7]] == [
+        "TOOL_OUTCOME_UNKNOWN",
+        "TOOL_NOT_STARTED",
+    ]
     ok(cli("check", child))
 
     # The child continues through Chat Completions: the request pairs both calls.
-    chat_server.queue_sse([chunk_event(content="Recovered."), chunk_event(finish_reason="stop"),
-                           usage_event(50, 3)])
+    chat_server.queue_sse(
+        [chunk_event(content="Recovered."), chunk_event(finish_reason="stop"), usage_event(50, 3)]
+    )
     ran = ok(cli("run", "Carry on.", "--session", child, *openai, env=env))
     assert "Recovered." in ran.stdout
     [request] = chat_server.requests
     results = _tool_results(request.body["messages"])
     assert [call_id for call_id, _ in results] == ["c1", "c2"]
-    assert "outcome is unknown" in results[0][1] and "before the Harness recorded it" in results[1][1]
+    assert (
+        "outcome is unknown" in results[0][1] and "before the Harness recorded it" in results[1][1]
+    )
 
     # A second rescue continues through Anthropic Messages, with the same history.
     other = ok(cli(*rescue[1:], "--id", "rescued-anthropic", store=False)).stdout.strip()
@@ -121,8 +150,13 @@ def test_a_closed_unanswered_turn_is_refused_then_rescued_and_continued_on_both_
     anthropic = ["--model", "anthropic:claude-test", "--base-url", anthropic_server.base_url]
     ok(cli("run", "Carry on.", "--session", other, *anthropic, env=env))
     [sent] = anthropic_server.requests
-    answered = [b["tool_use_id"] for m in sent.body["messages"] if isinstance(m["content"], list)
-                for b in m["content"] if b.get("type") == "tool_result"]
+    answered = [
+        b["tool_use_id"]
+        for m in sent.body["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
     assert answered == ["c1", "c2"]
     assert anthropic_server.violations == []
     ok(cli("check", child))

@@ -25,22 +25,36 @@ def closed_unanswered() -> list[Event]:
 def test_check_log_reports_a_closed_step_with_an_unanswered_call_and_its_rescue() -> None:
     report = check_log("s", closed_unanswered())
     assert not report.valid
-    assert [(u.turn, u.step, u.closed_at, u.call_ids) for u in report.unanswered] == [(1, 1, 4, ("c1",))]
+    assert [(u.turn, u.step, u.closed_at, u.call_ids) for u in report.unanswered] == [
+        (1, 1, 4, ("c1",))
+    ]
     assert report.rescue_seq == 3
     assert report.damage == []
     assert len(report.problems) == 1
-    assert "turn 1 step 1 was closed at seq 4 with tool call(s) 'c1' unanswered" in report.problems[0]
+    assert (
+        "turn 1 step 1 was closed at seq 4 with tool call(s) 'c1' unanswered" in report.problems[0]
+    )
     assert "`duraloop fork s --at 3`" in report.problems[0]
 
 
 def test_scan_finds_every_unanswered_closed_step_in_one_pass_even_inside_the_open_turn() -> None:
     log = build(
-        TS(1), SS(1, 1), A(1, 1, call("a"), call("b")), TC(1, 1, "a"), SE(1, 1), TE(1),
-        TS(2), SS(2, 1), A(2, 1, call("c")), SE(2, 1), SS(2, 2),
+        TS(1),
+        SS(1, 1),
+        A(1, 1, call("a"), call("b")),
+        TC(1, 1, "a"),
+        SE(1, 1),
+        TE(1),
+        TS(2),
+        SS(2, 1),
+        A(2, 1, call("c")),
+        SE(2, 1),
+        SS(2, 2),
     )
     scan = scan_turns(log)
     assert [(u.turn, u.step, u.closed_at, u.call_ids) for u in scan.unanswered] == [
-        (1, 1, 4, ("a", "b")), (2, 1, 9, ("c",)),
+        (1, 1, 4, ("a", "b")),
+        (2, 1, 9, ("c",)),
     ]
     assert (scan.open_turn, scan.open_step, scan.pending) == (2, 2, [])
     report = check_log("s", log)
@@ -49,14 +63,21 @@ def test_scan_finds_every_unanswered_closed_step_in_one_pass_even_inside_the_ope
 
 
 def test_an_answered_log_has_no_unanswered_steps() -> None:
-    log = build(TS(1), SS(1, 1), A(1, 1, call("c1")), TC(1, 1, "c1"), TR(1, 1, "c1"), SE(1, 1), TE(1))
+    log = build(
+        TS(1), SS(1, 1), A(1, 1, call("c1")), TC(1, 1, "c1"), TR(1, 1, "c1"), SE(1, 1), TE(1)
+    )
     report = check_log("s", log)
     assert report.valid and report.unanswered == [] and report.rescue_seq is None
 
 
 def test_fork_at_the_rescue_seq_closes_the_cut_with_crash_repair_closers() -> None:
     log = build(
-        TS(1), SS(1, 1), A(1, 1, call("ran"), call("never")), TC(1, 1, "ran"), SE(1, 1), TE(1, "error"),
+        TS(1),
+        SS(1, 1),
+        A(1, 1, call("ran"), call("never")),
+        TC(1, 1, "ran"),
+        SE(1, 1),
+        TE(1, "error"),
     )
     rescue = check_log("s", log).rescue_seq
     assert rescue == 3

@@ -16,8 +16,12 @@ from duraloop.log import Event, decode_event, encode_event, encode_events_lines,
 def test_surface_event_uses_dsh_key_names() -> None:
     event = Event("tool/result", 5, 1700000000000, {"turn": 1}, [4], "append")
     assert event_to_json(event) == {
-        "type": "tool/result", "seq": 5, "time": 1700000000000, "data": {"turn": 1},
-        "sourceEventSeqs": [4], "surfaceOp": "append",
+        "type": "tool/result",
+        "seq": 5,
+        "time": 1700000000000,
+        "data": {"turn": 1},
+        "sourceEventSeqs": [4],
+        "surfaceOp": "append",
     }
     assert encode_event(event) == (
         b'{"type":"tool/result","seq":5,"time":1700000000000,"data":{"turn":1},'

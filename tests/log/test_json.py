@@ -38,7 +38,9 @@ _cycle.append(_cycle)
         (_cycle, "cyclic"),
     ],
 )
-def test_append_non_lossless_data_is_rejected_and_nothing_is_committed(value: Any, fragment: str) -> None:
+def test_append_non_lossless_data_is_rejected_and_nothing_is_committed(
+    value: Any, fragment: str
+) -> None:
     session = Session("json", check_invariants=False)
     session.append("x/ok", {"fine": 1})
     with pytest.raises(EventRejectedError, match="non-JSON-serializable") as caught:
@@ -81,13 +83,19 @@ def test_append_copies_data_so_later_caller_mutation_does_not_change_the_log() -
 
 def test_append_copies_surface_op_and_source_event_seqs() -> None:
     session = Session("json", check_invariants=False)
-    session.append("user/message", {"id": "u", "role": "user", "content": [], "source": {"kind": "user"}},
-                   surface_op="append")
+    session.append(
+        "user/message",
+        {"id": "u", "role": "user", "content": [], "source": {"kind": "user"}},
+        surface_op="append",
+    )
     sources = [0]
     op = {"op": "replace", "start": 0, "end": 0}
-    event = session.append("user/message", {"id": "v", "role": "user", "content": [],
-                                            "source": {"kind": "user"}},
-                           surface_op=op, source_event_seqs=sources)
+    event = session.append(
+        "user/message",
+        {"id": "v", "role": "user", "content": [], "source": {"kind": "user"}},
+        surface_op=op,
+        source_event_seqs=sources,
+    )
     sources.append(99)
     op["start"] = 42
     assert event.source_event_seqs == [0]
@@ -97,9 +105,11 @@ def test_append_copies_surface_op_and_source_event_seqs() -> None:
 def test_non_lossless_surface_op_is_rejected() -> None:
     session = Session("json", check_invariants=False)
     with pytest.raises(EventRejectedError, match="non-JSON-serializable"):
-        session.append("user/message", {"id": "u", "role": "user", "content": [],
-                                        "source": {"kind": "user"}},
-                       surface_op={"op": "replace", "start": math.nan, "end": 0})
+        session.append(
+            "user/message",
+            {"id": "u", "role": "user", "content": [], "source": {"kind": "user"}},
+            surface_op={"op": "replace", "start": math.nan, "end": 0},
+        )
     assert session.seq == 0
 
 
@@ -114,7 +124,9 @@ def test_non_lossless_surface_op_is_rejected() -> None:
     ],
 )
 @pytest.mark.parametrize("copy", [True, False])
-def test_append_refuses_a_lone_surrogate_and_names_its_path(data: dict[str, Any], path: str, copy: bool) -> None:
+def test_append_refuses_a_lone_surrogate_and_names_its_path(
+    data: dict[str, Any], path: str, copy: bool
+) -> None:
     session = Session("json", check_invariants=False)
     with pytest.raises(EventRejectedError, match=path + r".*lone UTF-16 surrogate.*UTF-8"):
         session.append("x/bad", data, copy=copy)

@@ -56,12 +56,16 @@ def test_unanswered_call_at_the_end_is_rejected() -> None:
 
 
 def test_results_out_of_order_are_rejected() -> None:
-    with pytest.raises(PairingError, match=r"answers tool call 'b', but 'a' from message 1 is next"):
+    with pytest.raises(
+        PairingError, match=r"answers tool call 'b', but 'a' from message 1 is next"
+    ):
         check_pairing([user_message("hi"), asks("a", "b"), answer("b"), answer("a")])
 
 
 def test_orphan_result_is_rejected() -> None:
-    with pytest.raises(PairingError, match=r"message 1 is a tool result for 'ghost' that answers no pending"):
+    with pytest.raises(
+        PairingError, match=r"message 1 is a tool result for 'ghost' that answers no pending"
+    ):
         check_pairing([user_message("hi"), answer("ghost")])
 
 

@@ -25,8 +25,16 @@ def answered_log(**renamed: str) -> list[Event]:
         renamed: `old="new"` key renames: `text` (the prompt's text block), `arguments` (the
             tool-call block), `isError` (the tool-result block), `reason` (the turn/end).
     """
-    log = build(TS(1), U("read it"), SS(1, 1), A(1, 1, call("c1")), TC(1, 1, "c1"),
-                TR(1, 1, "c1"), SE(1, 1), TE(1))
+    log = build(
+        TS(1),
+        U("read it"),
+        SS(1, 1),
+        A(1, 1, call("c1")),
+        TC(1, 1, "c1"),
+        TR(1, 1, "c1"),
+        SE(1, 1),
+        TE(1),
+    )
     for old, new in renamed.items():
         target: dict[str, Any] = {
             "text": log[1].data["content"][0],
@@ -37,28 +45,34 @@ def answered_log(**renamed: str) -> list[Event]:
         target[new] = target.pop(old)
     return log
 
+
 def test_the_answered_log_is_valid_before_any_rename() -> None:
     assert check_log("s", answered_log()).problems == []
+
 
 def test_a_text_block_without_text_is_invalid_naming_seq_and_field() -> None:
     assert check_log("s", answered_log(text="texu")).problems == [
         "user/message at seq 1: text block content[0] needs 'text' as a string"
     ]
 
+
 def test_a_turn_end_without_a_reason_is_invalid_naming_seq_and_field() -> None:
     assert check_log("s", answered_log(reason="reasom")).problems == [
         "turn/end at seq 7 needs a reason object with a string kind"
     ]
+
 
 def test_a_tool_result_block_without_is_error_is_invalid_naming_seq_and_field() -> None:
     assert check_log("s", answered_log(isError="isErrox")).problems == [
         "tool/result at seq 5: its tool-result block needs a boolean isError"
     ]
 
+
 def test_a_tool_call_block_without_arguments_is_invalid_naming_seq_and_field() -> None:
     assert check_log("s", answered_log(arguments="argumentz")).problems == [
         "assistant/message at seq 3: tool-call block content[0] needs 'arguments' as a string"
     ]
+
 
 def test_a_text_block_nested_in_a_tool_result_needs_its_text_too() -> None:
     log = answered_log()
@@ -67,12 +81,14 @@ def test_a_text_block_nested_in_a_tool_result_needs_its_text_too() -> None:
         "tool/result at seq 5: text block content[0].content[0] needs 'text' as a string"
     ]
 
+
 def test_a_reasoning_block_with_non_string_text_is_invalid() -> None:
     log = answered_log()
     log[3].data["message"]["content"].insert(0, {"type": "reasoning", "text": 7})
     assert check_log("s", log).problems == [
         "assistant/message at seq 3: reasoning block content[0] needs 'text' as a string"
     ]
+
 
 def test_an_error_turn_end_needs_its_failure_and_an_aborted_one_its_cause() -> None:
     error = answered_log()
@@ -86,12 +102,14 @@ def test_an_error_turn_end_needs_its_failure_and_an_aborted_one_its_cause() -> N
         "turn/end at seq 7: an aborted reason needs a reason object with a kind"
     ]
 
+
 def test_unknown_block_types_reason_kinds_and_extra_keys_stay_valid() -> None:
     log = answered_log()
     log[1].data["content"].append({"type": "future-block", "anything": [1]})
     log[3].data["message"]["content"][0]["extra"] = True
     log[7].data["reason"] = {"kind": "future-kind", "detail": {}}
     assert check_log("s", log).problems == []
+
 
 def test_a_content_block_that_is_not_an_object_with_a_type_is_invalid() -> None:
     log = answered_log()
@@ -104,7 +122,12 @@ def test_a_content_block_that_is_not_an_object_with_a_type_is_invalid() -> None:
 def test_a_live_append_refuses_the_shape_a_load_would_refuse_and_appends_nothing() -> None:
     session = Session("s")
     before = len(session.events)
-    with pytest.raises(EventRejectedError, match=r"^user/message at seq \d+: text block content\[0\] needs 'text'"):
-        session.append("user/message", {"id": "m", "role": "user", "content": [{"type": "text"}],
-                                        "source": {"kind": "user"}}, surface_op="append")
+    with pytest.raises(
+        EventRejectedError, match=r"^user/message at seq \d+: text block content\[0\] needs 'text'"
+    ):
+        session.append(
+            "user/message",
+            {"id": "m", "role": "user", "content": [{"type": "text"}], "source": {"kind": "user"}},
+            surface_op="append",
+        )
     assert len(session.events) == before and session.messages == []

@@ -37,7 +37,10 @@ def test_later_tool_call_overwrites_call_seq() -> None:
 
 def test_repeated_call_id_keeps_position_and_drops_call_seq() -> None:
     events = build(
-        TS(1), SS(1, 1), A(1, 1, call("a"), call("b")), TC(1, 1, "a"),
+        TS(1),
+        SS(1, 1),
+        A(1, 1, call("a"), call("b")),
+        TC(1, 1, "a"),
         A(1, 1, call("a"), message_id="again"),
     )
     assert tracked(events) == [PendingCall("a", 1), PendingCall("b", 1)]
@@ -47,7 +50,9 @@ def test_tool_result_removes_its_call_whatever_its_surface_op() -> None:
     events = build(TS(1), SS(1, 1), A(1, 1, call("a"), call("b")), TR(1, 1, "b"))
     assert tracked(events) == [PendingCall("a", 1)]
     replaced = build(
-        TS(1), SS(1, 1), A(1, 1, call("a")),
+        TS(1),
+        SS(1, 1),
+        A(1, 1, call("a")),
         TR(1, 1, "a", op={"op": "replace", "start": 2, "end": 2}, sources=[2]),
     )
     assert tracked(replaced) == []
@@ -63,8 +68,12 @@ def test_step_end_and_turn_boundaries_clear_but_step_start_does_not() -> None:
 
 def test_other_events_change_nothing() -> None:
     base = [TS(1), SS(1, 1), A(1, 1, call("a"))]
-    others = [U("x"), RAW("assistant/chunk", {"turn": 1, "step": 1}), RAW("vendor/x", None),
-              RAW("session/end-seed", {})]
+    others = [
+        U("x"),
+        RAW("assistant/chunk", {"turn": 1, "step": 1}),
+        RAW("vendor/x", None),
+        RAW("session/end-seed", {}),
+    ]
     assert tracked(build(*base, *others)) == [PendingCall("a", 1)]
 
 
@@ -83,14 +92,19 @@ def test_unanswered_tool_result_for_a_recorded_call_is_outcome_unknown() -> None
     assert result.source_event_seqs == [7]
     assert result.data["turn"] == 3
     assert result.data["step"] == 2
-    assert result.data["error"] == {"name": "ToolOutcomeUnknownError", "code": "TOOL_OUTCOME_UNKNOWN"}
+    assert result.data["error"] == {
+        "name": "ToolOutcomeUnknownError",
+        "code": "TOOL_OUTCOME_UNKNOWN",
+    }
     message = result.data["message"]
     assert message["id"] == "interrupted-tool-result-c-1-9"
     assert message["source"] == {"kind": "tool", "callId": "c-1"}
     block = message["content"][0]
     assert block["isError"] is True
     assert block["toolCallId"] == "c-1"
-    assert block["content"][0]["text"].startswith("The tool call was interrupted after it was recorded")
+    assert block["content"][0]["text"].startswith(
+        "The tool call was interrupted after it was recorded"
+    )
 
 
 def test_unanswered_tool_result_for_an_unrecorded_call_is_not_started() -> None:

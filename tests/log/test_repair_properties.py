@@ -60,7 +60,8 @@ def step_specs(draw: st.DrawFn, turn: int, step: int) -> list[Spec]:
     answered = draw(st.integers(0, n_calls))  # tool/results: a prefix in model order
     pending_calls = [TC(turn, step, ids[i]) for i in range(started)]
     results = [
-        TR(turn, step, ids[i]) if i < started
+        TR(turn, step, ids[i])
+        if i < started
         else TR(turn, step, ids[i], "not started", is_error=True, error=NS_ERROR)
         for i in range(answered)
     ]
@@ -120,8 +121,10 @@ def last_step_events(events: list[Event]) -> list[Event]:
 def call_ids_requested(step: list[Event]) -> list[str]:
     return [
         block["id"]
-        for e in step if e.type == "assistant/message"
-        for block in e.data["message"]["content"] if block["type"] == "tool-call"
+        for e in step
+        if e.type == "assistant/message"
+        for block in e.data["message"]["content"]
+        if block["type"] == "tool-call"
     ]
 
 

@@ -24,7 +24,9 @@ def user(text: str) -> dict[str, Any]:
 
 
 def test_append_assigns_contiguous_seqs_and_clock_time() -> None:
-    times = iter([0, 10, 5, 30])  # header, then three events; time may step back  # the wall clock may step backwards; nothing is enforced
+    times = iter(
+        [0, 10, 5, 30]
+    )  # header, then three events; time may step back  # the wall clock may step backwards; nothing is enforced
     session = Session("s", check_invariants=False, clock=lambda: next(times))
     events = [session.append(f"x/{i}", {"i": i}) for i in range(3)]
     assert [e.seq for e in events] == [0, 1, 2]
@@ -77,7 +79,9 @@ def test_reentrant_append_from_an_observer_is_refused_and_the_log_is_unchanged()
     assert [e.type for e in session.events] == ["x/a", "x/b"]
 
 
-def test_observer_exception_is_contained_and_does_not_uncommit(caplog: pytest.LogCaptureFixture) -> None:
+def test_observer_exception_is_contained_and_does_not_uncommit(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     session = Session("obs", check_invariants=False, clock=fixed_clock())
     later: list[int] = []
 
@@ -105,7 +109,11 @@ def test_validator_veto_leaves_log_surface_and_messages_unchanged(error: Excepti
             raise error
 
     remove = session.add_validator(veto)
-    before, nodes, messages = list(session.events), list(session.surface.nodes), session.derive_messages()
+    before, nodes, messages = (
+        list(session.events),
+        list(session.surface.nodes),
+        session.derive_messages(),
+    )
     with pytest.raises(type(error), match="vetoed"):
         append(session, U("second"))
     assert list(session.events) == before
@@ -119,7 +127,9 @@ def test_validator_veto_leaves_log_surface_and_messages_unchanged(error: Excepti
 
 def test_seed_events_do_not_run_validators_but_end_seed_does() -> None:
     # Validators are added after construction, so only later appends can be vetoed.
-    session = Session("s", seed=[Event("x/a", 0, 0, {})], check_invariants=False, clock=fixed_clock())
+    session = Session(
+        "s", seed=[Event("x/a", 0, 0, {})], check_invariants=False, clock=fixed_clock()
+    )
     assert [e.type for e in session.events] == ["x/a", "session/end-seed"]
 
 
@@ -172,8 +182,12 @@ def test_surface_replace_rebuilds_messages(monkeypatch: pytest.MonkeyPatch) -> N
         return real(event)
 
     monkeypatch.setattr(session_module, "project", counting)
-    session.append("user/message", user("summary"), surface_op={"op": "replace", "start": 0, "end": 1},
-                   source_event_seqs=[0, 1])
+    session.append(
+        "user/message",
+        user("summary"),
+        surface_op={"op": "replace", "start": 0, "end": 1},
+        source_event_seqs=[0, 1],
+    )
     assert sorted(calls) == [2, 3]  # a rebuild over the new surface
     assert [m["id"] for m in session.derive_messages()] == ["u-summary", "u-c"]
     assert len(session.events) == 4  # Law 1: the shadowed events stay

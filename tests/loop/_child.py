@@ -66,10 +66,16 @@ def _script(scenario: str) -> tuple[list[dict[str, object]], list[Tool]]:
 
 async def main(scenario: str, store_dir: Path, workspace: Path) -> None:
     script, tools = _script(scenario)
-    loop = start_session(SessionSetup(
-        store=JsonlStore(store_dir), model=ScriptedModel(script), tools=tools, cwd=workspace,
-        config=LoopConfig(tool_cancel_grace_seconds=GRACE_SECONDS),
-    ), session_id=SESSION)
+    loop = start_session(
+        SessionSetup(
+            store=JsonlStore(store_dir),
+            model=ScriptedModel(script),
+            tools=tools,
+            cwd=workspace,
+            config=LoopConfig(tool_cancel_grace_seconds=GRACE_SECONDS),
+        ),
+        session_id=SESSION,
+    )
     try:
         if scenario == "stuck-sync":
             result = await run_turn_live(

@@ -135,7 +135,9 @@ def of_type(events: Sequence[Event], kind: str) -> list[Event]:
 def result_for(events: Sequence[Event], call_id: str) -> Event:
     """The single `tool/result` answering `call_id`."""
     found = [
-        e for e in of_type(events, "tool/result") if e.data["message"]["source"]["callId"] == call_id
+        e
+        for e in of_type(events, "tool/result")
+        if e.data["message"]["source"]["callId"] == call_id
     ]
     assert len(found) == 1, f"{len(found)} results for {call_id}"
     return found[0]
@@ -211,7 +213,9 @@ class HangFirstModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         self.requests.append(request)
         yield block_start(0, "text")
-        yield text_delta(0, "partial" if len(self.requests) == 1 else f"answer {len(self.requests)}")
+        yield text_delta(
+            0, "partial" if len(self.requests) == 1 else f"answer {len(self.requests)}"
+        )
         if len(self.requests) == 1:
             await anyio.Event().wait()
         yield finish_chunk("stop")

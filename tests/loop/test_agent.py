@@ -34,13 +34,19 @@ class RecordingDurability:
 
 
 def _law5_tool(
-    name: str, durability: RecordingDurability, starts: list[tuple[str, int, int]], *, parallel: bool
+    name: str,
+    durability: RecordingDurability,
+    starts: list[tuple[str, int, int]],
+    *,
+    parallel: bool,
 ) -> Tool:
     """A tool whose body records `(call id, its tool/call seq, durable length)` at start."""
 
     async def body(args: Any, ctx: ToolContext) -> str:
         events = durability.session.events
-        seq = next(e.seq for e in events if e.type == "tool/call" and e.data["callId"] == ctx.call_id)
+        seq = next(
+            e.seq for e in events if e.type == "tool/call" and e.data["callId"] == ctx.call_id
+        )
         durable = durability.flushed_through[-1] if durability.flushed_through else 0
         starts.append((ctx.call_id, seq, durable))
         return "ok"
@@ -124,7 +130,12 @@ async def test_max_steps_ends_turn_blocked_between_steps(tmp_path: Path) -> None
     assert "max_steps=2" in result.reason["message"]
     assert len(model.requests) == 2
     assert describe_log(session.events)[-6:] == [
-        "S+2", "A(c2)", "call(c2)", "res(c2,ok)", "S-2", "T-1(blocked)",
+        "S+2",
+        "A(c2)",
+        "call(c2)",
+        "res(c2,ok)",
+        "S-2",
+        "T-1(blocked)",
     ]
     assert of_type(session.events, "turn/end")[0].data["reason"] == result.reason
     assert_log_valid(session)

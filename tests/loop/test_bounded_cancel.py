@@ -58,14 +58,21 @@ async def test_cancel_with_a_blocked_sync_body_closes_the_turn_after_the_grace(
         return "too late"
 
     script: list[dict[str, Any]] = [
-        {"tool_calls": [{"id": "s1", "name": "stuck", "arguments": {}}]}, {"text": "never"},
+        {"tool_calls": [{"id": "s1", "name": "stuck", "arguments": {}}]},
+        {"text": "never"},
     ]
     session = Session("s")
-    loop = AgentLoop(session, model=ScriptedModel(script), tools=[stuck], cwd=tmp_path,
-                     config=LoopConfig(tool_cancel_grace_seconds=0.2))
+    loop = AgentLoop(
+        session,
+        model=ScriptedModel(script),
+        tools=[stuck],
+        cwd=tmp_path,
+        config=LoopConfig(tool_cancel_grace_seconds=0.2),
+    )
     results = []
     try:
         async with anyio.create_task_group() as group:
+
             async def run() -> None:
                 results.append(await loop.run_turn("go"))
 
@@ -99,7 +106,8 @@ async def test_cancel_while_a_sync_body_finishes_its_write_records_aborted_with_
         return "wrote note.txt"
 
     script: list[dict[str, Any]] = [
-        {"tool_calls": [{"id": "w1", "name": "save", "arguments": {}}]}, {"text": "never"},
+        {"tool_calls": [{"id": "w1", "name": "save", "arguments": {}}]},
+        {"text": "never"},
     ]
     session = Session("s")
     loop = AgentLoop(session, model=ScriptedModel(script), tools=[save], cwd=tmp_path)
@@ -126,7 +134,8 @@ def test_sigterm_ends_a_process_whose_sync_tool_blocks_for_an_hour(tmp_path: Pat
     with (tmp_path / "child.out").open("wb") as out, (tmp_path / "child.err").open("wb") as err:
         proc = subprocess.Popen(
             [sys.executable, str(CHILD), "stuck-sync", str(store_dir), str(workspace)],
-            stdout=out, stderr=err,
+            stdout=out,
+            stderr=err,
         )
     try:
         deadline = time.monotonic() + DEADLINE_SECONDS

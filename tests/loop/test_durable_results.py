@@ -44,7 +44,10 @@ def _events(store_dir: Path) -> list[dict[str, Any]]:
 
 def _result_on_disk(store_dir: Path, call_id: str) -> dict[str, Any] | None:
     for event in _events(store_dir):
-        if event["type"] == "tool/result" and event["data"]["message"]["source"]["callId"] == call_id:
+        if (
+            event["type"] == "tool/result"
+            and event["data"]["message"]["source"]["callId"] == call_id
+        ):
             return event
     return None
 
@@ -58,8 +61,11 @@ def _wait_for(condition: Any, what: str, proc: subprocess.Popen[bytes]) -> None:
 
 
 def _results(events: Sequence[Event], call_id: str) -> list[Event]:
-    return [e for e in events
-            if e.type == "tool/result" and e.data["message"]["source"]["callId"] == call_id]
+    return [
+        e
+        for e in events
+        if e.type == "tool/result" and e.data["message"]["source"]["callId"] == call_id
+    ]
 
 
 def test_first_result_survives_sigkill_while_second_parallel_call_sleeps(tmp_path: Path) -> None:
@@ -68,12 +74,16 @@ def test_first_result_survives_sigkill_while_second_parallel_call_sleeps(tmp_pat
     with (tmp_path / "child.err").open("wb") as errors:
         proc = subprocess.Popen(
             [sys.executable, str(CHILD), "parallel-sleep", str(store_dir), str(workspace)],
-            stdout=subprocess.DEVNULL, stderr=errors,
+            stdout=subprocess.DEVNULL,
+            stderr=errors,
         )
     try:
         _wait_for(lambda: (workspace / "sleeping").is_file(), "the second call's body", proc)
-        _wait_for(lambda: _result_on_disk(store_dir, "c1") is not None,
-                  "the first call's committed result to be durable", proc)
+        _wait_for(
+            lambda: _result_on_disk(store_dir, "c1") is not None,
+            "the first call's committed result to be durable",
+            proc,
+        )
         proc.send_signal(signal.SIGKILL)
         assert proc.wait(timeout=DEADLINE_SECONDS) == -signal.SIGKILL
     finally:
@@ -81,20 +91,32 @@ def test_first_result_survives_sigkill_while_second_parallel_call_sleeps(tmp_pat
             proc.kill()
             proc.wait()
 
-    loop, report = resume_session("child", SessionSetup(
-        store=JsonlStore(store_dir), model=ScriptedModel([]), cwd=workspace,
-    ))
+    loop, report = resume_session(
+        "child",
+        SessionSetup(
+            store=JsonlStore(store_dir),
+            model=ScriptedModel([]),
+            cwd=workspace,
+        ),
+    )
     loop.close()
     events = loop.session.events
     (first,) = _results(events, "c1")
-    assert first.data["message"]["content"][0]["content"] == [{"type": "text", "text": "c1 finished"}]
+    assert first.data["message"]["content"][0]["content"] == [
+        {"type": "text", "text": "c1 finished"}
+    ]
     assert "error" not in first.data
     # The sleeping call and the one behind it (settled, never committed) are unknown.
     for call_id in ("c2", "c3"):
         (recovered,) = _results(events, call_id)
         assert recovered.data["error"] == OUTCOME_UNKNOWN_ERROR
     assert first.seq < _results(events, "c2")[0].seq < _results(events, "c3")[0].seq
-    assert [e.type for e in events[-4:]] == ["tool/result", "step/end", "turn/end", "session/end-seed"]
+    assert [e.type for e in events[-4:]] == [
+        "tool/result",
+        "step/end",
+        "turn/end",
+        "session/end-seed",
+    ]
     assert events[-2].data["reason"] == {"kind": "interrupted"}
     assert len(report.closers) == 4  # two recovery results, step/end, turn/end: c1 needed none
 
@@ -112,9 +134,14 @@ async def instant(i: int) -> str:
 async def _fsyncs_for(tool_steps: int, root: Path) -> int:
     calls = [{"id": f"c{i}", "name": "instant", "arguments": {"i": i}} for i in range(3)]
     script: list[dict[str, Any]] = [{"tool_calls": calls}] * tool_steps + [{"text": "done"}]
-    loop = start_session(SessionSetup(
-        store=JsonlStore(root), model=ScriptedModel(script), tools=[instant], cwd=root.parent,
-    ))
+    loop = start_session(
+        SessionSetup(
+            store=JsonlStore(root),
+            model=ScriptedModel(script),
+            tools=[instant],
+            cwd=root.parent,
+        )
+    )
     writer = loop.durability
     assert isinstance(writer, SessionWriter)
     await loop.run_turn("go")

@@ -26,8 +26,14 @@ async def test_events_of_a_running_turn_arrive_in_commit_order(tmp_path: Path) -
     types = [event.type for event in received]
     assert types == [event.type for event in session.events[before:]]
     assert [t for t in types if t != "assistant/chunk"] == [
-        "turn/start", "step/start", "user/message", "request/header", "request/context",
-        "assistant/message", "step/end", "turn/end",
+        "turn/start",
+        "step/start",
+        "user/message",
+        "request/header",
+        "request/context",
+        "assistant/message",
+        "step/end",
+        "turn/end",
     ]
     assert "assistant/chunk" in types
     assert [event.seq for event in received] == list(range(before, session.seq))

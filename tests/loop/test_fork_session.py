@@ -22,14 +22,21 @@ def anyio_backend() -> str:
 @pytest.mark.anyio
 async def test_fork_session_continues_the_parent_history_in_a_new_session(tmp_path: Path) -> None:
     store = MemoryStore()
-    parent = start_session(SessionSetup(
-        store=store, model=ScriptedModel([{"text": "one"}]), cwd=tmp_path,
-    ), session_id="p")
+    parent = start_session(
+        SessionSetup(
+            store=store,
+            model=ScriptedModel([{"text": "one"}]),
+            cwd=tmp_path,
+        ),
+        session_id="p",
+    )
     await parent.run_turn("first")
     parent_events = len(parent.session.events)
     parent.close()
 
-    child = fork_session("p", SessionSetup(store=store, model=ScriptedModel([{"text": "two"}])), child_id="c")
+    child = fork_session(
+        "p", SessionSetup(store=store, model=ScriptedModel([{"text": "two"}])), child_id="c"
+    )
     result = await child.run_turn("second")
     child.close()
 
@@ -43,25 +50,42 @@ async def test_fork_session_continues_the_parent_history_in_a_new_session(tmp_pa
 
 def test_fork_session_of_a_missing_session_raises_a_typed_error(tmp_path: Path) -> None:
     with pytest.raises(SessionForkError) as caught:
-        fork_session("nope", SessionSetup(store=MemoryStore(), model=ScriptedModel([]), cwd=tmp_path))
+        fork_session(
+            "nope", SessionSetup(store=MemoryStore(), model=ScriptedModel([]), cwd=tmp_path)
+        )
     assert caught.value.code == "SESSION_NOT_FOUND"
 
 
 def _wedged(store: MemoryStore, tmp_path: Path) -> None:
     """Store session "w": turn 1 asked for c1 and was closed with c1 unanswered."""
-    message = {"id": "m", "role": "assistant",
-               "content": [{"type": "tool-call", "id": "c1", "name": "bash", "arguments": "{}"}],
-               "source": {"kind": "model", "provider": "scripted", "model": "s"}}
-    store.backend.materialize(SessionHeader(id="w", created_at=1, cwd=str(tmp_path)), [
-        Event("turn/start", 0, 1, {"turn": 1}),
-        Event("step/start", 1, 1, {"turn": 1, "step": 1}),
-        Event("assistant/message", 2, 1, {"turn": 1, "step": 1, "message": message}, None, "append"),
-        Event("step/end", 3, 1, {"turn": 1, "step": 1}),
-        Event("turn/end", 4, 1, {"turn": 1, "reason": {"kind": "interrupted"}}),
-    ])
+    message = {
+        "id": "m",
+        "role": "assistant",
+        "content": [{"type": "tool-call", "id": "c1", "name": "bash", "arguments": "{}"}],
+        "source": {"kind": "model", "provider": "scripted", "model": "s"},
+    }
+    store.backend.materialize(
+        SessionHeader(id="w", created_at=1, cwd=str(tmp_path)),
+        [
+            Event("turn/start", 0, 1, {"turn": 1}),
+            Event("step/start", 1, 1, {"turn": 1, "step": 1}),
+            Event(
+                "assistant/message",
+                2,
+                1,
+                {"turn": 1, "step": 1, "message": message},
+                None,
+                "append",
+            ),
+            Event("step/end", 3, 1, {"turn": 1, "step": 1}),
+            Event("turn/end", 4, 1, {"turn": 1, "reason": {"kind": "interrupted"}}),
+        ],
+    )
 
 
-def test_resume_and_open_session_refuse_unanswered_closed_history_before_writing(tmp_path: Path) -> None:
+def test_resume_and_open_session_refuse_unanswered_closed_history_before_writing(
+    tmp_path: Path,
+) -> None:
     store = MemoryStore()
     _wedged(store, tmp_path)
     revision = store.revision("w")
@@ -76,9 +100,15 @@ def test_resume_and_open_session_refuse_unanswered_closed_history_before_writing
 async def test_fork_session_at_the_rescue_seq_continues_a_wedged_session(tmp_path: Path) -> None:
     store = MemoryStore()
     _wedged(store, tmp_path)
-    child = fork_session("w", SessionSetup(
-        store=store, model=ScriptedModel([{"text": "ok"}]),
-    ), boundary=2, child_id="c")
+    child = fork_session(
+        "w",
+        SessionSetup(
+            store=store,
+            model=ScriptedModel([{"text": "ok"}]),
+        ),
+        boundary=2,
+        child_id="c",
+    )
     with child:
         result = await child.run_turn("again")
     assert (result.turn, result.text) == (2, "ok")

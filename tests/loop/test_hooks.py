@@ -44,9 +44,14 @@ async def test_request_hook_changes_max_tokens_and_the_header_records_it(tmp_pat
         return dataclasses.replace(config, max_tokens=64)
 
     model = ScriptedModel([{"text": "ok"}])
-    loop = start_session(SessionSetup(
-        store=MemoryStore(), model=model, cwd=tmp_path, hooks=LoopHooks(request=request),
-    ))
+    loop = start_session(
+        SessionSetup(
+            store=MemoryStore(),
+            model=model,
+            cwd=tmp_path,
+            hooks=LoopHooks(request=request),
+        )
+    )
     await loop.run_turn("hi")
     assert seen == [1]
     assert model.requests[0].max_tokens == 64
@@ -113,7 +118,19 @@ async def test_turn_stopping_inject_continues_and_max_tokens_stays_sticky(tmp_pa
     result = await loop.run_turn("hi")
     assert (result.kind, result.steps) == ("max-tokens", 2)
     assert inbox_log(session.events) == [
-        "T+1", "S+1", "U", "H", "C", "A", "S-1", "ins(ns)", "claim", "S+2", "U", "A", "S-2",
+        "T+1",
+        "S+1",
+        "U",
+        "H",
+        "C",
+        "A",
+        "S-1",
+        "ins(ns)",
+        "claim",
+        "S+2",
+        "U",
+        "A",
+        "S-2",
         "T-1(max-tokens)",
     ]
     assert user_texts(model.requests[1].messages) == ["hi", "context"]

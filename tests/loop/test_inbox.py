@@ -57,7 +57,8 @@ def test_inbox_claim_takes_all_next_step_then_one_followup() -> None:
     assert _texts(inbox.claim(next_turn=True)) == ["s1", "s2", "t1"]
     claims = list(session.events[4:])
     assert [(e.data["target"], e.data["removedCount"], e.data["inserted"]) for e in claims] == [
-        ("next-step", 2, []), ("next-turn", 1, []),
+        ("next-step", 2, []),
+        ("next-turn", 1, []),
     ]
     assert all("outcome" not in e.data for e in claims)
     assert _texts(inbox.next_turn) == ["t2"] and inbox.claim(next_turn=False) == []
@@ -72,7 +73,8 @@ def test_inbox_clear_discards_next_step_first_with_an_outcome() -> None:
     assert _texts(inbox.clear()) == ["s", "t"]
     discards = list(session.events[2:])
     assert [(e.data["target"], e.data["outcome"]) for e in discards] == [
-        ("next-step", "canceled"), ("next-turn", "canceled"),
+        ("next-step", "canceled"),
+        ("next-turn", "canceled"),
     ]
     assert not inbox.pending and not Inbox(session).pending
 
@@ -98,7 +100,10 @@ def test_inbox_refuses_a_bad_target_or_message() -> None:
 
 def test_inbox_replay_refuses_a_splice_outside_its_list() -> None:
     session = Session("s")
-    session.append("agent/inbox/spliced", {"target": "next-step", "start": 0, "removedCount": 1, "inserted": []})
+    session.append(
+        "agent/inbox/spliced",
+        {"target": "next-step", "start": 0, "removedCount": 1, "inserted": []},
+    )
     with pytest.raises(EventRejectedError, match="seq 0"):
         Inbox(session)
 
@@ -146,7 +151,9 @@ async def test_cancel_while_idle_discards_unless_keep_inbox(tmp_path: Path) -> N
 
 
 @pytest.mark.anyio
-async def test_steering_after_cancel_of_running_turn_waits_for_the_next_turn(tmp_path: Path) -> None:
+async def test_steering_after_cancel_of_running_turn_waits_for_the_next_turn(
+    tmp_path: Path,
+) -> None:
     holder: list[AgentLoop] = []
 
     async def body(args: Any, ctx: ToolContext) -> str:
@@ -155,10 +162,15 @@ async def test_steering_after_cancel_of_running_turn_waits_for_the_next_turn(tmp
         return "done"
 
     stopper = Tool(
-        name="stopper", description="Cancel, then steer.",
-        parameters={"type": "object", "properties": {}}, validator=lambda a: a, body=body,
+        name="stopper",
+        description="Cancel, then steer.",
+        parameters={"type": "object", "properties": {}},
+        validator=lambda a: a,
+        body=body,
     )
-    session, model, loop = make_loop(tmp_path, [tools_step(call("c1", "stopper")), {"text": "b"}], [stopper])
+    session, model, loop = make_loop(
+        tmp_path, [tools_step(call("c1", "stopper")), {"text": "b"}], [stopper]
+    )
     holder.append(loop)
     result = await loop.run_turn("go")
     assert result.kind == "aborted"
@@ -211,10 +223,16 @@ async def _interleaving(
         return "acted"
 
     actor = Tool(
-        name="act", description="Deliver a message mid-turn.",
-        parameters={"type": "object", "properties": {}}, validator=lambda a: a, body=body,
+        name="act",
+        description="Deliver a message mid-turn.",
+        parameters={"type": "object", "properties": {}},
+        validator=lambda a: a,
+        body=body,
     )
-    script = [tools_step(call(f"c{i}", "act")) if tool else {"text": f"t{i}"} for i, tool in enumerate(steps)]
+    script = [
+        tools_step(call(f"c{i}", "act")) if tool else {"text": f"t{i}"}
+        for i, tool in enumerate(steps)
+    ]
     script += [{"text": "pad"}] * 400
     session, _model, loop = make_loop(cwd, script, [actor], max_steps=8)
     holder.append(loop)
@@ -230,7 +248,9 @@ async def _interleaving(
                 else:
                     await anyio.lowlevel.checkpoint()
             await loop.wait_idle()
-        assert len(of_type(session.events, "turn/end")) == len(of_type(session.events, "turn/start"))
+        assert len(of_type(session.events, "turn/end")) == len(
+            of_type(session.events, "turn/start")
+        )
     else:
         for op in ops:
             if op[0] != "run":
@@ -272,7 +292,9 @@ async def _interleaving(
     assert_log_valid(session)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     ops=st.lists(_OP, max_size=14),
     steps=st.lists(st.booleans(), max_size=12),
@@ -284,7 +306,9 @@ def test_random_interleavings_never_lose_a_message(
     anyio.run(_interleaving, tmp_path, ops, steps, in_turn, backend="asyncio")
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     ops=st.lists(_OP, max_size=14),
     steps=st.lists(st.booleans(), max_size=12),

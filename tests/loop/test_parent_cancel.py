@@ -58,7 +58,9 @@ def test_first_ctrl_c_under_anyio_run_aborts_the_running_tool_durably(tmp_path: 
     script.write_text(SCRIPT, encoding="utf-8")
     child = subprocess.Popen(
         [sys.executable, str(script), str(tmp_path)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert child.stdout is not None
@@ -76,4 +78,7 @@ def test_first_ctrl_c_under_anyio_run_aborts_the_running_tool_durably(tmp_path: 
     results = [e["data"] for e in report["events"] if e["type"] == "tool/result"]
     assert [r["error"]["code"] for r in results] == ["ABORTED"]
     assert report["events"][-1]["type"] == "turn/end"
-    assert report["events"][-1]["data"]["reason"] == {"kind": "aborted", "reason": {"kind": "parent"}}
+    assert report["events"][-1]["data"]["reason"] == {
+        "kind": "aborted",
+        "reason": {"kind": "parent"},
+    }

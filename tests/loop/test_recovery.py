@@ -100,8 +100,14 @@ async def test_validator_hook_failure_on_one_result_recovers_that_call_and_the_r
         await loop.run_turn("go")
     events = list(session.events)
     assert describe_log(events)[5:] == [
-        "A(c1,c2,c3)", "call(c1)", "res(c1,ok)", "call(c2)",
-        f"res(c2,{OU})", f"res(c3,{NS})", "S-1", "T-1(error)",
+        "A(c1,c2,c3)",
+        "call(c1)",
+        "res(c1,ok)",
+        "call(c2)",
+        f"res(c2,{OU})",
+        f"res(c3,{NS})",
+        "S-1",
+        "T-1(error)",
     ]
     assert record == ["x-start-c1", "x-end-c1", "x-start-c2", "x-end-c2"]
     assert_log_valid(session)
@@ -123,7 +129,11 @@ async def test_vetoed_first_tool_call_records_not_started_for_every_call(tmp_pat
         await loop.run_turn("go")
     assert record == []
     assert describe_log(session.events)[5:] == [
-        "A(c1,c2)", f"res(c1,{NS})", f"res(c2,{NS})", "S-1", "T-1(error)",
+        "A(c1,c2)",
+        f"res(c1,{NS})",
+        f"res(c2,{NS})",
+        "S-1",
+        "T-1(error)",
     ]
     assert_log_valid(session)
 
@@ -152,8 +162,15 @@ async def test_host_cancel_scope_mid_tools_still_closes_a_valid_log(tmp_path: Pa
         scopes[0].cancel()
     assert scopes[0].cancelled_caught
     assert describe_log(session.events)[5:] == [
-        "A(c1,c2,c3)", "call(c1)", "call(c2)", "res(c1,ABORTED)", "res(c2,ABORTED)",
-        "call(c3)", "res(c3,ABORTED_BEFORE_DISPATCH)", "S-1", "T-1(aborted)",
+        "A(c1,c2,c3)",
+        "call(c1)",
+        "call(c2)",
+        "res(c1,ABORTED)",
+        "res(c2,ABORTED)",
+        "call(c3)",
+        "res(c3,ABORTED_BEFORE_DISPATCH)",
+        "S-1",
+        "T-1(aborted)",
     ]
     assert session.events[-1].data["reason"] == {"kind": "aborted", "reason": {"kind": "parent"}}
     assert_log_valid(session)

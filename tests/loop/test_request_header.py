@@ -43,8 +43,13 @@ def _latest_header(session: Session) -> dict[str, Any]:
 async def test_first_request_logs_initial_and_unchanged_steps_log_nothing(tmp_path: Path) -> None:
     model = ScriptedModel([{"tool_calls": [{"name": "alpha", "arguments": {}}]}, {"text": "done"}])
     session = Session("s")
-    loop = AgentLoop(session, model=model, tools=[alpha], cwd=tmp_path,
-                     config=LoopConfig(system_prompt="Be brief."))
+    loop = AgentLoop(
+        session,
+        model=model,
+        tools=[alpha],
+        cwd=tmp_path,
+        config=LoopConfig(system_prompt="Be brief."),
+    )
     await loop.run_turn("go")
     headers = _headers(session)
     assert [h["reason"] for h in headers] == ["initial"]
@@ -67,8 +72,13 @@ async def test_a_changed_envelope_logs_change_and_the_latest_header_is_in_force(
     registry = ToolRegistry([alpha])
     model = ScriptedModel([{"text": "one"}, {"text": "two"}])
     session = Session("s")
-    loop = AgentLoop(session, model=model, tools=registry, cwd=tmp_path,
-                     config=LoopConfig(system_prompt="Be brief."))
+    loop = AgentLoop(
+        session,
+        model=model,
+        tools=registry,
+        cwd=tmp_path,
+        config=LoopConfig(system_prompt="Be brief."),
+    )
     await loop.run_turn("first")
     registry.register(beta)
     await loop.run_turn("second")
@@ -80,12 +90,22 @@ async def test_a_changed_envelope_logs_change_and_the_latest_header_is_in_force(
 @pytest.mark.anyio
 async def test_a_new_loop_over_an_existing_log_logs_resume_first(tmp_path: Path) -> None:
     session = Session("s")
-    first = AgentLoop(session, model=ScriptedModel([{"text": "one"}]), tools=[alpha], cwd=tmp_path,
-                      config=LoopConfig(system_prompt="Be brief."))
+    first = AgentLoop(
+        session,
+        model=ScriptedModel([{"text": "one"}]),
+        tools=[alpha],
+        cwd=tmp_path,
+        config=LoopConfig(system_prompt="Be brief."),
+    )
     await first.run_turn("first")
     resumed = Session("s", seed=session.events)
-    again = AgentLoop(resumed, model=ScriptedModel([{"text": "two"}]), tools=[alpha], cwd=tmp_path,
-                      config=LoopConfig(system_prompt="Be brief."))
+    again = AgentLoop(
+        resumed,
+        model=ScriptedModel([{"text": "two"}]),
+        tools=[alpha],
+        cwd=tmp_path,
+        config=LoopConfig(system_prompt="Be brief."),
+    )
     await again.run_turn("second")
     assert [h["reason"] for h in _headers(resumed)] == ["initial", "resume"]
     # An unchanged route logs no second request/context after resume.
@@ -93,10 +113,16 @@ async def test_a_new_loop_over_an_existing_log_logs_resume_first(tmp_path: Path)
 
 
 @pytest.mark.anyio
-async def test_an_empty_system_prompt_and_no_tools_are_absent_from_the_header(tmp_path: Path) -> None:
+async def test_an_empty_system_prompt_and_no_tools_are_absent_from_the_header(
+    tmp_path: Path,
+) -> None:
     session = Session("s")
-    loop = AgentLoop(session, model=ScriptedModel([{"text": "hi"}]), cwd=tmp_path,
-                     config=LoopConfig(system_prompt=""))
+    loop = AgentLoop(
+        session,
+        model=ScriptedModel([{"text": "hi"}]),
+        cwd=tmp_path,
+        config=LoopConfig(system_prompt=""),
+    )
     await loop.run_turn("go")
     header = _latest_header(session)
     assert "system" not in header

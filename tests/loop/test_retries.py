@@ -104,8 +104,11 @@ async def test_failure_is_recorded_verbatim_in_turn_end(tmp_path: Path) -> None:
     with pytest.raises(LlmError):
         await loop.run_turn("go")
     assert session.events[-1].data["reason"]["error"] == {
-        "message": "provider 401", "code": "AUTH", "status": 401,
-        "providerRetryAfterMs": 2000, "requestId": "req-7",
+        "message": "provider 401",
+        "code": "AUTH",
+        "status": 401,
+        "providerRetryAfterMs": 2000,
+        "requestId": "req-7",
     }
     assert_log_valid(session)
 
@@ -148,7 +151,9 @@ async def test_always_mode_retries_any_code_without_a_budget(tmp_path: Path) -> 
     assert (result.kind, len(model.requests)) == ("completed", 4)
     retries = _retries(list(session.events))
     assert [(r["retry"], r["delayMs"], r["mode"]) for r in retries] == [
-        (1, 1, "always"), (2, 2, "always"), (3, 4, "always"),
+        (1, 1, "always"),
+        (2, 2, "always"),
+        (3, 4, "always"),
     ]
     assert all("maxRetries" not in r for r in retries)
     assert_log_valid(session)
@@ -159,8 +164,10 @@ async def test_retry_budget_is_per_step(tmp_path: Path) -> None:
     policy = RetryPolicy(max_retries=1, initial_delay_ms=1, max_delay_ms=8, jitter_ratio=0.0)
     record: list[str] = []
     script = [
-        _error("SERVER"), tools_step(call("c1")),
-        _error("SERVER"), {"text": "done"},
+        _error("SERVER"),
+        tools_step(call("c1")),
+        _error("SERVER"),
+        {"text": "done"},
     ]
     session, model, loop = make_loop(
         tmp_path, script, [recorder_tool("p", record)], config=LoopConfig(retry=policy)
@@ -177,7 +184,8 @@ async def test_retry_budget_is_per_step(tmp_path: Path) -> None:
 async def test_provider_retry_after_within_the_cap_is_used_exactly(tmp_path: Path) -> None:
     policy = RetryPolicy(initial_delay_ms=1, max_delay_ms=30, jitter_ratio=1.0)
     plan: list[LlmError | str] = [
-        LlmError("slow down", code="RATE_LIMIT", provider_retry_after_ms=17), "ok",
+        LlmError("slow down", code="RATE_LIMIT", provider_retry_after_ms=17),
+        "ok",
     ]
     session, model, loop = _planned_loop(tmp_path, plan, LoopConfig(retry=policy))
     result = await loop.run_turn("go")
@@ -192,7 +200,8 @@ async def test_provider_retry_after_within_the_cap_is_used_exactly(tmp_path: Pat
 async def test_provider_retry_after_above_the_cap_is_not_retried_early(tmp_path: Path) -> None:
     policy = RetryPolicy(initial_delay_ms=1, max_delay_ms=30, jitter_ratio=0.0)
     plan: list[LlmError | str] = [
-        LlmError("slow down", code="RATE_LIMIT", provider_retry_after_ms=60_000), "ok",
+        LlmError("slow down", code="RATE_LIMIT", provider_retry_after_ms=60_000),
+        "ok",
     ]
     session, model, loop = _planned_loop(tmp_path, plan, LoopConfig(retry=policy))
     with pytest.raises(LlmError, match="slow down"):
@@ -206,7 +215,8 @@ async def test_provider_retry_after_above_the_cap_is_not_retried_early(tmp_path:
 async def test_always_mode_falls_back_to_backoff_above_the_cap(tmp_path: Path) -> None:
     policy = RetryPolicy(mode="always", initial_delay_ms=3, max_delay_ms=30, jitter_ratio=0.0)
     plan: list[LlmError | str] = [
-        LlmError("slow down", code="RATE_LIMIT", provider_retry_after_ms=60_000), "ok",
+        LlmError("slow down", code="RATE_LIMIT", provider_retry_after_ms=60_000),
+        "ok",
     ]
     session, _model, loop = _planned_loop(tmp_path, plan, LoopConfig(retry=policy))
     assert (await loop.run_turn("go")).kind == "completed"

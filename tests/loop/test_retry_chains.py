@@ -103,7 +103,13 @@ async def test_hook_and_policy_retries_in_one_step_are_two_chains_numbered_apart
     def request_error(ctx: StepContext, failure: dict[str, Any]) -> str | None:
         return next(answers)
 
-    script = [_error("SERVER"), _error("SERVER"), _error("SERVER"), _error("SERVER"), {"text": "ok"}]
+    script = [
+        _error("SERVER"),
+        _error("SERVER"),
+        _error("SERVER"),
+        _error("SERVER"),
+        {"text": "ok"},
+    ]
     hooks = LoopHooks(request_error=request_error)
     session, loop = _hooked_loop(tmp_path, script, hooks, FAST)
     assert (await loop.run_turn("go")).kind == "completed"
@@ -111,8 +117,10 @@ async def test_hook_and_policy_retries_in_one_step_are_two_chains_numbered_apart
     check_retry_events(events)
     chains = _chains(events)
     assert [(c[1], c[3], c[4]) for c in chains] == [
-        (1, "always", "hook"), (1, "normal", FAST.policy_key),
-        (2, "always", "hook"), (2, "normal", FAST.policy_key),
+        (1, "always", "hook"),
+        (1, "normal", FAST.policy_key),
+        (2, "always", "hook"),
+        (2, "normal", FAST.policy_key),
     ]
     hook_ids = {c[2] for c in chains if c[4] == "hook"}
     policy_ids = {c[2] for c in chains if c[4] != "hook"}
@@ -125,8 +133,11 @@ async def test_a_later_step_starts_a_new_chain_with_a_new_retry_id_from_retry_on
 ) -> None:
     record: list[str] = []
     script = [
-        _error("SERVER"), _error("SERVER"), tools_step(call("c1")),
-        _error("SERVER"), {"text": "done"},
+        _error("SERVER"),
+        _error("SERVER"),
+        tools_step(call("c1")),
+        _error("SERVER"),
+        {"text": "done"},
     ]
     session, _model, loop = make_loop(
         tmp_path, script, [recorder_tool("p", record)], config=LoopConfig(retry=FAST)

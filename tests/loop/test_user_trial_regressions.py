@@ -39,19 +39,30 @@ async def stubborn() -> str:
 
 
 @pytest.mark.anyio
-async def test_duplicate_tool_call_ids_in_one_message_are_renamed_and_answered(tmp_path: Path) -> None:
-    model = ScriptedModel([
-        {"tool_calls": [{"id": "x", "name": "noop", "arguments": {}},
-                        {"id": "x", "name": "noop", "arguments": {}}]},
-        {"text": "k"},
-    ])
+async def test_duplicate_tool_call_ids_in_one_message_are_renamed_and_answered(
+    tmp_path: Path,
+) -> None:
+    model = ScriptedModel(
+        [
+            {
+                "tool_calls": [
+                    {"id": "x", "name": "noop", "arguments": {}},
+                    {"id": "x", "name": "noop", "arguments": {}},
+                ]
+            },
+            {"text": "k"},
+        ]
+    )
     loop = start_session(SessionSetup(store=MemoryStore(), model=model, tools=[noop], cwd=tmp_path))
     result = await loop.run_turn("hi")
     assert result.kind == "completed"
     (assistant,) = [m for m in loop.session.derive_messages() if tool_calls_of(m)]
     assert [c["id"] for c in tool_calls_of(assistant)] == ["x", "x_2"]
-    results = [e.data["message"]["source"]["callId"] for e in loop.session.events
-               if e.type == "tool/result"]
+    results = [
+        e.data["message"]["source"]["callId"]
+        for e in loop.session.events
+        if e.type == "tool/result"
+    ]
     assert results == ["x", "x_2"]
     check_pairing(loop.session.derive_messages())
     assert_log_valid(loop.session)
@@ -71,9 +82,13 @@ async def test_a_closed_loop_refuses_a_turn_and_runs_nothing(tmp_path: Path) -> 
 
 
 @pytest.mark.anyio
-async def test_cancel_does_not_wait_for_an_async_tool_that_ignores_the_signal(tmp_path: Path) -> None:
+async def test_cancel_does_not_wait_for_an_async_tool_that_ignores_the_signal(
+    tmp_path: Path,
+) -> None:
     model = ScriptedModel([{"tool_calls": [{"id": "s", "name": "stubborn", "arguments": {}}]}])
-    loop = start_session(SessionSetup(store=MemoryStore(), model=model, tools=[stubborn], cwd=tmp_path))
+    loop = start_session(
+        SessionSetup(store=MemoryStore(), model=model, tools=[stubborn], cwd=tmp_path)
+    )
 
     def cancel_when_running(event: object) -> None:
         if getattr(event, "type", None) == "tool/call":
@@ -100,8 +115,11 @@ async def test_cancel_mid_body_aborts_an_async_tool_that_ignores_the_signal(tmp_
         return "never"
 
     model = ScriptedModel([{"tool_calls": [{"id": "s", "name": "sleeper", "arguments": {}}]}])
-    loop = start_session(SessionSetup(store=MemoryStore(), model=model, tools=[sleeper], cwd=tmp_path))
+    loop = start_session(
+        SessionSetup(store=MemoryStore(), model=model, tools=[sleeper], cwd=tmp_path)
+    )
     async with anyio.create_task_group() as group:
+
         async def cancel_once_running() -> None:
             await started.wait()
             loop.cancel()
@@ -120,11 +138,15 @@ async def test_continuing_a_session_keeps_its_recorded_workspace(tmp_path: Path)
     workspace = tmp_path / "ws"
     workspace.mkdir()
     store = MemoryStore()
-    first = start_session(SessionSetup(store=store, model=ScriptedModel([{"text": "a"}]), cwd=workspace))
+    first = start_session(
+        SessionSetup(store=store, model=ScriptedModel([{"text": "a"}]), cwd=workspace)
+    )
     await first.run_turn("one")
     session_id = first.session.id
     first.close()
-    again, repair = open_session(session_id, SessionSetup(store=store, model=ScriptedModel([{"text": "b"}])))
+    again, repair = open_session(
+        session_id, SessionSetup(store=store, model=ScriptedModel([{"text": "b"}]))
+    )
     with again:
         assert again.cwd == workspace.resolve()
         assert repair is not None and not repair.repaired
@@ -149,7 +171,10 @@ def save(content: str) -> str:
     ("response", "expected"),
     [
         ({"text": "ok \ud83d"}, "ok \ufffd"),  # JSON "ok \ud83d": a lone surrogate from the model
-        ({"tool_calls": [{"id": "c", "name": "save", "arguments": {"content": "a\ud800b"}}]}, "a\ufffdb"),
+        (
+            {"tool_calls": [{"id": "c", "name": "save", "arguments": {"content": "a\ud800b"}}]},
+            "a\ufffdb",
+        ),
     ],
 )
 async def test_a_lone_surrogate_from_the_model_becomes_u_fffd_and_the_turn_completes(
@@ -162,5 +187,9 @@ async def test_a_lone_surrogate_from_the_model_becomes_u_fffd_and_the_turn_compl
         session_id = loop.session.id
     assert result.kind == "completed"
     _, events = store.read(session_id)
-    texts = [json.dumps(e.data, ensure_ascii=False) for e in events if e.type in ("assistant/message", "tool/result")]
+    texts = [
+        json.dumps(e.data, ensure_ascii=False)
+        for e in events
+        if e.type in ("assistant/message", "tool/result")
+    ]
     assert any(expected in text for text in texts)

@@ -14,7 +14,9 @@ SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
 FIXTURES = SHARED / "fixtures" / "dsh-sessions"
 
 
-def ev(type: str, seq: int, time: int, data: Any, *, op: Any = None, src: list[int] | None = None) -> Event:
+def ev(
+    type: str, seq: int, time: int, data: Any, *, op: Any = None, src: list[int] | None = None
+) -> Event:
     """Build one event."""
     return Event(type, seq, time, data, src, op)
 
@@ -24,7 +26,9 @@ def ts(seq: int, turn: int, time: int | None = None) -> Event:
 
 
 def te(seq: int, turn: int, kind: str = "completed", time: int | None = None) -> Event:
-    return ev("turn/end", seq, seq if time is None else time, {"turn": turn, "reason": {"kind": kind}})
+    return ev(
+        "turn/end", seq, seq if time is None else time, {"turn": turn, "reason": {"kind": kind}}
+    )
 
 
 def ss(seq: int, turn: int, step: int, time: int | None = None) -> Event:
@@ -36,7 +40,12 @@ def se(seq: int, turn: int, step: int, time: int | None = None) -> Event:
 
 
 def user(seq: int, text: str, msg_id: str, time: int | None = None) -> Event:
-    data = {"content": [{"type": "text", "text": text}], "source": {"kind": "user"}, "role": "user", "id": msg_id}
+    data = {
+        "content": [{"type": "text", "text": text}],
+        "source": {"kind": "user"},
+        "role": "user",
+        "id": msg_id,
+    }
     return ev("user/message", seq, seq if time is None else time, data, op="append")
 
 
@@ -49,7 +58,13 @@ def assistant(
         "source": {"kind": "model", "provider": "mock", "model": "mock"},
         "id": msg_id,
     }
-    return ev("assistant/message", seq, seq if time is None else time, {"turn": turn, "step": step, "message": message}, op="append")
+    return ev(
+        "assistant/message",
+        seq,
+        seq if time is None else time,
+        {"turn": turn, "step": step, "message": message},
+        op="append",
+    )
 
 
 def call_block(call_id: str, name: str = "bash") -> dict[str, Any]:
@@ -61,7 +76,9 @@ def tool_call(seq: int, turn: int, step: int, call_id: str, name: str = "bash") 
     return ev("tool/call", seq, seq, data)
 
 
-def text_chunk(seq: int, time: int, text: str, *, turn: int = 1, step: int = 1, index: int = 0) -> Event:
+def text_chunk(
+    seq: int, time: int, text: str, *, turn: int = 1, step: int = 1, index: int = 0
+) -> Event:
     chunk = {"type": "text-delta", "index": index, "text": text}
     return ev("assistant/chunk", seq, time, {"turn": turn, "step": step, "chunk": chunk})
 

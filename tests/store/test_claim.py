@@ -53,7 +53,9 @@ def test_resume_after_load_claims_without_reading_and_writes_only_end_seed(
     assert stored_types(store, "s")[8:] == [v.STEP_END, v.TURN_END, v.END_SEED]
 
 
-def test_memory_store_has_no_token_and_claims_by_full_read(store: SessionStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_memory_store_has_no_token_and_claims_by_full_read(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store.backend.materialize(meta("s"), one_turn_log())
     loaded = store.load("s")
     reads = counting_reads(store, monkeypatch)
@@ -63,7 +65,9 @@ def test_memory_store_has_no_token_and_claims_by_full_read(store: SessionStore, 
     assert stored_types(store, "s")[6:] == [v.END_SEED]
 
 
-def test_append_between_load_and_claim_falls_back_and_rejects_the_stale_seed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_append_between_load_and_claim_falls_back_and_rejects_the_stale_seed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = JsonlStore(tmp_path)
     store.backend.materialize(meta("s"), one_turn_log())
     loaded = store.load("s")
@@ -75,7 +79,9 @@ def test_append_between_load_and_claim_falls_back_and_rejects_the_stale_seed(tmp
     assert len(store.backend.read("s").events) == 8, "nothing was written"
 
 
-def test_file_replaced_with_equal_bytes_falls_back_and_claims(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_file_replaced_with_equal_bytes_falls_back_and_claims(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = JsonlStore(tmp_path)
     store.backend.materialize(meta("s"), one_turn_log())
     loaded = store.load("s")
@@ -94,12 +100,17 @@ def test_seed_of_equal_copies_claims_and_a_changed_middle_event_is_rejected(tmp_
     store = JsonlStore(tmp_path)
     store.backend.materialize(meta("s"), one_turn_log())
     loaded = store.load("s")
-    copies = [Event(e.type, e.seq, e.time, e.data, e.source_event_seqs, e.surface_op) for e in loaded.events]
+    copies = [
+        Event(e.type, e.seq, e.time, e.data, e.source_event_seqs, e.surface_op)
+        for e in loaded.events
+    ]
     with store.open_writer(Session("s", seed=copies, header=loaded.header)):
         pass
     loaded = store.load("s")
     changed = list(loaded.events)
-    changed[3] = assistant(3, 1, 1, [{"type": "text", "text": "a different answer"}], "one-turn-assistant", time=4)
+    changed[3] = assistant(
+        3, 1, 1, [{"type": "text", "text": "a different answer"}], "one-turn-assistant", time=4
+    )
     with pytest.raises(SessionExistsError):
         store.open_writer(Session("s", seed=changed, header=loaded.header))
     assert stored_types(store, "s")[6:] == [v.END_SEED], "only the first resume wrote"
@@ -113,7 +124,9 @@ def test_claim_with_another_cwd_is_rejected_on_the_shortcut_too(tmp_path: Path) 
         store.open_writer(Session("s", seed=loaded.events, header=meta("s", "/elsewhere")))
 
 
-def test_oldest_remembered_load_is_evicted_and_claims_by_full_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_oldest_remembered_load_is_evicted_and_claims_by_full_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = JsonlStore(tmp_path)
     ids = [f"s{k}" for k in range(MAX_REMEMBERED_LOADS + 1)]
     for session_id in ids:
@@ -130,7 +143,12 @@ def test_oldest_remembered_load_is_evicted_and_claims_by_full_read(tmp_path: Pat
 
 def multi_turn_log() -> list[Event]:
     events = one_turn_log()
-    events += [ts(6, 2), ss(7, 2, 1), assistant(8, 2, 1, [call_block("c1"), call_block("c2")], "a2"), tool_call(9, 2, 1, "c1")]
+    events += [
+        ts(6, 2),
+        ss(7, 2, 1),
+        assistant(8, 2, 1, [call_block("c1"), call_block("c2")], "a2"),
+        tool_call(9, 2, 1, "c1"),
+    ]
     return events
 
 
@@ -141,12 +159,21 @@ def test_final_turn_closers_equal_closers_of_the_whole_log(length: int) -> None:
 
 
 def test_final_turn_closers_ignore_an_unanswered_call_of_a_closed_turn() -> None:
-    events = [ts(0, 1), ss(1, 1, 1), assistant(2, 1, 1, [call_block("c")], "a"), se(3, 1, 1), te(4, 1), ts(5, 2)]
+    events = [
+        ts(0, 1),
+        ss(1, 1, 1),
+        assistant(2, 1, 1, [call_block("c")], "a"),
+        se(3, 1, 1),
+        te(4, 1),
+        ts(5, 2),
+    ]
     assert final_turn_closers(events) == interrupted_turn_closers(events)
     assert [event.type for event in final_turn_closers(events)] == [v.TURN_END]
 
 
-def test_a_fresh_session_over_a_stored_log_is_told_to_use_resume_session_or_open_session(tmp_path: Path) -> None:
+def test_a_fresh_session_over_a_stored_log_is_told_to_use_resume_session_or_open_session(
+    tmp_path: Path,
+) -> None:
     store = JsonlStore(tmp_path)
     store.backend.materialize(meta("s"), one_turn_log())
     with pytest.raises(SessionExistsError) as raised:

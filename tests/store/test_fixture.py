@@ -26,7 +26,9 @@ from duraloop.store._loose_file import FIXTURE_CWD, FIXTURE_SESSION_ID
 
 from ._builders import FIXTURES, meta, one_turn_log
 
-FIXTURE_FILES: list[Path | None] = [*sorted(FIXTURES.glob("*/session*.jsonl"))] if FIXTURES.is_dir() else []
+FIXTURE_FILES: list[Path | None] = (
+    [*sorted(FIXTURES.glob("*/session*.jsonl"))] if FIXTURES.is_dir() else []
+)
 
 
 def fixture_ids() -> list[str]:
@@ -56,10 +58,13 @@ def test_fixture_reserializes_losslessly(fixture_path: Path) -> None:
     again = [event for line in data.splitlines() for event in decode_record(line)]
     assert again == events
     original_rows = sum(
-        1 for line in fixture_path.read_bytes().splitlines()[1:]
+        1
+        for line in fixture_path.read_bytes().splitlines()[1:]
         if msgspec.json.decode(line).get("type", "").endswith("-chunks")
     )
-    repacked_rows = sum(1 for line in data.splitlines() if msgspec.json.decode(line)["type"].endswith("-chunks"))
+    repacked_rows = sum(
+        1 for line in data.splitlines() if msgspec.json.decode(line)["type"].endswith("-chunks")
+    )
     assert repacked_rows == original_rows
     stored = scan_log(encode_header(header) + data, path=None)
     assert (stored.header, stored.events) == (header, events)
@@ -96,7 +101,9 @@ def test_repair_writes_the_closers_of_dsh_byte_for_byte() -> None:
     _, events = read_log_file(path)
     closers = interrupted_turn_closers(events[:5])
     lines = path.read_bytes().splitlines()[6:9]  # line 0 is the header; closers are seqs 5-7
-    assert [closer.type for closer in closers] == [msgspec.json.decode(line)["type"] for line in lines]
+    assert [closer.type for closer in closers] == [
+        msgspec.json.decode(line)["type"] for line in lines
+    ]
     for closer, line in zip(closers, lines, strict=True):
         dsh = msgspec.json.encode(json.loads(line)["data"])  # json keeps dsh's key order
         assert msgspec.json.encode(closer.data) == dsh

@@ -101,4 +101,6 @@ def test_fixture_written_by_the_session_writer_reads_back_event_for_event(
     # Chunk runs are stored as packed rows, as many as the fixture (also written packed) has.
     stored_rows = _row_types(_stored_plaintext(path, compression))
     fixture_rows = _row_types(fixture_path.read_bytes())
-    assert [t for t in stored_rows if t in _PACKED_TYPES] == [t for t in fixture_rows if t in _PACKED_TYPES]
+    assert [t for t in stored_rows if t in _PACKED_TYPES] == [
+        t for t in fixture_rows if t in _PACKED_TYPES
+    ]

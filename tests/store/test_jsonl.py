@@ -47,7 +47,9 @@ def test_layout_modes_and_header_line(tmp_path: Path) -> None:
     assert path.is_file()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
-    assert path.read_bytes().startswith(b'{"type":"session","version":0,"id":"s1","createdAt":1000,"cwd":"/home/user/proj","delegationDepth":0}\n')
+    assert path.read_bytes().startswith(
+        b'{"type":"session","version":0,"id":"s1","createdAt":1000,"cwd":"/home/user/proj","delegationDepth":0}\n'
+    )
     assert not list(path.parent.glob("*.tmp"))
 
 
@@ -69,7 +71,9 @@ def test_case_63_crash_with_torn_line_truncates_and_closes_the_turn(tmp_path: Pa
     assert [e.seq for e in store.load("s").events] == list(range(12))
 
 
-def test_case_64_failed_fsync_rolls_the_append_back_and_retry_succeeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_case_64_failed_fsync_rolls_the_append_back_and_retry_succeeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     store = JsonlStore(tmp_path)
     session = Session("s", seed=one_turn_log(), header=meta("s"), check_invariants=False)
     writer = store.open_writer(session)
@@ -172,7 +176,10 @@ def test_second_writer_in_another_process_gets_session_locked(tmp_path: Path) ->
     store = JsonlStore(tmp_path)
     store.backend.materialize(meta("s"), [ts(0, 1)])
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_LOCK, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", HOLD_LOCK, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
@@ -188,7 +195,9 @@ def test_second_writer_in_another_process_gets_session_locked(tmp_path: Path) ->
         if holder.stdout is not None:
             holder.stdout.close()
     loaded = store.load("s")
-    assert [e.type for e in loaded.events] == ["turn/start", "turn/end"], "a dead holder's lock does not block"
+    assert [e.type for e in loaded.events] == ["turn/start", "turn/end"], (
+        "a dead holder's lock does not block"
+    )
 
 
 def test_memory_and_jsonl_store_agree_on_a_written_session(tmp_path: Path) -> None:
@@ -213,12 +222,19 @@ def noisy_chunks(first_seq: int, count: int) -> list[Event]:
     """Chunk events of incompressible text: one batch of them spans several zstd blocks."""
     random = Random(first_seq)
     return [
-        text_chunk(first_seq + k, 0, "".join(random.choice("0123456789abcdef") for _ in range(200)), index=k)
+        text_chunk(
+            first_seq + k,
+            0,
+            "".join(random.choice("0123456789abcdef") for _ in range(200)),
+            index=k,
+        )
         for k in range(count)
     ]
 
 
-def test_zstd_layout_is_one_checksummed_frame_for_the_header_and_one_per_batch(tmp_path: Path) -> None:
+def test_zstd_layout_is_one_checksummed_frame_for_the_header_and_one_per_batch(
+    tmp_path: Path,
+) -> None:
     store = JsonlStore(tmp_path, compression="zstd")
     session = Session("s", header=meta("s"))
     with store.open_writer(session) as writer:
@@ -236,7 +252,9 @@ def test_zstd_layout_is_one_checksummed_frame_for_the_header_and_one_per_batch(t
     assert writer.statistics().bytes_written == len(data)
 
 
-def test_zstd_torn_frame_load_rewrites_recovered_events_and_closers_as_one_frame(tmp_path: Path) -> None:
+def test_zstd_torn_frame_load_rewrites_recovered_events_and_closers_as_one_frame(
+    tmp_path: Path,
+) -> None:
     store = JsonlStore(tmp_path, compression="zstd")
     store.backend.materialize(meta("s"), [ts(0, 1), ss(1, 1, 1)])
     path = zstd_path(tmp_path, "s")
@@ -248,17 +266,23 @@ def test_zstd_torn_frame_load_rewrites_recovered_events_and_closers_as_one_frame
     recovered = len(loaded.events) - 2 - 2
     assert 0 < recovered < 2000
     assert [e.type for e in loaded.events[-2:]] == ["step/end", "turn/end"]
-    assert loaded.repair.truncated_bytes == torn_size - len(committed), "cut at the torn frame's start"
+    assert loaded.repair.truncated_bytes == torn_size - len(committed), (
+        "cut at the torn frame's start"
+    )
     data = path.read_bytes()
     assert data.startswith(committed)
     scan = scan_frames(data, path=None)
-    assert scan.torn_start is None and len(scan.frames) == 3, "recovered events + closers: one frame"
+    assert scan.torn_start is None and len(scan.frames) == 3, (
+        "recovered events + closers: one frame"
+    )
     assert store.inspect("s").events == loaded.events
     store.append("s", [ts(len(loaded.events), 2)])
     assert len(store.backend.read("s").events) == len(loaded.events) + 1
 
 
-def test_zstd_writer_adopting_a_torn_frame_rewrites_recovered_events_without_closers(tmp_path: Path) -> None:
+def test_zstd_writer_adopting_a_torn_frame_rewrites_recovered_events_without_closers(
+    tmp_path: Path,
+) -> None:
     store = JsonlStore(tmp_path, compression="zstd")
     seed = [ts(0, 1), ss(1, 1, 1), *noisy_chunks(2, 2000)]
     store.backend.materialize(meta("s"), seed[:2])
@@ -301,11 +325,15 @@ def test_one_root_holds_one_encoding(tmp_path: Path) -> None:
 
 
 def test_unknown_compression_is_a_config_error(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match='store compression must be "none" or "zstd", got \'gzip\''):
+    with pytest.raises(
+        ConfigError, match='store compression must be "none" or "zstd", got \'gzip\''
+    ):
         JsonlStore(tmp_path, compression="gzip")  # type: ignore[arg-type]
 
 
-def test_zstd_list_reads_header_frames_and_reports_a_log_without_one_as_damaged(tmp_path: Path) -> None:
+def test_zstd_list_reads_header_frames_and_reports_a_log_without_one_as_damaged(
+    tmp_path: Path,
+) -> None:
     # Logs are published whole (temp file, then link), so a cut header frame is damage.
     store = JsonlStore(tmp_path, compression="zstd")
     store.backend.materialize(meta("a"), one_turn_log())
@@ -323,9 +351,15 @@ def test_zstd_list_reads_header_frames_and_reports_a_log_without_one_as_damaged(
 @pytest.mark.parametrize(
     ("damage", "reason"),
     [
-        (lambda data: data.split(b"\n", 1)[1], 'invalid session header: type must be "session" at line 1'),
+        (
+            lambda data: data.split(b"\n", 1)[1],
+            'invalid session header: type must be "session" at line 1',
+        ),
         (lambda data: b"", "the log file is empty (no header)"),
-        (lambda data: data.replace(b'"type":"turn/start"', b'"type":"turn/start",', 1), "at line 2"),
+        (
+            lambda data: data.replace(b'"type":"turn/start"', b'"type":"turn/start",', 1),
+            "at line 2",
+        ),
     ],
     ids=["header-deleted", "empty-file", "byte-in-committed-line"],
 )
@@ -388,10 +422,16 @@ def test_an_append_to_an_unknown_session_leaves_no_orphan_lock(tmp_path: Path) -
     assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "root").rglob("*")) == before
 
 
-def test_a_writer_closed_before_its_first_write_removes_its_lock_and_directories(tmp_path: Path) -> None:
+def test_a_writer_closed_before_its_first_write_removes_its_lock_and_directories(
+    tmp_path: Path,
+) -> None:
     store = JsonlStore(tmp_path / "root")
-    writer = store.open_writer(Session("new", header=SessionHeader(id="new", created_at=1, cwd="/w")))
-    assert list((tmp_path / "root").rglob("session.lock")), "the lock is held while the writer is open"
+    writer = store.open_writer(
+        Session("new", header=SessionHeader(id="new", created_at=1, cwd="/w"))
+    )
+    assert list((tmp_path / "root").rglob("session.lock")), (
+        "the lock is held while the writer is open"
+    )
     writer.close()
     assert not (tmp_path / "root").exists() or list((tmp_path / "root").rglob("*")) == []
 

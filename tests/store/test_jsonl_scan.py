@@ -24,10 +24,14 @@ HEADER = encode_header(meta("s"))
 
 
 def lines(*items: Event | bytes) -> bytes:
-    return b"".join((item if isinstance(item, bytes) else encode_event(item)) + b"\n" for item in items)
+    return b"".join(
+        (item if isinstance(item, bytes) else encode_event(item)) + b"\n" for item in items
+    )
 
 
-@pytest.mark.parametrize("body", [b"", b'{"type":"session","version":0,"id":"s","createdAt":1,"delegationDepth":0}'])
+@pytest.mark.parametrize(
+    "body", [b"", b'{"type":"session","version":0,"id":"s","createdAt":1,"delegationDepth":0}']
+)
 def test_case_55_header_must_be_a_complete_line(body: bytes) -> None:
     with pytest.raises(CorruptLogError, match="header-less"):
         scan_log(body, path="p")
@@ -53,7 +57,9 @@ def test_case_57_unparsable_line_without_later_turn_end_is_a_torn_tail() -> None
 
 
 def test_case_57_gap_on_a_turn_end_line_is_fatal() -> None:
-    with pytest.raises(CorruptLogError, match=r"seq gap in committed region \(expected 0, got 1\) at line 2"):
+    with pytest.raises(
+        CorruptLogError, match=r"seq gap in committed region \(expected 0, got 1\) at line 2"
+    ):
         scan_log(HEADER + lines(te(1, 1)), path="p")
 
 
@@ -68,7 +74,9 @@ def test_case_58_seq_gap_before_a_turn_end_is_corruption() -> None:
 
 
 def test_case_58_corrupt_line_before_a_turn_end_raises_with_its_line_number() -> None:
-    with pytest.raises(CorruptLogError, match="unparsable committed event.* at line 2 of p") as info:
+    with pytest.raises(
+        CorruptLogError, match="unparsable committed event.* at line 2 of p"
+    ) as info:
         scan_log(HEADER + lines(b"{not json", te(1, 1)), path="p")
     assert info.value.line == 2
     assert info.value.path == "p"
@@ -98,7 +106,9 @@ def test_case_61_packed_row_expands_between_turn_start_and_end() -> None:
     assert [e.seq for e in result.events] == [0, 1, 2, 3, 4]
     member = result.events[2]
     assert (member.type, member.time, member.data["chunk"]) == (
-        "assistant/chunk", 3, {"type": "text-delta", "index": 0, "text": "b"},
+        "assistant/chunk",
+        3,
+        {"type": "text-delta", "index": 0, "text": "b"},
     )
 
 
@@ -147,10 +157,17 @@ def zstd_log(*plaintexts: bytes) -> bytes:
 def big_batch(first_seq: int, count: int) -> bytes:
     """A batch of incompressible chunk lines, large enough to span several zstd blocks."""
     random = Random(first_seq)
-    return lines(*[
-        text_chunk(first_seq + k, 0, "".join(random.choice("0123456789abcdef") for _ in range(200)), index=k)
-        for k in range(count)
-    ])
+    return lines(
+        *[
+            text_chunk(
+                first_seq + k,
+                0,
+                "".join(random.choice("0123456789abcdef") for _ in range(200)),
+                index=k,
+            )
+            for k in range(count)
+        ]
+    )
 
 
 def test_zstd_log_with_complete_frames_reads_every_event() -> None:
@@ -174,7 +191,11 @@ def test_zstd_log_without_a_complete_frame_is_header_less() -> None:
 
 @pytest.mark.parametrize(
     "batch",
-    [lines(ts(0, 1), b"{not json"), lines(ts(0, 1), ss(2, 1, 1)), lines(ts(0, 1)) + b'{"type":"turn'],
+    [
+        lines(ts(0, 1), b"{not json"),
+        lines(ts(0, 1), ss(2, 1, 1)),
+        lines(ts(0, 1)) + b'{"type":"turn',
+    ],
     ids=["bad-line", "seq-gap", "torn-record"],
 )
 def test_any_damage_inside_a_complete_zstd_frame_is_corruption(batch: bytes) -> None:
@@ -194,4 +215,8 @@ def test_torn_zstd_frame_keeps_the_events_it_still_yields_as_recovered() -> None
 def test_torn_zstd_frame_that_yields_nothing_recovers_nothing() -> None:
     complete = zstd_log(lines(ts(0, 1)))
     result = scan_zstd_log(complete + FrameCodec().compress(lines(ss(1, 1, 1)))[:-5], path="p")
-    assert (len(result.events), result.recovered_events, result.torn_offset) == (1, 0, len(complete))
+    assert (len(result.events), result.recovered_events, result.torn_offset) == (
+        1,
+        0,
+        len(complete),
+    )

@@ -38,7 +38,9 @@ def text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
 
 
-def old_result(seq: int, call_id: str, value: str, *, op: Any = "append", src: list[int] | None = None) -> Event:
+def old_result(
+    seq: int, call_id: str, value: str, *, op: Any = "append", src: list[int] | None = None
+) -> Event:
     data = {"turn": 1, "step": 1, "callId": call_id, "content": [text(value)], "isError": False}
     return ev("tool/result", seq, seq, data, op=op, src=src)
 
@@ -49,9 +51,17 @@ def case_69_log() -> list[Event]:
     call = {"type": "tool-call", "id": "call-1", "name": "bash", "arguments": "{}"}
     return [
         ev("turn/start", 0, 0, {"turn": 1, "trigger": {"kind": "user"}}),
-        ev("user/message", 1, 1, {"content": [text("hi")], "source": {"kind": "user"}}, op="append"),
+        ev(
+            "user/message", 1, 1, {"content": [text("hi")], "source": {"kind": "user"}}, op="append"
+        ),
         ss(2, 1, 1),
-        ev("assistant/message", 3, 3, {"turn": 1, "step": 1, "content": [call], "provenance": provenance}, op="append"),
+        ev(
+            "assistant/message",
+            3,
+            3,
+            {"turn": 1, "step": 1, "content": [call], "provenance": provenance},
+            op="append",
+        ),
         tool_call(4, 1, 1, "call-1"),
         old_result(5, "call-1", "ok", src=[4]),
         old_result(6, "call-1", "compacted", op={"op": "replace", "start": 5, "end": 5}, src=[5]),
@@ -69,7 +79,12 @@ def test_case_69_pre_identity_messages_get_legacy_ids(store: SessionStore) -> No
     store.backend.materialize(meta(SID), case_69_log())
     events = store.load(SID).events
     surface = [e for e in events if e.type in ("user/message", "assistant/message", "tool/result")]
-    assert [message_id(e) for e in surface] == [legacy_id(1), legacy_id(3), legacy_id(5), legacy_id(5)]
+    assert [message_id(e) for e in surface] == [
+        legacy_id(1),
+        legacy_id(3),
+        legacy_id(5),
+        legacy_id(5),
+    ]
     assert events[0].data == {"turn": 1}
     assert events[3].data["message"] == {
         "id": legacy_id(3),
@@ -83,12 +98,23 @@ def test_case_69_pre_identity_messages_get_legacy_ids(store: SessionStore) -> No
         "message": {
             "id": legacy_id(5),
             "role": "user",
-            "content": [{"type": "tool-result", "toolCallId": "call-1", "content": [text("compacted")], "isError": False}],
+            "content": [
+                {
+                    "type": "tool-result",
+                    "toolCallId": "call-1",
+                    "content": [text("compacted")],
+                    "isError": False,
+                }
+            ],
             "source": {"kind": "tool", "callId": "call-1"},
         },
     }
     session = Session(SID, seed=events)
-    assert [m["id"] for m in session.derive_messages()] == [legacy_id(1), legacy_id(3), legacy_id(5)]
+    assert [m["id"] for m in session.derive_messages()] == [
+        legacy_id(1),
+        legacy_id(3),
+        legacy_id(5),
+    ]
     check_pairing(session.derive_messages())
 
 
@@ -111,18 +137,34 @@ def test_case_69_import_never_rewrites_storage(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("old", "current"),
     [
-        ({"kind": "error", "step": 2, "failure": {"message": "boom", "code": "AUTH", "status": 401}},
-         {"kind": "error", "error": {"message": "boom", "code": "AUTH", "status": 401}}),
+        (
+            {
+                "kind": "error",
+                "step": 2,
+                "failure": {"message": "boom", "code": "AUTH", "status": 401},
+            },
+            {"kind": "error", "error": {"message": "boom", "code": "AUTH", "status": 401}},
+        ),
         ({"kind": "aborted"}, {"kind": "aborted", "reason": {"kind": "legacy"}}),
         ({"kind": "disposed"}, {"kind": "aborted", "reason": {"kind": "disposed"}}),
-        ({"kind": "error", "step": 1, "message": "boom"}, {"kind": "error", "error": {"message": "boom", "code": "UNKNOWN"}}),
-        ({"kind": "error", "step": 1, "message": "boom", "code": "E1"}, {"kind": "error", "error": {"message": "boom", "code": "E1"}}),
+        (
+            {"kind": "error", "step": 1, "message": "boom"},
+            {"kind": "error", "error": {"message": "boom", "code": "UNKNOWN"}},
+        ),
+        (
+            {"kind": "error", "step": 1, "message": "boom", "code": "E1"},
+            {"kind": "error", "error": {"message": "boom", "code": "E1"}},
+        ),
         ({"kind": "extension-reason"}, {"kind": "extension-reason"}),
         ({"kind": "extension-reason", "detail": [1]}, {"kind": "extension-reason", "detail": [1]}),
     ],
 )
-def test_case_70_legacy_turn_end_reasons_are_mapped(store: SessionStore, old: dict[str, Any], current: dict[str, Any]) -> None:
-    store.backend.materialize(meta(SID), [ts(0, 1), ev("turn/end", 1, 1, {"turn": 1, "reason": old})])
+def test_case_70_legacy_turn_end_reasons_are_mapped(
+    store: SessionStore, old: dict[str, Any], current: dict[str, Any]
+) -> None:
+    store.backend.materialize(
+        meta(SID), [ts(0, 1), ev("turn/end", 1, 1, {"turn": 1, "reason": old})]
+    )
     for events in (store.load(SID).events, store.inspect(SID).events, store.read(SID)[1]):
         assert events[1].data == {"turn": 1, "reason": current}
     Session(SID, seed=store.load(SID).events)
@@ -167,10 +209,15 @@ def test_malformed_legacy_turn_end_is_corruption_naming_the_seq(reason: dict[str
     [
         (ev("request/header-delta", 0, 0, {}), 'legacy event type "request/header-delta" at seq 0'),
         (ev("mode/set", 0, 0, {"mode": "plan"}), 'legacy event type "mode/set" at seq 0'),
-        (ev("request/header", 0, 0, {"header": {}, "reason": "fallback"}), "reason fallback at seq 0"),
+        (
+            ev("request/header", 0, 0, {"header": {}, "reason": "fallback"}),
+            "reason fallback at seq 0",
+        ),
     ],
 )
-def test_legacy_vocabulary_is_refused_on_every_read(store: SessionStore, event: Event, match: str) -> None:
+def test_legacy_vocabulary_is_refused_on_every_read(
+    store: SessionStore, event: Event, match: str
+) -> None:
     store.backend.materialize(meta(SID), [event])
     for read in (store.load, store.inspect, store.read):
         with pytest.raises(SessionFormatUnsupportedError, match=match) as caught:
@@ -181,7 +228,9 @@ def test_legacy_vocabulary_is_refused_on_every_read(store: SessionStore, event: 
 
 
 def test_turn_start_trigger_is_stripped() -> None:
-    assert imported(ev("turn/start", 0, 0, {"turn": 3, "trigger": {"kind": "user", "rpcId": 1}}))[0].data == {"turn": 3}
+    assert imported(ev("turn/start", 0, 0, {"turn": 3, "trigger": {"kind": "user", "rpcId": 1}}))[
+        0
+    ].data == {"turn": 3}
 
 
 @pytest.mark.parametrize(
@@ -195,7 +244,9 @@ def test_turn_start_trigger_is_stripped() -> None:
         {"trigger": {"kind": "user"}},
     ],
 )
-def test_malformed_turn_start_trigger_is_corruption_naming_the_seq(tmp_path: Path, data: dict[str, Any]) -> None:
+def test_malformed_turn_start_trigger_is_corruption_naming_the_seq(
+    tmp_path: Path, data: dict[str, Any]
+) -> None:
     store = JsonlStore(tmp_path)
     store.backend.materialize(meta(SID), [ts(0, 1), te(1, 1), ev("turn/start", 2, 2, data)])
     with pytest.raises(CorruptLogError, match="malformed legacy turn/start at seq 2") as caught:
@@ -217,7 +268,12 @@ def test_steering_message_with_content_and_source_gets_a_legacy_id() -> None:
         "user/message",
         4,
         5,
-        {"content": [text("steer")], "source": {"kind": "user"}, "id": "legacy-message:abc:4", "role": "user"},
+        {
+            "content": [text("steer")],
+            "source": {"kind": "user"},
+            "id": "legacy-message:abc:4",
+            "role": "user",
+        },
         [1],
         "append",
     )
@@ -229,7 +285,10 @@ def test_malformed_steering_message_is_corruption() -> None:
 
 
 def test_pre_identity_user_message_keeps_unknown_source_kinds_and_blocks() -> None:
-    data = {"content": [{"type": "future-block", "x": 1}], "source": {"kind": "future-source", "y": [2]}}
+    data = {
+        "content": [{"type": "future-block", "x": 1}],
+        "source": {"kind": "future-source", "y": [2]},
+    }
     [user] = imported(ev("user/message", 0, 0, data, op="append"))
     assert user.data == {**data, "id": legacy_id(0), "role": "user"}
 
@@ -257,7 +316,9 @@ def test_legacy_replace_takes_the_id_of_a_current_target() -> None:
         "message": {
             "id": "real-id",
             "role": "user",
-            "content": [{"type": "tool-result", "toolCallId": "c", "content": [text("x")], "isError": False}],
+            "content": [
+                {"type": "tool-result", "toolCallId": "c", "content": [text("x")], "isError": False}
+            ],
             "source": {"kind": "tool", "callId": "c"},
         },
     }
@@ -271,8 +332,20 @@ def test_legacy_replace_takes_the_id_of_a_current_target() -> None:
 @pytest.mark.parametrize(
     "event",
     [
-        ev("assistant/message", 0, 0, {"turn": 1, "step": 1, "content": "x", "provenance": {"provider": "p"}}, op="append"),
-        ev("assistant/message", 0, 0, {"turn": 1, "step": 1, "content": [], "provenance": "p"}, op="append"),
+        ev(
+            "assistant/message",
+            0,
+            0,
+            {"turn": 1, "step": 1, "content": "x", "provenance": {"provider": "p"}},
+            op="append",
+        ),
+        ev(
+            "assistant/message",
+            0,
+            0,
+            {"turn": 1, "step": 1, "content": [], "provenance": "p"},
+            op="append",
+        ),
         ev("tool/result", 0, 0, {"turn": 1, "step": 1, "callId": "", "content": []}, op="append"),
         ev("tool/result", 0, 0, {"turn": 1, "step": 1, "callId": "c", "content": "x"}, op="append"),
     ],
@@ -301,7 +374,15 @@ def test_current_log_with_unknown_kinds_round_trips_unchanged(store: SessionStor
 
 
 def test_current_looking_malformed_messages_are_not_repaired() -> None:
-    events = [ev("user/message", 0, 0, {"role": "user", "content": [], "source": {"kind": "user"}}, op="append")]
+    events = [
+        ev(
+            "user/message",
+            0,
+            0,
+            {"role": "user", "content": [], "source": {"kind": "user"}},
+            op="append",
+        )
+    ]
     assert imported(*events) == events
 
 
@@ -360,7 +441,9 @@ def test_case_68_unknown_type_refusal_text(store: SessionStore) -> None:
 
 def test_steering_message_is_imported_before_the_vocabulary_check(store: SessionStore) -> None:
     data = {"turn": 1, "content": [text("steer")], "source": {"kind": "user"}}
-    store.backend.materialize(meta(SID), [ts(0, 1), ev("steering/message", 1, 1, data, op="append")])
+    store.backend.materialize(
+        meta(SID), [ts(0, 1), ev("steering/message", 1, 1, data, op="append")]
+    )
     events = store.load(SID).events
     assert events[1].type == "user/message"
     assert events[1].data["id"] == legacy_id(1)
@@ -376,22 +459,56 @@ def web_fixture_lines() -> list[dict[str, Any]]:
     call = {"type": "tool-call", "id": "call-1", "name": "read", "arguments": '{"path":"a"}'}
     chunk = {"type": "text-delta", "index": 0, "text": "hi"}
     return [
-        {"type": "turn/start", "data": {"turn": 1, "trigger": {"kind": "user", "rpcId": "{{rpcId}}"}}},
-        {"type": "user/message", "data": {"content": [text("read a")], "source": {"kind": "user"}}, "surfaceOp": "append"},
+        {
+            "type": "turn/start",
+            "data": {"turn": 1, "trigger": {"kind": "user", "rpcId": "{{rpcId}}"}},
+        },
+        {
+            "type": "user/message",
+            "data": {"content": [text("read a")], "source": {"kind": "user"}},
+            "surfaceOp": "append",
+        },
         {"type": "step/start", "data": {"turn": 1, "step": 1}},
         {"type": "assistant/chunk", "data": {"turn": 1, "step": 1, "chunk": chunk}},
-        {"type": "assistant/message", "data": {"turn": 1, "step": 1, "content": [text("hi"), call],
-                                               "provenance": provenance}, "surfaceOp": "append"},
-        {"type": "tool/call", "data": {"turn": 1, "step": 1, "callId": "call-1", "name": "read",
-                                       "arguments": '{"path":"a"}'}},
-        {"type": "tool/result", "data": {"turn": 1, "step": 1, "callId": "call-1", "content": [text("A")],
-                                         "isError": False}, "surfaceOp": "append", "sourceEventSeqs": [5]},
+        {
+            "type": "assistant/message",
+            "data": {"turn": 1, "step": 1, "content": [text("hi"), call], "provenance": provenance},
+            "surfaceOp": "append",
+        },
+        {
+            "type": "tool/call",
+            "data": {
+                "turn": 1,
+                "step": 1,
+                "callId": "call-1",
+                "name": "read",
+                "arguments": '{"path":"a"}',
+            },
+        },
+        {
+            "type": "tool/result",
+            "data": {
+                "turn": 1,
+                "step": 1,
+                "callId": "call-1",
+                "content": [text("A")],
+                "isError": False,
+            },
+            "surfaceOp": "append",
+            "sourceEventSeqs": [5],
+        },
         {"type": "step/end", "data": {"turn": 1, "step": 1}},
-        {"type": "steering/message", "data": {"turn": 1, "content": [text("and b")], "source": {"kind": "user"}},
-         "surfaceOp": "append"},
+        {
+            "type": "steering/message",
+            "data": {"turn": 1, "content": [text("and b")], "source": {"kind": "user"}},
+            "surfaceOp": "append",
+        },
         {"type": "step/start", "data": {"turn": 1, "step": 2}},
-        {"type": "assistant/message", "data": {"turn": 1, "step": 2, "content": [text("done")],
-                                               "provenance": provenance}, "surfaceOp": "append"},
+        {
+            "type": "assistant/message",
+            "data": {"turn": 1, "step": 2, "content": [text("done")], "provenance": provenance},
+            "surfaceOp": "append",
+        },
         {"type": "step/end", "data": {"turn": 1, "step": 2}},
         {"type": "turn/end", "data": {"turn": 1, "reason": {"kind": "completed"}}},
     ]
@@ -400,7 +517,13 @@ def web_fixture_lines() -> list[dict[str, Any]]:
 def test_older_format_web_fixture_loads_derives_and_pairs(tmp_path: Path) -> None:
     # The apps/web header lacks delegationDepth; the JSONL reader refuses that (6.4), so the
     # fixture is header-patched first, as docs/store.md#projected-fixtures prescribes.
-    header = {"type": "session", "version": 0, "id": "{{sessionId}}", "createdAt": 0, "cwd": "{{cwd}}"}
+    header = {
+        "type": "session",
+        "version": 0,
+        "id": "{{sessionId}}",
+        "createdAt": 0,
+        "cwd": "{{cwd}}",
+    }
     path = tmp_path / "session.jsonl"
     body = b"".join(msgspec.json.encode(line) + b"\n" for line in web_fixture_lines())
     path.write_bytes(msgspec.json.encode(header) + b"\n" + body)
@@ -414,7 +537,12 @@ def test_older_format_web_fixture_loads_derives_and_pairs(tmp_path: Path) -> Non
     session = Session(session_id, seed=events)
     messages = session.derive_messages()
     assert [m["id"] for m in messages] == [legacy_id(n, session_id) for n in (1, 4, 6, 8, 10)]
-    assert messages[1]["source"] == {"provider": "deepseek", "model": "deepseek-chat", "replayState": {"r": 1}, "kind": "model"}
+    assert messages[1]["source"] == {
+        "provider": "deepseek",
+        "model": "deepseek-chat",
+        "replayState": {"r": 1},
+        "kind": "model",
+    }
     check_pairing(messages)
     # Through a store: the same events imported again on every read, storage unchanged.
     store = JsonlStore(tmp_path / "store")
@@ -429,4 +557,3 @@ def _raw_events(path: Path) -> list[Event]:
         msgspec.convert({**msgspec.json.decode(line), "seq": seq, "time": 0}, Event)
         for seq, line in enumerate(lines)
     ]
-

@@ -25,7 +25,16 @@ def test_project_key_matches_the_spec_examples(cwd: str, key: str) -> None:
 
 @pytest.mark.parametrize(
     ("session_id", "segment"),
-    [(".", "~002E"), ("..", "~002E~002E"), ("a/b", "a~002Fb"), ("~", "~007E"), ("\0", "~0000"), ("\ud800", "~D800"), ("😀", "~D83D~DE00"), ("ok-id_1.2", "ok-id_1.2")],
+    [
+        (".", "~002E"),
+        ("..", "~002E~002E"),
+        ("a/b", "a~002Fb"),
+        ("~", "~007E"),
+        ("\0", "~0000"),
+        ("\ud800", "~D800"),
+        ("😀", "~D83D~DE00"),
+        ("ok-id_1.2", "ok-id_1.2"),
+    ],
 )
 def test_encode_segment_is_injective_escaping(session_id: str, segment: str) -> None:
     assert encode_segment(session_id) == segment
@@ -46,13 +55,17 @@ def test_empty_segment_is_refused() -> None:
         ("é" * 60, "over the 255-character file-name limit"),
     ],
 )
-def test_session_dir_refuses_an_id_no_file_can_be_named_for(tmp_path: Path, session_id: str, fragment: str) -> None:
+def test_session_dir_refuses_an_id_no_file_can_be_named_for(
+    tmp_path: Path, session_id: str, fragment: str
+) -> None:
     with pytest.raises(UsageError, match=fragment) as caught:
         session_dir(tmp_path, session_id, None)
     assert "1 to 200 characters" in str(caught.value) or "file-name limit" in str(caught.value)
 
 
-def test_a_200_character_id_is_accepted_and_decode_segment_inverts_encode_segment(tmp_path: Path) -> None:
+def test_a_200_character_id_is_accepted_and_decode_segment_inverts_encode_segment(
+    tmp_path: Path,
+) -> None:
     assert session_dir(tmp_path, "x" * 200, None).name == "x" * 200
     for session_id in ["a/b", "..", "😀 é", "ok-id_1.2"]:
         assert decode_segment(encode_segment(session_id)) == session_id

@@ -68,7 +68,9 @@ def turn_specs(draw: st.DrawFn, turn: int) -> list[Spec]:
     specs = [TS(turn), U(f"prompt-{turn}")]
     for step in range(1, draw(st.integers(0, 2)) + 1):
         specs.append(SS(turn, step))
-        specs += [CH(turn, step, text) for text in draw(st.lists(st.sampled_from("abé\n"), max_size=4))]
+        specs += [
+            CH(turn, step, text) for text in draw(st.lists(st.sampled_from("abé\n"), max_size=4))
+        ]
         call_ids = [f"call-{turn}-{step}-{n}" for n in range(draw(st.integers(0, 2)))]
         specs.append(A(turn, step, txt("answer"), *(call(c) for c in call_ids)))
         for call_id in call_ids:
@@ -114,7 +116,9 @@ def units(data: bytes, compression: Compression) -> list[tuple[int, int]]:
 
 @st.composite
 def mutations(draw: st.DrawFn, data: bytes, compression: Compression) -> Mutation:
-    kind = draw(st.sampled_from(["truncate", "flip", "insert", "delete", "duplicate", "remove", "swap"]))
+    kind = draw(
+        st.sampled_from(["truncate", "flip", "insert", "delete", "duplicate", "remove", "swap"])
+    )
     size = len(data)
     if kind == "truncate":
         at = draw(st.integers(0, size))
@@ -125,7 +129,10 @@ def mutations(draw: st.DrawFn, data: bytes, compression: Compression) -> Mutatio
         return Mutation(data[:at] + bytes([data[at] ^ bit]) + data[at + 1 :], at)
     if kind == "insert":
         at = draw(st.integers(0, size))
-        extra = draw(st.binary(min_size=1, max_size=8) | st.sampled_from([b"\n", b"{", b'"', b"\xff", b"\x00"]))
+        extra = draw(
+            st.binary(min_size=1, max_size=8)
+            | st.sampled_from([b"\n", b"{", b'"', b"\xff", b"\x00"])
+        )
         return Mutation(data[:at] + extra + data[at:], max(at - 1, 0))
     if kind == "delete":
         at = draw(st.integers(0, size - 1))
@@ -142,11 +149,19 @@ def mutations(draw: st.DrawFn, data: bytes, compression: Compression) -> Mutatio
     other_start, other_end = spans[second]
     if second == first:
         return Mutation(data, size)
-    swapped = data[:start] + data[other_start:other_end] + data[end:other_start] + data[start:end] + data[other_end:]
+    swapped = (
+        data[:start]
+        + data[other_start:other_end]
+        + data[end:other_start]
+        + data[start:end]
+        + data[other_end:]
+    )
     return Mutation(swapped, start)
 
 
-def write_log(root: Path, events: list[Event], sizes: list[int], compression: Compression) -> tuple[Path, list[int]]:
+def write_log(
+    root: Path, events: list[Event], sizes: list[int], compression: Compression
+) -> tuple[Path, list[int]]:
     """Store `events` in batches; return the file and the byte offset where each event ends."""
     store = JsonlStore(root, compression=compression)
     ends: list[int] = []
@@ -181,7 +196,9 @@ def raw_event_ends(data: bytes, count: int) -> list[int]:
     return ends
 
 
-def surviving_turn_ends(original: bytes, mutated: bytes, events: list[Event], ends: list[int]) -> list[int]:
+def surviving_turn_ends(
+    original: bytes, mutated: bytes, events: list[Event], ends: list[int]
+) -> list[int]:
     """Seqs of `turn/end` events whose exact raw line is still a whole line of the mutated file."""
     seqs = []
     for event in events:
@@ -192,7 +209,9 @@ def surviving_turn_ends(original: bytes, mutated: bytes, events: list[Event], en
     return seqs
 
 
-def check_load(events: list[Event], sizes: list[int], compression: Compression, draw: st.DataObject) -> None:
+def check_load(
+    events: list[Event], sizes: list[int], compression: Compression, draw: st.DataObject
+) -> None:
     INPUTS[f"prefix-{compression}"] += 1
     with tempfile.TemporaryDirectory() as tmp:
         path, ends = write_log(Path(tmp), events, sizes, compression)
@@ -223,7 +242,9 @@ def check_load(events: list[Event], sizes: list[int], compression: Compression, 
 
 
 FUZZ_SETTINGS = settings(
-    max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 
 
@@ -235,7 +256,6 @@ def test_damaged_log_loads_a_valid_prefix_or_raises_corruption(
 ) -> None:
     events, sizes = log
     check_load(events, sizes, compression, data)
-
 
 
 # --- the smallest failing inputs the fuzzer found, pinned ---------------------------------------
@@ -274,7 +294,9 @@ def line_damage(draw: st.DrawFn) -> Callable[[bytes], bytes]:
     return lambda line: deepen(line, depth, inside_data=inside)
 
 
-def deepen_zstd(data: bytes, frame_index: int, line_index: int, damage: Callable[[bytes], bytes]) -> bytes:
+def deepen_zstd(
+    data: bytes, frame_index: int, line_index: int, damage: Callable[[bytes], bytes]
+) -> bytes:
     """Re-frame a zstd log with one line of one batch frame damaged (frame 0 is the header)."""
     frames = scan_frames(data, path=None).frames
     start, end = frames[min(frame_index, len(frames) - 1)]
@@ -293,7 +315,11 @@ def sql_damage(draw: st.DrawFn) -> Callable[[sqlite3.Connection], None]:
     kind = draw(st.sampled_from(["value", "deep", "flip", "session"]))
     pick = draw(st.integers(0, 1000))
     if kind == "session":
-        column = draw(st.sampled_from(["version", "created_at", "cwd", "id", "delegation_depth", "seed_length"]))
+        column = draw(
+            st.sampled_from(
+                ["version", "created_at", "cwd", "id", "delegation_depth", "seed_length"]
+            )
+        )
         value = draw(st.sampled_from(_SQL_VALUES))
 
         def damage_session(connection: sqlite3.Connection) -> None:
@@ -311,16 +337,22 @@ def sql_damage(draw: st.DrawFn) -> Callable[[sqlite3.Connection], None]:
             return
         seq = seqs[pick % len(seqs)]
         if kind == "value":
-            connection.execute(f"UPDATE OR IGNORE events SET {column} = ? WHERE seq = ?", (value, seq))
+            connection.execute(
+                f"UPDATE OR IGNORE events SET {column} = ? WHERE seq = ?", (value, seq)
+            )
         elif kind == "deep":
             deep = '{"deep":' + "[" * depth + "]" * depth + "}"
             connection.execute("UPDATE events SET data = ? WHERE seq = ?", (deep, seq))
         else:
-            text = connection.execute("SELECT CAST(data AS BLOB) FROM events WHERE seq = ?", (seq,)).fetchone()[0]
+            text = connection.execute(
+                "SELECT CAST(data AS BLOB) FROM events WHERE seq = ?", (seq,)
+            ).fetchone()[0]
             if isinstance(text, bytes) and text:
                 flipped = bytearray(text)
                 flipped[at % len(flipped)] ^= 1 << (at % 8)
-                connection.execute("UPDATE events SET data = ? WHERE seq = ?", (bytes(flipped), seq))
+                connection.execute(
+                    "UPDATE events SET data = ? WHERE seq = ?", (bytes(flipped), seq)
+                )
 
     return apply
 
@@ -349,7 +381,9 @@ def read_everything(open_store: Callable[[], SessionStore]) -> None:
             OUTCOMES[f"{name}: ok"] += 1
 
 
-def fuzz_jsonl(events: list[Event], sizes: list[int], compression: Compression, data: st.DataObject) -> None:
+def fuzz_jsonl(
+    events: list[Event], sizes: list[int], compression: Compression, data: st.DataObject
+) -> None:
     INPUTS[f"readers-{compression}"] += 1
     with tempfile.TemporaryDirectory() as tmp:
         path, _ends = write_log(Path(tmp), events, sizes, compression)
@@ -397,11 +431,17 @@ def fuzz_sqlite(events: list[Event], sizes: list[int], data: st.DataObject) -> N
             kind = data.draw(st.sampled_from(["flip", "truncate", "insert", "delete"]))
             at = data.draw(st.integers(0, len(original) - 1))
             if kind == "flip":
-                mutated = original[:at] + bytes([original[at] ^ (1 << data.draw(st.integers(0, 7)))]) + original[at + 1 :]
+                mutated = (
+                    original[:at]
+                    + bytes([original[at] ^ (1 << data.draw(st.integers(0, 7)))])
+                    + original[at + 1 :]
+                )
             elif kind == "truncate":
                 mutated = original[:at]
             elif kind == "insert":
-                mutated = original[:at] + data.draw(st.binary(min_size=1, max_size=8)) + original[at:]
+                mutated = (
+                    original[:at] + data.draw(st.binary(min_size=1, max_size=8)) + original[at:]
+                )
             else:
                 mutated = original[:at] + original[at + data.draw(st.integers(1, 64)) :]
             db.write_bytes(mutated)
@@ -427,7 +467,9 @@ def test_every_reader_path_raises_only_typed_errors_on_damaged_input(
 
 
 @pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 1000, 100_000])
-def test_a_line_nested_deeper_than_the_limit_is_unparsable_not_a_recursion_error(depth: int) -> None:
+def test_a_line_nested_deeper_than_the_limit_is_unparsable_not_a_recursion_error(
+    depth: int,
+) -> None:
     # RecursionError escaped from msgspec at ~1000 levels, in every encoding and command.
     deep = deepen(encode_event(ts(1, 1)), depth, inside_data=True)
     tolerated = scan_log(HEADER + encode_event(ts(0, 1)) + b"\n" + deep + b"\n", path=None)
@@ -474,7 +516,11 @@ def test_a_sqlite_row_with_a_null_column_is_undecodable_not_a_type_error() -> No
     row = (1, None, 1, b"text", b'{"turn":1}', b"null", None, None, None)
     with pytest.raises(RecordError, match="wrong SQLite type"):
         decode_row(row)
-    scanned = scan_rows(SID, [(0, b"turn/start", 0, b"text", b'{"turn":1}', b"null", None, None, None), row], path=Path("db"))
+    scanned = scan_rows(
+        SID,
+        [(0, b"turn/start", 0, b"text", b'{"turn":1}', b"null", None, None, None), row],
+        path=Path("db"),
+    )
     assert [e.seq for e in scanned.events] == [0] and scanned.torn == 1 and scanned.cut is not None
 
 

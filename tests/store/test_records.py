@@ -15,7 +15,16 @@ VALID = b'{"type":"session","version":0,"id":"x","createdAt":1,"delegationDepth"
 
 
 def test_header_is_written_in_dsh_key_order() -> None:
-    header = SessionHeader(id="x", created_at=5, cwd="/w", parent_session="p", seed_length=3, origin="subagent", delegation_depth=1, agent_preset="a")
+    header = SessionHeader(
+        id="x",
+        created_at=5,
+        cwd="/w",
+        parent_session="p",
+        seed_length=3,
+        origin="subagent",
+        delegation_depth=1,
+        agent_preset="a",
+    )
     assert encode_header(header) == (
         b'{"type":"session","version":0,"id":"x","createdAt":5,"cwd":"/w","parentSession":"p",'
         b'"seedLength":3,"origin":"subagent","delegationDepth":1,"agentPreset":"a"}\n'
@@ -30,9 +39,16 @@ def test_top_level_header_always_writes_delegation_depth() -> None:
 @pytest.mark.parametrize(
     "fragment",
     [
-        b'"createdAt":1.5', b'"createdAt":-1', b'"createdAt":9007199254740992',
-        b'"delegationDepth":"1"', b'"delegationDepth":1.5', b'"delegationDepth":-1',
-        b'"agentPreset":7', b'"sandboxMode":"x"', b'"approvalPolicy":"x"', b'"origin":"other"',
+        b'"createdAt":1.5',
+        b'"createdAt":-1',
+        b'"createdAt":9007199254740992',
+        b'"delegationDepth":"1"',
+        b'"delegationDepth":1.5',
+        b'"delegationDepth":-1',
+        b'"agentPreset":7',
+        b'"sandboxMode":"x"',
+        b'"approvalPolicy":"x"',
+        b'"origin":"other"',
     ],
 )
 def test_case_62_bad_header_fields_are_corruption(fragment: bytes) -> None:
@@ -64,7 +80,10 @@ def test_case_62_non_string_id_is_named_in_the_refusal() -> None:
 
 
 def test_case_68_older_version_is_refused_without_an_upgrade_claim() -> None:
-    with pytest.raises(SessionFormatUnsupportedError, match="older than the supported v0, and this build ships no upgrade path"):
+    with pytest.raises(
+        SessionFormatUnsupportedError,
+        match="older than the supported v0, and this build ships no upgrade path",
+    ):
         decode_header(b'{"type":"session","version":-1,"id":"x"}', path="p")
 
 

@@ -90,7 +90,13 @@ def test_every_connection_sets_the_spec_pragmas(store: SqliteStore) -> None:
         name: connection.execute(f"PRAGMA {name}").fetchone()[0]
         for name in ("trusted_schema", "mmap_size", "foreign_keys", "synchronous", "busy_timeout")
     }
-    assert values == {"trusted_schema": 0, "mmap_size": 0, "foreign_keys": 1, "synchronous": 2, "busy_timeout": 5000}
+    assert values == {
+        "trusted_schema": 0,
+        "mmap_size": 0,
+        "foreign_keys": 1,
+        "synchronous": 2,
+        "busy_timeout": 5000,
+    }
 
 
 def test_reopening_an_initialized_store_keeps_its_store_id(store: SqliteStore, db: Path) -> None:
@@ -112,11 +118,16 @@ def _make_foreign(db: Path, *statements: str) -> None:
     ("statements", "message"),
     [
         (["CREATE TABLE notes (x)"], "not a session store"),
-        (["PRAGMA application_id=1234", "CREATE TABLE notes (x)"], "belongs to another application"),
+        (
+            ["PRAGMA application_id=1234", "CREATE TABLE notes (x)"],
+            "belongs to another application",
+        ),
         (["PRAGMA application_id=1146308688", "PRAGMA user_version=16"], "schema version 16"),
     ],
 )
-def test_foreign_or_other_version_database_is_refused_unchanged(db: Path, statements: list[str], message: str) -> None:
+def test_foreign_or_other_version_database_is_refused_unchanged(
+    db: Path, statements: list[str], message: str
+) -> None:
     _make_foreign(db, *statements)
     before = db.read_bytes()
     with pytest.raises(StoreError, match=message):
@@ -134,7 +145,9 @@ def test_a_file_that_is_not_a_database_is_refused_unchanged(db: Path) -> None:
     assert db.read_text() == "not sqlite at all\n" * 100
 
 
-def test_a_session_row_of_another_format_version_is_refused_and_listed_damaged(store: SqliteStore, db: Path) -> None:
+def test_a_session_row_of_another_format_version_is_refused_and_listed_damaged(
+    store: SqliteStore, db: Path
+) -> None:
     store.backend.materialize(meta("s"), one_turn_log())
     store.backend.materialize(meta("ok"), one_turn_log())
     with raw(db) as connection:
@@ -146,7 +159,9 @@ def test_a_session_row_of_another_format_version_is_refused_and_listed_damaged(s
     assert summaries["s"] is not None and "v42" in summaries["s"]
 
 
-def test_large_data_is_stored_compressed_and_small_data_as_json_text(store: SqliteStore, db: Path) -> None:
+def test_large_data_is_stored_compressed_and_small_data_as_json_text(
+    store: SqliteStore, db: Path
+) -> None:
     big = ev("plugin/blob", 1, 1, {"text": "abc " * 2000})
     store.backend.materialize(meta("s"), [ts(0, 1), big])
     assert [row[2] for row in rows(db)] == ["text", "blob"]
@@ -162,14 +177,19 @@ def test_chunk_runs_are_packed_rows_with_ignorable_zero(store: SqliteStore, db: 
     store.backend.materialize(meta("s"), events)
     stored = rows(db)
     assert [(row[0], row[1], row[3]) for row in stored] == [
-        (0, "turn/start", None), (1, "step/start", None), (2, "text-chunks", 0),
-        (7, "step/end", None), (8, "turn/end", None),
+        (0, "turn/start", None),
+        (1, "step/start", None),
+        (2, "text-chunks", 0),
+        (7, "step/end", None),
+        (8, "turn/end", None),
     ]
     assert stored[2][4:] == (None, None), "a packed row has no surface columns"
     assert store.load("s").events == events
 
 
-def test_a_long_chunk_run_is_split_into_rows_of_at_most_1024_members(store: SqliteStore, db: Path) -> None:
+def test_a_long_chunk_run_is_split_into_rows_of_at_most_1024_members(
+    store: SqliteStore, db: Path
+) -> None:
     chunks = [text_chunk(seq, seq, "x") for seq in range(1, 2501)]
     events = [ts(0, 1), *chunks]
     store.backend.materialize(meta("s"), events)
@@ -181,7 +201,9 @@ def test_a_long_chunk_run_is_split_into_rows_of_at_most_1024_members(store: Sqli
 
 def test_source_event_seqs_are_a_varint_blob(store: SqliteStore, db: Path) -> None:
     cited = ev("user/message", 4, 4, {"id": "u"}, op="append", src=[1, 3, 2])
-    store.backend.materialize(meta("s"), [ts(0, 1), ss(1, 1, 1), ev("x/y", 2, 2, None), ev("x/y", 3, 3, None), cited])
+    store.backend.materialize(
+        meta("s"), [ts(0, 1), ss(1, 1, 1), ev("x/y", 2, 2, None), ev("x/y", 3, 3, None), cited]
+    )
     row = rows(db)[4]
     assert decode_seqs(row[4]) == [1, 3, 2]
     assert row[5] == '"append"'
@@ -193,7 +215,7 @@ def test_a_stale_writer_is_rejected_and_stores_nothing(db: Path) -> None:
     try:
         first.materialize(meta("s"), [ts(0, 1)])
         second.append("s", [ss(1, 1, 1)])
-        with pytest.raises(AppendConflictError, match='expected 2 at index 0, got 1'):
+        with pytest.raises(AppendConflictError, match="expected 2 at index 0, got 1"):
             first.append("s", [ss(1, 1, 1, time=99)])
         assert [e.time for e in first.read("s").events] == [0, 1]
     finally:
@@ -214,7 +236,9 @@ def _insert(db: Path, seq: int, data: str, kind: str = "assistant/chunk") -> Non
         )
 
 
-@pytest.mark.parametrize(("seq", "data"), [(8, '{"turn":2,"ste'), (9, '{"turn":2}')], ids=["undecodable", "gapped"])
+@pytest.mark.parametrize(
+    ("seq", "data"), [(8, '{"turn":2,"ste'), (9, '{"turn":2}')], ids=["undecodable", "gapped"]
+)
 def test_a_torn_row_after_the_last_turn_end_is_deleted_and_the_turn_closed(
     store: SqliteStore, db: Path, seq: int, data: str
 ) -> None:
@@ -228,13 +252,17 @@ def test_a_torn_row_after_the_last_turn_end_is_deleted_and_the_turn_closed(
     assert loaded.repair.truncated_bytes == 1, "SQLite reports the rows cut"
     after = store.backend.revision("s")
     assert revision is not None and after is not None
-    assert int(after.rsplit(":", 1)[1]) == int(revision.rsplit(":", 1)[1]) + 1, "cut + closers: one transaction"
+    assert int(after.rsplit(":", 1)[1]) == int(revision.rsplit(":", 1)[1]) + 1, (
+        "cut + closers: one transaction"
+    )
     assert [row[0] for row in rows(db)] == list(range(10))
     store.append("s", [ts(10, 3), te(11, 3)])
     assert [e.seq for e in store.read("s")[1]] == list(range(12))
 
 
-def test_repair_refuses_a_torn_tail_that_changed_since_the_read(store: SqliteStore, db: Path) -> None:
+def test_repair_refuses_a_torn_tail_that_changed_since_the_read(
+    store: SqliteStore, db: Path
+) -> None:
     _open_turn(store)
     _insert(db, 8, "{")
     stored = store.backend.read("s")
@@ -300,15 +328,22 @@ store.close()
 """
 
 
-def test_a_session_locked_by_another_process_is_refused_while_others_write(store: SqliteStore, db: Path) -> None:
+def test_a_session_locked_by_another_process_is_refused_while_others_write(
+    store: SqliteStore, db: Path
+) -> None:
     store.backend.materialize(meta("s"), [ts(0, 1)])
     with subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _HOLDER, str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     ) as holder:
         assert holder.stdin is not None and holder.stdout is not None
         try:
             assert holder.stdout.readline() == "locked\n"
-            with pytest.raises(SessionLockedError, match='session "s" is being written by another process'):
+            with pytest.raises(
+                SessionLockedError, match='session "s" is being written by another process'
+            ):
                 store.load("s")
             other = Session("b", header=meta("b"))
             with store.open_writer(other):
@@ -343,7 +378,13 @@ def test_a_dsh_written_session_loads(store: SqliteStore, db: Path) -> None:
             [
                 (0, "turn/start", 1, '{"turn":1}', None),
                 (1, "step/start", 1, '{"turn":1,"step":1}', None),
-                (2, "reasoning-chunks", 2, '{"turn":1,"step":1,"index":0,"dt":[1,-1],"texts":["a","b","c"]}', 0),
+                (
+                    2,
+                    "reasoning-chunks",
+                    2,
+                    '{"turn":1,"step":1,"index":0,"dt":[1,-1],"texts":["a","b","c"]}',
+                    0,
+                ),
                 (5, "step/end", 3, '{"turn":1,"step":1}', None),
                 (6, "turn/end", 3, '{"turn":1,"reason":{"kind":"completed"}}', None),
             ],
@@ -353,7 +394,10 @@ def test_a_dsh_written_session_loads(store: SqliteStore, db: Path) -> None:
     assert [e.seq for e in loaded.events] == [0, 1, 2, 3, 4, 5, 6]
     assert [e.time for e in loaded.events[2:5]] == [2, 3, 2]
     assert loaded.events[2] == Event(
-        "assistant/chunk", 2, 2, {"turn": 1, "step": 1, "chunk": {"type": "reasoning-delta", "index": 0, "text": "a"}}
+        "assistant/chunk",
+        2,
+        2,
+        {"turn": 1, "step": 1, "chunk": {"type": "reasoning-delta", "index": 0, "text": "a"}},
     )
 
 
@@ -376,9 +420,15 @@ def _at(data: bytes, pattern: bytes, replacement: bytes) -> bytes:
     ("damage", "message"),
     [
         # sqlite3.DatabaseError escaped the constructor: the first table's b-tree page header.
-        (lambda data: data[:4096] + b"\x0d\xff\xff\xff" + data[4100:], "database disk image is malformed"),
+        (
+            lambda data: data[:4096] + b"\x0d\xff\xff\xff" + data[4100:],
+            "database disk image is malformed",
+        ),
         # UnicodeDecodeError escaped from `pragma_table_info`: a column name that is not UTF-8.
-        (lambda data: _at(data, b"surface_op TEXT", b"\xff"), "not UTF-8: the database file is damaged"),
+        (
+            lambda data: _at(data, b"surface_op TEXT", b"\xff"),
+            "not UTF-8: the database file is damaged",
+        ),
     ],
     ids=["malformed-image", "non-utf8-column-name"],
 )
@@ -427,7 +477,9 @@ def test_reading_a_missing_database_creates_no_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("how", ["deleted", "replaced"])
-def test_a_database_deleted_or_replaced_while_open_fails_the_next_write(store: SqliteStore, db: Path, how: str) -> None:
+def test_a_database_deleted_or_replaced_while_open_fails_the_next_write(
+    store: SqliteStore, db: Path, how: str
+) -> None:
     # D14: the writes went to the unlinked file and succeeded; the session was silently lost.
     store.backend.materialize(meta("s"), [ts(0, 1)])
     for suffix in ("", "-wal", "-shm"):
@@ -435,7 +487,9 @@ def test_a_database_deleted_or_replaced_while_open_fails_the_next_write(store: S
     if how == "replaced":
         with SqliteStore(db) as other:
             other.backend.materialize(meta("other"), one_turn_log())
-    with pytest.raises(StoreError, match="deleted or moved" if how == "deleted" else "another file"):
+    with pytest.raises(
+        StoreError, match="deleted or moved" if how == "deleted" else "another file"
+    ):
         store.append("s", [ss(1, 1, 1)])
     if how == "deleted":
         assert not db.exists(), "a failed write never creates the file again"
@@ -445,7 +499,9 @@ def test_a_database_deleted_or_replaced_while_open_fails_the_next_write(store: S
 
 
 @pytest.mark.anyio
-async def test_a_turn_whose_store_is_deleted_fails_with_store_error_and_runs_no_body(db: Path) -> None:
+async def test_a_turn_whose_store_is_deleted_fails_with_store_error_and_runs_no_body(
+    db: Path,
+) -> None:
     # D14: the turn "completed" and exited 0 with nothing on disk; and the tool/call that
     # never became durable was answered TOOL_OUTCOME_UNKNOWN though its body never ran.
     ran: list[str] = []
@@ -454,11 +510,16 @@ async def test_a_turn_whose_store_is_deleted_fails_with_store_error_and_runs_no_
         os.unlink(db)
 
     store = SqliteStore(db)
-    loop = start_session(SessionSetup(
-        store=store, model=ScriptedModel([tools_step(call("c1")), {"text": "done"}]),
-        tools=[recorder_tool("p", ran)], cwd=db.parent,
-        tool_hooks=ToolHooks(pre_execute=[delete_store]),
-    ), session_id="s")
+    loop = start_session(
+        SessionSetup(
+            store=store,
+            model=ScriptedModel([tools_step(call("c1")), {"text": "done"}]),
+            tools=[recorder_tool("p", ran)],
+            cwd=db.parent,
+            tool_hooks=ToolHooks(pre_execute=[delete_store]),
+        ),
+        session_id="s",
+    )
     with pytest.raises(StoreError, match="deleted or moved"):
         await loop.run_turn("go")
     assert ran == [], "no body runs without a durable tool/call (Law 5)"

@@ -27,7 +27,11 @@ def _log(turns: int, marker: str) -> list[Event]:
     events: list[Event] = []
     for turn in range(1, turns + 1):
         seq = len(events)
-        events += [ts(seq, turn), user(seq + 1, f"{marker} {turn} " + "x" * 300, f"{marker}-{turn}"), te(seq + 2, turn)]
+        events += [
+            ts(seq, turn),
+            user(seq + 1, f"{marker} {turn} " + "x" * 300, f"{marker}-{turn}"),
+            te(seq + 2, turn),
+        ]
     return events
 
 
@@ -41,7 +45,11 @@ def _two_sessions(db: Path) -> None:
 
 def _root_page(db: Path, name: str) -> int:
     with sqlite3.connect(db) as connection:
-        return int(connection.execute("SELECT rootpage FROM sqlite_schema WHERE name = ?", (name,)).fetchone()[0])
+        return int(
+            connection.execute(
+                "SELECT rootpage FROM sqlite_schema WHERE name = ?", (name,)
+            ).fetchone()[0]
+        )
 
 
 def _page_holding(db: Path, marker: bytes) -> int:
@@ -68,13 +76,17 @@ def db(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_damaged_events_page_lists_its_session_damaged_and_the_other_reads_and_writes(db: Path) -> None:
+def test_a_damaged_events_page_lists_its_session_damaged_and_the_other_reads_and_writes(
+    db: Path,
+) -> None:
     _damage(db, _page_holding(db, b"first-session 15 "))
     with SqliteStore(db, create_on_open=False) as store:
         listed = {summary.id: summary for summary in store.list()}
         assert listed["Q1c"].damaged is None and listed["Q1c"].turn_count == 2
         assert listed["Q1"].damaged is not None and "malformed" in listed["Q1"].damaged
-        with pytest.raises(CorruptLogError, match=r'session "Q1": its events rows cannot be read.*\.recover') as caught:
+        with pytest.raises(
+            CorruptLogError, match=r'session "Q1": its events rows cannot be read.*\.recover'
+        ) as caught:
             store.load("Q1")
         assert str(db) in str(caught.value)
         assert len(store.load("Q1c").events) == 6
@@ -83,7 +95,9 @@ def test_a_damaged_events_page_lists_its_session_damaged_and_the_other_reads_and
 
 
 @pytest.mark.parametrize("tree", ["sessions", "sqlite_autoindex_sessions_1"])
-def test_a_damaged_sessions_table_or_index_is_a_store_error_and_nothing_is_written(db: Path, tree: str) -> None:
+def test_a_damaged_sessions_table_or_index_is_a_store_error_and_nothing_is_written(
+    db: Path, tree: str
+) -> None:
     damaged = _damage(db, _root_page(db, tree))
     with SqliteStore(db, create_on_open=False) as store:
         attempts: list[Callable[[], object]] = [
@@ -112,7 +126,9 @@ def test_the_write_check_walks_only_the_small_tables_and_passes_an_intact_store(
     _damage(db, _page_holding(db, b"first-session 15 "))
     with sqlite3.connect(db) as connection:
         connection.text_factory = bytes
-        assert sessions_damage(connection) is None, "events damage is found by the read of its session"
+        assert sessions_damage(connection) is None, (
+            "events damage is found by the read of its session"
+        )
 
 
 def _flip_id_bytes(db: Path, page: int, session_id: bytes) -> None:
@@ -134,8 +150,12 @@ def test_a_damaged_id_in_the_sessions_index_or_row_is_a_store_error_never_a_new_
     _flip_id_bytes(db, _root_page(db, where), b"Q1c")
     before = db.read_bytes()
     with SqliteStore(db, create_on_open=False) as store:
-        for attempt in (store.list, lambda: store.load("Q1c"), lambda: store.read("Q1c"),
-                        lambda: store.append("Q1c", [ts(6, 3)])):
+        for attempt in (
+            store.list,
+            lambda: store.load("Q1c"),
+            lambda: store.read("Q1c"),
+            lambda: store.append("Q1c", [ts(6, 3)]),
+        ):
             with pytest.raises(StoreError, match=r"the database is damaged.*\.recover"):
                 attempt()
     assert db.read_bytes() == before

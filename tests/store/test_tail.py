@@ -57,8 +57,10 @@ STEP = [TS(1), U("go"), SS(1, 1), A(1, 1, txt("a"), call("c1"), call("c2"))]
         # recovery results are written without any fsync
         (
             STEP,
-            [TR(1, 1, "c1", is_error=True, error={"code": "TOOL_OUTCOME_UNKNOWN"}),
-             TR(1, 1, "c2", is_error=True, error={"code": "TOOL_NOT_STARTED"})],
+            [
+                TR(1, 1, "c1", is_error=True, error={"code": "TOOL_OUTCOME_UNKNOWN"}),
+                TR(1, 1, "c2", is_error=True, error={"code": "TOOL_NOT_STARTED"}),
+            ],
             None,
         ),
         # a later step's response was requested after a flush covering its step/start
@@ -68,8 +70,14 @@ STEP = [TS(1), U("go"), SS(1, 1), A(1, 1, txt("a"), call("c1"), call("c2"))]
         # the damaged line may be a chunk of the same response: a crash can leave that
         (STEP[:3], [CH(1, 1), CH(1, 1), A(1, 1, txt("a"))], None),
     ],
-    ids=["call-before-result", "results-after-calls", "recovery-results", "later-step",
-         "own-step-start", "same-response"],
+    ids=[
+        "call-before-result",
+        "results-after-calls",
+        "recovery-results",
+        "later-step",
+        "own-step-start",
+        "same-response",
+    ],
 )
 def test_fsync_evidence_names_the_later_event_that_proves_the_damage_was_durable(
     prefix: list[Spec], later: list[Spec], proof: str | None
@@ -92,7 +100,9 @@ def test_a_damaged_tool_call_before_its_result_is_corruption_not_a_torn_tail() -
     # D12, smallest: one NUL in c1's tool/call line; c1's result (its body ran, so its
     # tool/call was fsynced first) and everything after it were cut as a torn tail.
     events = build(*STEP, TC(1, 1, "c1"), TC(1, 1, "c2"), TR(1, 1, "c1"), TR(1, 1, "c2"))
-    with pytest.raises(CorruptLogError, match="tool/result for call c1 .* not a torn tail") as caught:
+    with pytest.raises(
+        CorruptLogError, match="tool/result for call c1 .* not a torn tail"
+    ) as caught:
         scan_log(_raw(events, 4), path="p")
     assert caught.value.line == 6
 
@@ -114,10 +124,19 @@ CALLS = 8
 def _write_open_turn(store: SessionStore, cwd: Path) -> None:
     """A loop runs step 1 (8 parallel calls) and step 2's response; the turn is left open."""
     ran: list[str] = []
-    script = [tools_step(*(tool_call(f"c{n}") for n in range(CALLS)), text="eight"), {"text": "done"}]
-    loop = start_session(SessionSetup(
-        store=store, model=ScriptedModel(script), tools=[recorder_tool("p", ran)], cwd=cwd,
-    ), session_id="s")
+    script = [
+        tools_step(*(tool_call(f"c{n}") for n in range(CALLS)), text="eight"),
+        {"text": "done"},
+    ]
+    loop = start_session(
+        SessionSetup(
+            store=store,
+            model=ScriptedModel(script),
+            tools=[recorder_tool("p", ran)],
+            cwd=cwd,
+        ),
+        session_id="s",
+    )
 
     async def turn() -> None:
         await loop.run_turn("go")
@@ -236,7 +255,9 @@ def test_sqlite_damage_before_a_dispatched_result_is_corruption(tmp_path: Path) 
     with sqlite3.connect(db, isolation_level=None) as connection:
         last_two = connection.execute("SELECT max(seq) FROM events").fetchone()[0]
         connection.execute("DELETE FROM events WHERE seq >= ?", (last_two - 1,))
-        first_call = connection.execute("SELECT min(seq) FROM events WHERE type = 'tool/call'").fetchone()[0]
+        first_call = connection.execute(
+            "SELECT min(seq) FROM events WHERE type = 'tool/call'"
+        ).fetchone()[0]
         connection.execute("UPDATE events SET data = '{\"turn\": 1,' WHERE seq = ?", (first_call,))
     with SqliteStore(db) as store, pytest.raises(CorruptLogError, match="tool/result for call c0"):
         store.load("s")
@@ -252,7 +273,9 @@ def test_sqlite_torn_rows_are_kept_beside_the_database_when_cut(tmp_path: Path) 
         )
     with SqliteStore(db) as store:
         report = store.load("s").repair
-    assert report.truncated_bytes == 1 and report.cut is not None and report.cut.unreadable_count == 1
+    assert (
+        report.truncated_bytes == 1 and report.cut is not None and report.cut.unreadable_count == 1
+    )
     assert report.torn_copy is not None
     kept = Path(report.torn_copy)
     assert kept.name.startswith("s.db.torn-") and b'"seq":3' in kept.read_bytes()

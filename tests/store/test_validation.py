@@ -50,19 +50,32 @@ def wedged_log() -> list[Event]:
         assistant(3, 1, 1, [call_block("c1"), call_block("c2")], "a1"),
         tool_call(4, 1, 1, "c1"),
         se(5, 1, 1),
-        ev(v.TURN_END, 6, 6, {"turn": 1, "reason": {"kind": "error", "error": {"message": "boom", "code": "X"}}}),
+        ev(
+            v.TURN_END,
+            6,
+            6,
+            {"turn": 1, "reason": {"kind": "error", "error": {"message": "boom", "code": "X"}}},
+        ),
     ]
 
 
 def result(seq: int, turn: int, step: int, call_id: str) -> Event:
     message = {
-        "id": f"r-{call_id}", "role": "user", "source": {"kind": "tool", "callId": call_id},
-        "content": [{"type": "tool-result", "toolCallId": call_id, "content": [], "isError": False}],
+        "id": f"r-{call_id}",
+        "role": "user",
+        "source": {"kind": "tool", "callId": call_id},
+        "content": [
+            {"type": "tool-result", "toolCallId": call_id, "content": [], "isError": False}
+        ],
     }
-    return ev(v.TOOL_RESULT, seq, seq, {"turn": turn, "step": step, "message": message}, op="append")
+    return ev(
+        v.TOOL_RESULT, seq, seq, {"turn": turn, "step": step, "message": message}, op="append"
+    )
 
 
-def test_load_of_a_closed_unanswered_turn_names_the_rescue_and_writes_nothing(store: SessionStore) -> None:
+def test_load_of_a_closed_unanswered_turn_names_the_rescue_and_writes_nothing(
+    store: SessionStore,
+) -> None:
     store.backend.materialize(meta("w"), [*wedged_log(), ts(7, 2)])  # an open final turn too
     revision = store.revision("w")
     with pytest.raises(UnpairedHistoryError) as caught:
@@ -94,7 +107,9 @@ def test_read_inspect_check_and_list_accept_a_closed_unanswered_turn(store: Sess
     assert row.damaged is None and row.last_turn_end == "error"
 
 
-def test_rescue_fork_closes_the_cut_like_crash_repair_and_leaves_the_parent(store: SessionStore) -> None:
+def test_rescue_fork_closes_the_cut_like_crash_repair_and_leaves_the_parent(
+    store: SessionStore,
+) -> None:
     store.backend.materialize(meta("w"), wedged_log())
     revision = store.revision("w")
     child = store.fork("w", boundary=4, child_id="rescued")
@@ -102,8 +117,11 @@ def test_rescue_fork_closes_the_cut_like_crash_repair_and_leaves_the_parent(stor
     assert events[:5] == wedged_log()[:5]
     closers = [(e.type, (e.data.get("error") or {}).get("code")) for e in events[5:]]
     assert closers == [
-        (v.TOOL_RESULT, "TOOL_OUTCOME_UNKNOWN"), (v.TOOL_RESULT, "TOOL_NOT_STARTED"),
-        (v.STEP_END, None), (v.TURN_END, None), (v.END_SEED, None),
+        (v.TOOL_RESULT, "TOOL_OUTCOME_UNKNOWN"),
+        (v.TOOL_RESULT, "TOOL_NOT_STARTED"),
+        (v.STEP_END, None),
+        (v.TURN_END, None),
+        (v.END_SEED, None),
     ]
     assert events[8].data["reason"] == {"kind": "interrupted"}
     assert store.load(child).header.seed_length == 9
@@ -121,10 +139,14 @@ def test_fork_whose_prefix_holds_an_unanswered_closed_step_is_refused_with_the_r
     assert [row.id for row in store.list()] == ["w"]
 
 
-def test_append_refuses_an_event_that_closes_a_step_with_an_unanswered_call(store: SessionStore) -> None:
+def test_append_refuses_an_event_that_closes_a_step_with_an_unanswered_call(
+    store: SessionStore,
+) -> None:
     opened = [ts(0, 1), ss(1, 1, 1), assistant(2, 1, 1, [call_block("c1")], "a1")]
     store.backend.materialize(meta("s"), opened)
-    with pytest.raises(InvariantError, match="step/end at seq 3 would close its step with tool call"):
+    with pytest.raises(
+        InvariantError, match="step/end at seq 3 would close its step with tool call"
+    ):
         store.append("s", [se(3, 1, 1), te(4, 1)])
     with pytest.raises(InvariantError, match="'c1' unanswered"):
         store.append("s", [tool_call(3, 1, 1, "c1"), se(4, 1, 1)])
@@ -133,9 +155,16 @@ def test_append_refuses_an_event_that_closes_a_step_with_an_unanswered_call(stor
     assert len(store.backend.read("s").events) == 7
 
 
-def test_default_fork_of_an_open_final_turn_cuts_at_the_last_closed_turn(store: SessionStore) -> None:
-    running = [*one_turn_log(), ts(6, 2), ss(7, 2, 1), assistant(8, 2, 1, [call_block("c")], "a2"),
-               tool_call(9, 2, 1, "c")]
+def test_default_fork_of_an_open_final_turn_cuts_at_the_last_closed_turn(
+    store: SessionStore,
+) -> None:
+    running = [
+        *one_turn_log(),
+        ts(6, 2),
+        ss(7, 2, 1),
+        assistant(8, 2, 1, [call_block("c")], "a2"),
+        tool_call(9, 2, 1, "c"),
+    ]
     store.backend.materialize(meta("p"), running)
     release = store.backend.lock("p", cwd=None)  # a live writer runs turn 2's call
     try:
@@ -171,7 +200,9 @@ def test_every_store_path_refuses_a_log_with_a_renamed_key(store: SessionStore) 
     store.backend.materialize(meta("bad"), [*log[:4], ev(v.STEP_END, 4, 5, renamed), log[5]])
     revision = store.revision("bad")
     for path in (store.read, store.inspect, store.load, store.fork):
-        with pytest.raises(CorruptLogError, match='session "bad" is damaged: invariant violated at seq 4'):
+        with pytest.raises(
+            CorruptLogError, match='session "bad" is damaged: invariant violated at seq 4'
+        ):
             path("bad")
     [row] = store.list()
     assert row.damaged is not None and "invariant violated at seq 4" in row.damaged

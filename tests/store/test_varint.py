@@ -41,7 +41,9 @@ def test_first_is_leb128_then_zigzag_deltas(seqs: list[int], blob: bytes) -> Non
 @given(st.integers(min_value=0, max_value=2**40), st.integers(min_value=1, max_value=3))
 def test_non_canonical_varint_is_refused(value: int, extra_zero_groups: int) -> None:
     canonical = encode_seqs([value])
-    padded = canonical[:-1] + bytes([canonical[-1] | 0x80]) + b"\x80" * (extra_zero_groups - 1) + b"\x00"
+    padded = (
+        canonical[:-1] + bytes([canonical[-1] | 0x80]) + b"\x80" * (extra_zero_groups - 1) + b"\x00"
+    )
     with pytest.raises(VarintError, match="not canonical|longer than 8 bytes"):
         decode_seqs(padded)
 

@@ -73,12 +73,17 @@ def test_checker_accepts_duraloops_two_retry_chain(log: list[Event]) -> None:
 
 def test_checker_refuses_a_new_retry_id_for_the_second_retry_of_a_chain(log: list[Event]) -> None:
     second = _seqs(log, "llm/retry")[1]
-    _refused(_edit(log, second, retryId="fresh"), "must preserve retryId across one provider-policy chain")
+    _refused(
+        _edit(log, second, retryId="fresh"),
+        "must preserve retryId across one provider-policy chain",
+    )
 
 
 def test_checker_refuses_mode_hook(log: list[Event]) -> None:
     first = _seqs(log, "llm/retry")[0]
-    _refused(_edit(log, first, mode="hook", maxRetries=...), "mode must be normal or always, got hook")
+    _refused(
+        _edit(log, first, mode="hook", maxRetries=...), "mode must be normal or always, got hook"
+    )
 
 
 def test_checker_ignores_an_origin_field(log: list[Event]) -> None:
@@ -107,7 +112,9 @@ def test_checker_refuses_always_mode_with_max_retries(log: list[Event]) -> None:
 
 def test_checker_refuses_a_retry_past_max_retries(log: list[Event]) -> None:
     second = _seqs(log, "llm/retry")[1]
-    _refused(_edit(log, second, maxRetries=1), "retry 2 must not exceed a positive safe maxRetries 1")
+    _refused(
+        _edit(log, second, maxRetries=1), "retry 2 must not exceed a positive safe maxRetries 1"
+    )
 
 
 def test_checker_refuses_a_retry_naming_another_step(log: list[Event]) -> None:

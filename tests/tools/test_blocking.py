@@ -43,8 +43,12 @@ def release() -> Iterator[threading.Event]:
 
 def _call(name: str) -> ToolCallRequest:
     return ToolCallRequest(
-        call_id="c1", name=name, raw_arguments="{}", arguments=parse_tool_arguments("{}"),
-        turn=1, step=1,
+        call_id="c1",
+        name=name,
+        raw_arguments="{}",
+        arguments=parse_tool_arguments("{}"),
+        turn=1,
+        step=1,
     )
 
 

@@ -208,7 +208,9 @@ async def test_fs_tools_refuse_a_nul_byte_in_a_path_with_a_code(workspace: Path,
 async def test_write_file_with_an_empty_path_names_the_path(workspace: Path) -> None:
     outcome = await _call(workspace, "write_file", path="", content="x")
     assert _code(outcome) == "FS_NOT_A_FILE"
-    assert outcome.text == "Error: path '' names the directory ., not a file; give the path of a file"
+    assert (
+        outcome.text == "Error: path '' names the directory ., not a file; give the path of a file"
+    )
 
 
 @contextmanager

@@ -51,9 +51,18 @@ def test_capped_never_splits_a_character() -> None:
 def test_capped_drops_later_blocks_past_the_cap_and_counts_them() -> None:
     image = {"type": "image", "data": "x" * 3000, "mimeType": "image/png"}
     outcome = capped(ToolOutcome.ok([{"type": "text", "text": "b" * 1500}, image]), 1000)
-    assert outcome.content == [{"type": "text", "text": "b" * 1000 + "\n" + truncation_note(
-        1500 + len('{"type":"image","data":"' + "x" * 3000 + '","mimeType":"image/png"}') - 1000
-    )}]
+    assert outcome.content == [
+        {
+            "type": "text",
+            "text": "b" * 1000
+            + "\n"
+            + truncation_note(
+                1500
+                + len('{"type":"image","data":"' + "x" * 3000 + '","mimeType":"image/png"}')
+                - 1000
+            ),
+        }
+    ]
 
 
 def test_capped_keeps_an_error_and_its_info() -> None:
@@ -67,8 +76,10 @@ def test_aborted_after_completion_keeps_code_meta_and_blocks() -> None:
     done = ToolOutcome.ok([{"type": "image", "data": "AA", "mimeType": "image/png"}], meta={"n": 1})
     outcome = ToolOutcome.aborted_after_completion(done)
     assert outcome.error == ABORTED_ERROR and outcome.meta == {"n": 1}
-    assert outcome.content == [{"type": "text", "text": ABORTED_AFTER_COMPLETION_TEXT},
-                               *done.content]
+    assert outcome.content == [
+        {"type": "text", "text": ABORTED_AFTER_COMPLETION_TEXT},
+        *done.content,
+    ]
 
 
 @tool
@@ -88,11 +99,12 @@ def _tool_result_text(event: Any) -> str:
     return "".join(part["text"] for part in block["content"])
 
 
-async def _run_calls(tmp_path: Path, name: str, config: LoopConfig | None = None) -> tuple[
-    str, ScriptedModel
-]:
+async def _run_calls(
+    tmp_path: Path, name: str, config: LoopConfig | None = None
+) -> tuple[str, ScriptedModel]:
     script: list[dict[str, Any]] = [
-        {"tool_calls": [{"id": "f1", "name": name, "arguments": {}}]}, {"text": "seen"},
+        {"tool_calls": [{"id": "f1", "name": name, "arguments": {}}]},
+        {"text": "seen"},
     ]
     model = ScriptedModel(script)
     session = Session("s")

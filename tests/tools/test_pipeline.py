@@ -332,8 +332,12 @@ async def test_watching_body_returning_a_value_after_cancel_keeps_its_output(
         """Notice the cancel and return what was done."""
         signal.cancel()
         await ctx.signal.wait()
-        return ToolOutcome.ok([{"type": "text", "text": "stopped after 3 of 10 items"},
-                               {"type": "text", "text": "items 1-3 sent"}])
+        return ToolOutcome.ok(
+            [
+                {"type": "text", "text": "stopped after 3 of 10 items"},
+                {"type": "text", "text": "items 1-3 sent"},
+            ]
+        )
 
     pipeline = ToolPipeline(ToolRegistry([watcher]), cwd=tmp_path, session_id="s")
     outcome = await _run(pipeline, _call("watcher"), signal)
@@ -441,7 +445,9 @@ async def test_pipeline_replaces_lone_surrogates_in_tool_output(tmp_path: Path) 
     pipeline = ToolPipeline(ToolRegistry([lone_surrogate]), cwd=tmp_path, session_id="s1")
     text = await _run(pipeline, _call("lone_surrogate"), CancelSignal())
     assert text == ToolOutcome(is_error=False, content=[{"type": "text", "text": "a\ufffdb"}])
-    structured = await _run(pipeline, _call("lone_surrogate", '{"structured": true}'), CancelSignal())
+    structured = await _run(
+        pipeline, _call("lone_surrogate", '{"structured": true}'), CancelSignal()
+    )
     assert json.loads(structured.text) == {"text": "a\ufffdb"}
 
 

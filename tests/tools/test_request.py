@@ -50,7 +50,7 @@ def test_request_from_block_keeps_raw_and_parsed_arguments() -> None:
 def test_truncated_arguments_are_described_as_malformed_json_with_the_decoder_position() -> None:
     assert describe_malformed_arguments('{"path": "a.txt"') == (
         "arguments are malformed JSON (Expecting ',' delimiter at line 1, column 17, char 16): "
-        "'{\"path\": \"a.txt\"'"
+        '\'{"path": "a.txt"\''
     )
 
 
@@ -104,5 +104,9 @@ async def test_model_is_told_its_truncated_arguments_are_malformed_json(tmp_path
     assert "got str" not in text
     # The model sees exactly that text in its next request.
     (block,) = model.requests[1].messages[-1]["content"]
-    assert (block["toolCallId"], block["isError"], block["content"][0]["text"]) == ("c1", True, text)
+    assert (block["toolCallId"], block["isError"], block["content"][0]["text"]) == (
+        "c1",
+        True,
+        text,
+    )
     assert_log_valid(session)

@@ -66,8 +66,13 @@ async def _execute(
 ) -> None:
     try:
         run.outcome = await execute_tool_calls(
-            session, blocks, turn=1, step=1, pipeline=pipeline,
-            signal=signal or CancelSignal(), max_parallel_tool_calls=cap,
+            session,
+            blocks,
+            turn=1,
+            step=1,
+            pipeline=pipeline,
+            signal=signal or CancelSignal(),
+            max_parallel_tool_calls=cap,
         )
     except Exception as exc:
         run.error = exc
@@ -153,7 +158,10 @@ async def test_abort_before_group_answers_every_call_with_skipped_pairs(tmp_path
     assert run.outcome == SchedulerOutcome(aborted=True)
     assert gates.entered == []
     assert describe_log(session.events)[3:] == [
-        "call(c1)", "res(c1,ABORTED_BEFORE_DISPATCH)", "call(c2)", "res(c2,ABORTED_BEFORE_DISPATCH)",
+        "call(c1)",
+        "res(c1,ABORTED_BEFORE_DISPATCH)",
+        "call(c2)",
+        "res(c2,ABORTED_BEFORE_DISPATCH)",
     ]
     _close_and_check(session)
 
@@ -185,7 +193,12 @@ async def test_b4_committed_head_result_is_made_durable_while_a_sibling_still_ru
     async def execute() -> None:
         try:
             run.outcome = await execute_tool_calls(
-                session, blocks, turn=1, step=1, pipeline=pipeline, signal=CancelSignal(),
+                session,
+                blocks,
+                turn=1,
+                step=1,
+                pipeline=pipeline,
+                signal=CancelSignal(),
                 ensure_durable=durable,
             )
         finally:
@@ -215,10 +228,17 @@ async def test_b4_calls_settling_together_add_no_flush(tmp_path: Path) -> None:
     pipeline = _pipeline(ToolRegistry([gated_tool("p", gates)]), tmp_path)
     durable = _DurableThrough()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: execute_tool_calls(
-            session, blocks, turn=1, step=1, pipeline=pipeline, signal=CancelSignal(),
-            ensure_durable=durable,
-        ))
+        tg.start_soon(
+            lambda: execute_tool_calls(
+                session,
+                blocks,
+                turn=1,
+                step=1,
+                pipeline=pipeline,
+                signal=CancelSignal(),
+                ensure_durable=durable,
+            )
+        )
         await gates.wait_entered("c1", "c2", "c3")
         gates.release("c1", "c2", "c3")
     tool_call_seqs = [e.seq for e in session.events if e.type == "tool/call"]
@@ -238,7 +258,12 @@ async def test_b4_failed_result_flush_is_a_scheduler_failure_after_the_drain(
     async def execute() -> None:
         try:
             await execute_tool_calls(
-                session, blocks, turn=1, step=1, pipeline=pipeline, signal=CancelSignal(),
+                session,
+                blocks,
+                turn=1,
+                step=1,
+                pipeline=pipeline,
+                signal=CancelSignal(),
                 ensure_durable=durable,
             )
         except OSError as exc:

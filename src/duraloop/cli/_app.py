@@ -68,13 +68,20 @@ app.callback()(root_options)
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
+
 @app.command()
 def run(
     prompt: Annotated[str, typer.Argument(help="The user's prompt for this turn.")],
     model: ModelOption = None,
     store: StoreOption = None,
     cwd: CwdOption = None,
-    session: Annotated[str | None, typer.Option("--session", help="Run in this session: continued if it exists, created with this id if not.")] = None,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session",
+            help="Run in this session: continued if it exists, created with this id if not.",
+        ),
+    ] = None,
     max_parallel: MaxParallelOption = 10,
     max_steps: MaxStepsOption = 100,
     system: SystemOption = None,
@@ -85,8 +92,13 @@ def run(
     """Run one turn and print the session id; exit 0 when the turn completes."""
     require_prompt(prompt)
     turn = TurnOptions(
-        model=model, system=system, max_parallel=max_parallel, max_steps=max_steps,
-        base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort,
+        model=model,
+        system=system,
+        max_parallel=max_parallel,
+        max_steps=max_steps,
+        base_url=base_url,
+        max_tokens=max_tokens,
+        reasoning_effort=reasoning_effort,
     )
     setup = turn.session_setup(store, cwd=cwd)
     if session is None:
@@ -98,7 +110,9 @@ def run(
             err.print(safe(f"repaired {ident(loop.session.id)}: {repair_text(repair)}", "yellow"))
     with loop:
         try:
-            result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
+            result = anyio.run(
+                functools.partial(run_turn_live, loop, prompt, console=out, errors=err)
+            )
         finally:
             out.print(styled("session: ", ident(loop.session.id)))
     raise typer.Exit(exit_code_for(result.kind))
@@ -109,7 +123,13 @@ def chat(
     model: ModelOption = None,
     store: StoreOption = None,
     cwd: CwdOption = None,
-    session: Annotated[str | None, typer.Option("--session", help="Chat in this session: resumed (with repair) if it exists, created with this id if not.")] = None,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session",
+            help="Chat in this session: resumed (with repair) if it exists, created with this id if not.",
+        ),
+    ] = None,
     max_parallel: MaxParallelOption = 10,
     max_steps: EachTurnMaxStepsOption = 100,
     system: SystemOption = None,
@@ -119,8 +139,13 @@ def chat(
 ) -> None:
     """Chat interactively: a line starts a turn, typing during a turn steers it, Ctrl-C cancels it."""
     turn = TurnOptions(
-        model=model, system=system, max_parallel=max_parallel, max_steps=max_steps,
-        base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort,
+        model=model,
+        system=system,
+        max_parallel=max_parallel,
+        max_steps=max_steps,
+        base_url=base_url,
+        max_tokens=max_tokens,
+        reasoning_effort=reasoning_effort,
     )
     setup = turn.session_setup(store, cwd=cwd)
     repair = None
@@ -132,7 +157,9 @@ def chat(
         out.print(styled("session: ", ident(loop.session.id)))
         if repair is not None:
             err.print(safe(f"resumed {ident(loop.session.id)}: {repair_text(repair)}"))
-        chat_turns = functools.partial(run_chat, loop, setup.store, console=out, errors=err, resumed=repair is not None)
+        chat_turns = functools.partial(
+            run_chat, loop, setup.store, console=out, errors=err, resumed=repair is not None
+        )
         code = anyio.run(chat_turns)
     raise typer.Exit(code)
 
@@ -140,7 +167,9 @@ def chat(
 @app.command()
 def resume(
     session_id: Annotated[str, typer.Argument(help="The session to resume.")],
-    prompt: Annotated[str | None, typer.Argument(help="A prompt for a new turn (optional).")] = None,
+    prompt: Annotated[
+        str | None, typer.Argument(help="A prompt for a new turn (optional).")
+    ] = None,
     model: ModelOption = None,
     store: StoreOption = None,
     cwd: CwdOption = None,
@@ -153,8 +182,13 @@ def resume(
 ) -> None:
     """Load a session with crash repair, say what repair did, optionally run a turn."""
     turn = TurnOptions(
-        model=model, system=system, max_parallel=max_parallel, max_steps=max_steps,
-        base_url=base_url, max_tokens=max_tokens, reasoning_effort=reasoning_effort,
+        model=model,
+        system=system,
+        max_parallel=max_parallel,
+        max_steps=max_steps,
+        base_url=base_url,
+        max_tokens=max_tokens,
+        reasoning_effort=reasoning_effort,
     )
     sessions = open_store(store)
     if prompt is None:
@@ -174,8 +208,16 @@ def resume(
 @app.command()
 def fork(
     session_id: Annotated[str, typer.Argument(help="The session to fork.")],
-    at: Annotated[int | None, typer.Option("--at", help="Last inherited seq; a cut inside a turn is closed as crash repair closes one \\[default: the last event, or the last closed turn's end].")] = None,
-    new_id: Annotated[str | None, typer.Option("--id", help="The child's id \\[default: a new UUID].")] = None,
+    at: Annotated[
+        int | None,
+        typer.Option(
+            "--at",
+            help="Last inherited seq; a cut inside a turn is closed as crash repair closes one \\[default: the last event, or the last closed turn's end].",
+        ),
+    ] = None,
+    new_id: Annotated[
+        str | None, typer.Option("--id", help="The child's id \\[default: a new UUID].")
+    ] = None,
     store: StoreOption = None,
 ) -> None:
     """Fork a session (the source is never changed) and print the new session id."""
@@ -192,10 +234,23 @@ def _read(target: str, store: StoreSpec | None) -> tuple[SessionHeader, list[Eve
 
 @app.command()
 def show(
-    target: Annotated[str, typer.Argument(help="A session id, or a session log file (ours or a dsh JSONL) or its session folder.")],
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="A session id, or a session log file (ours or a dsh JSONL) or its session folder."
+        ),
+    ],
     events: Annotated[bool, typer.Option("--events", help="Show the raw events.")] = False,
-    messages: Annotated[bool, typer.Option("--messages", help="Show the derived messages (the next request's history).")] = False,
-    as_json: Annotated[bool, json_option("Machine output: JSONL events (alone or with --events), or a JSON array of messages (with --messages).")] = False,
+    messages: Annotated[
+        bool,
+        typer.Option("--messages", help="Show the derived messages (the next request's history)."),
+    ] = False,
+    as_json: Annotated[
+        bool,
+        json_option(
+            "Machine output: JSONL events (alone or with --events), or a JSON array of messages (with --messages)."
+        ),
+    ] = False,
     store: StoreOption = None,
 ) -> None:
     """Show a session (never writes); an open final turn is shown as open."""
@@ -204,7 +259,9 @@ def show(
     if view == "messages":
         from ..log import Session
 
-        derived = Session(header.id, seed=log, header=header, check_invariants=False).derive_messages()
+        derived = Session(
+            header.id, seed=log, header=header, check_invariants=False
+        ).derive_messages()
         if as_json:
             sys.stdout.write(messages_json(derived) + "\n")
         else:
@@ -221,7 +278,9 @@ def show(
 
 @app.command()
 def check(
-    target: Annotated[str, typer.Argument(help="A session id, or a session log file or its session folder.")],
+    target: Annotated[
+        str, typer.Argument(help="A session id, or a session log file or its session folder.")
+    ],
     as_json: JsonOption = False,
     store: StoreOption = None,
 ) -> None:
@@ -249,15 +308,26 @@ def check(
         print_json({"session": session_id, **report.to_json(), "rescue": rescue})
         raise typer.Exit(0 if report.valid else 1)
     status = "valid" if report.valid else "INVALID"
-    out.print(styled(ident(session_id), f": {status} ({report.event_count} events, {report.turn_count} turns)"))
+    out.print(
+        styled(
+            ident(session_id),
+            f": {status} ({report.event_count} events, {report.turn_count} turns)",
+        )
+    )
     if report.open_turn is not None:
-        out.print(f"  turn {report.open_turn} is open (the log ends inside it): resume appends {report.closers_needed} closer(s)")
+        out.print(
+            f"  turn {report.open_turn} is open (the log ends inside it): resume appends {report.closers_needed} closer(s)"
+        )
     if report.torn_tail_bytes:
-        out.print(f"  the log ends in a torn tail of {report.torn_tail_bytes} bytes (resume truncates it)")
+        out.print(
+            f"  the log ends in a torn tail of {report.torn_tail_bytes} bytes (resume truncates it)"
+        )
     for problem in report.problems:
         out.print(styled("  - ", problem))
     if rescue is not None:
-        out.print(styled("  rescue: ", rescue, "  (a new session keeps the history before the damage)"))
+        out.print(
+            styled("  rescue: ", rescue, "  (a new session keeps the history before the damage)")
+        )
     raise typer.Exit(0 if report.valid else 1)
 
 
@@ -273,7 +343,12 @@ def list_sessions(as_json: JsonOption = False, store: StoreOption = None) -> Non
 
 @app.command()
 def demo(
-    keep: Annotated[Path | None, typer.Option("--dir", help="Put the demo workspace and store here \\[default: a new temp dir].")] = None,
+    keep: Annotated[
+        Path | None,
+        typer.Option(
+            "--dir", help="Put the demo workspace and store here \\[default: a new temp dir]."
+        ),
+    ] = None,
 ) -> None:
     """Run an offline demo: parallel tools, a failed step recovered, a resumed turn."""
     from ._demo import run_demo
@@ -292,7 +367,9 @@ def main() -> None:
         app()
     except DuraloopError as exc:
         if isinstance(exc, UnpairedHistoryError):  # name the store, so the rescue runs as printed
-            exc = exc.with_rescue(rescue_command(exc.session_id, exc.rescue_seq, store=opened_store_text()))
+            exc = exc.with_rescue(
+                rescue_command(exc.session_id, exc.rescue_seq, store=opened_store_text())
+            )
         err.print(styled((type(exc).__name__, "red"), ": ", name_the_store(str(exc))))
         sys.exit(2 if isinstance(exc, ShowFlagsError) else 1)
     except OSError as exc:

@@ -97,7 +97,13 @@ class Chat:
     """
 
     def __init__(
-        self, loop: AgentLoop, store: SessionStore, *, console: Console, errors: Console, interactive: bool
+        self,
+        loop: AgentLoop,
+        store: SessionStore,
+        *,
+        console: Console,
+        errors: Console,
+        interactive: bool,
     ) -> None:
         self.loop = loop
         self.store = store
@@ -130,7 +136,9 @@ class Chat:
         self.console.print(
             safe(
                 f"── recent history: the last {shown} of {total} turn(s); "
-                + name_the_store(f"`duraloop show {shlex.quote(ident(self.loop.session.id))}` prints all"),
+                + name_the_store(
+                    f"`duraloop show {shlex.quote(ident(self.loop.session.id))}` prints all"
+                ),
                 "dim",
             )
         )
@@ -180,7 +188,9 @@ class Chat:
                 self._turn_done = anyio.Event()
                 task_group.start_soon(self._turn, line)
             elif self._cancelling:
-                self.errors.print(styled(("cancelling the turn; wait for the prompt to type again", "yellow")))
+                self.errors.print(
+                    styled(("cancelling the turn; wait for the prompt to type again", "yellow"))
+                )
             elif self.interactive:
                 self.loop.steer(line)
                 self.console.print(styled(("steering:", "yellow"), " ", line))
@@ -212,12 +222,16 @@ class Chat:
     def _fork(self) -> None:
         boundary = last_closed_turn_seq(self.loop.session.events)
         if boundary is None:
-            self.errors.print(styled(("nothing to fork yet: no turn has closed in this session", "yellow")))
+            self.errors.print(
+                styled(("nothing to fork yet: no turn has closed in this session", "yellow"))
+            )
             return
         child = self.store.fork(self.loop.session.id, boundary=boundary)
         self.console.print(styled("forked: ", ident(child)))
         where = "" if (store := opened_store_text()) is None else f" --store {shlex.quote(store)}"
-        self.console.print(styled("continue it with: duraloop chat --session ", ident(shlex.quote(child)), where))
+        self.console.print(
+            styled("continue it with: duraloop chat --session ", ident(shlex.quote(child)), where)
+        )
 
     async def _turn(self, prompt: str) -> None:
         """Run a turn for `prompt`, then one per follow-up queued meanwhile (a pipe's lines)."""
@@ -232,7 +246,9 @@ class Chat:
             done, self._turn_done = self._turn_done, None
             self._cancelling = False
             if self.loop.inbox.next_step:
-                self.console.print(styled(("(steering arrived as the turn ended; it enters the next turn)", "dim")))
+                self.console.print(
+                    styled(("(steering arrived as the turn ended; it enters the next turn)", "dim"))
+                )
             if done is not None:
                 done.set()
             self._prompt()
@@ -272,8 +288,13 @@ class Chat:
                     self._send.send_nowait(None)
                 elif not self._cancelling:
                     self.errors.print(
-                        styled(("SIGINT: cancelling the turn (running tools drain, the log is "
-                              "closed); press Ctrl-C again to exit at once", "yellow"))
+                        styled(
+                            (
+                                "SIGINT: cancelling the turn (running tools drain, the log is "
+                                "closed); press Ctrl-C again to exit at once",
+                                "yellow",
+                            )
+                        )
                     )
                     self._cancel()
                 else:
@@ -296,7 +317,11 @@ class Chat:
                     await anyio.wait_readable(fd)
                 except OSError:
                     pollable = False
-            chunk = os.read(fd, _READ_SIZE) if pollable else await anyio.to_thread.run_sync(os.read, fd, _READ_SIZE)
+            chunk = (
+                os.read(fd, _READ_SIZE)
+                if pollable
+                else await anyio.to_thread.run_sync(os.read, fd, _READ_SIZE)
+            )
             pending += chunk
             *lines, pending = pending.split(b"\n")
             if not chunk and pending:
@@ -310,7 +335,9 @@ class Chat:
     def _send_line(self, data: bytes) -> None:
         """Queue one input line; a line that is not UTF-8 is refused (as `run` refuses it)."""
         try:
-            line = utf8_text(data, source="the input line", fix="type UTF-8 text; the line was not sent")
+            line = utf8_text(
+                data, source="the input line", fix="type UTF-8 text; the line was not sent"
+            )
         except UsageError as exc:
             self.input_refused = True
             self.errors.print(styled(("UsageError", "red"), ": ", str(exc)))
@@ -326,7 +353,9 @@ async def run_chat(
     Returns:
         The exit code (see `Chat.run`).
     """
-    chat = Chat(loop, store, console=console, errors=errors, interactive=os.isatty(sys.stdin.fileno()))
+    chat = Chat(
+        loop, store, console=console, errors=errors, interactive=os.isatty(sys.stdin.fileno())
+    )
     if resumed:
         chat.show_history()
     try:

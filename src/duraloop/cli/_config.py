@@ -50,9 +50,17 @@ from ._stores import session_log_file
 
 CONFIG_FILE_NAME: Final = "config.toml"
 _TOP_KEYS: Final = ("default_model", "providers")
-_PROVIDER_KEYS: Final = ("api_key_env", "base_url", "max_tokens", "reasoning_effort", "timeout_seconds")
+_PROVIDER_KEYS: Final = (
+    "api_key_env",
+    "base_url",
+    "max_tokens",
+    "reasoning_effort",
+    "timeout_seconds",
+)
 _HEADER: Final = re.compile(r"\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?")
-_KEY: Final = re.compile(r"\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*=")
+_KEY: Final = re.compile(
+    r"\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*'))*)\s*="
+)
 
 
 def config_path(env: Mapping[str, str]) -> Path:
@@ -217,7 +225,11 @@ def build_model(
         base_url=base_url,
         max_tokens=max_tokens,
         reasoning_effort=reasoning_effort,
-        origins={name: "--" + name.replace("_", "-") for name, value in flags.items() if value is not None},
+        origins={
+            name: "--" + name.replace("_", "-")
+            for name, value in flags.items()
+            if value is not None
+        },
     )
     return parse_model_spec(
         spec, env=env, providers=config.providers, overrides=overrides, read_log=read_replay_log

@@ -59,26 +59,67 @@ def _tools() -> list[Tool]:
 
 
 def _script_turns_1_2() -> list[dict[str, Any]]:
-    reads = [{"id": f"read-{i}", "name": "read_file", "arguments": {"path": p}} for i, p in enumerate(FILES, 1)]
+    reads = [
+        {"id": f"read-{i}", "name": "read_file", "arguments": {"path": p}}
+        for i, p in enumerate(FILES, 1)
+    ]
     return [
-        {"reasoning": "Four independent reads: run them together.", "text": "I'll read the notes in parallel.", "tool_calls": reads},
-        {"text": "Writing the summary.", "tool_calls": [{"id": "write-1", "name": "write_file", "arguments": {"path": "SUMMARY.md", "content": "# Summary\n\n- append-only log\n- every call answered\n- rolling pool with barriers\n- durable tool/call\n"}}]},
+        {
+            "reasoning": "Four independent reads: run them together.",
+            "text": "I'll read the notes in parallel.",
+            "tool_calls": reads,
+        },
+        {
+            "text": "Writing the summary.",
+            "tool_calls": [
+                {
+                    "id": "write-1",
+                    "name": "write_file",
+                    "arguments": {
+                        "path": "SUMMARY.md",
+                        "content": "# Summary\n\n- append-only log\n- every call answered\n- rolling pool with barriers\n- durable tool/call\n",
+                    },
+                }
+            ],
+        },
         {"text": "Done: SUMMARY.md lists the four principles."},
-        {"text": "Stamping the release and updating the changelog.", "tool_calls": [
-            {"id": "stamp-1", "name": "bash", "arguments": {"command": "date -u +%Y-%m-%d > RELEASED"}},
-            {"id": "log-1", "name": "write_file", "arguments": {"path": "CHANGELOG.md", "content": "released\n"}},
-        ]},
+        {
+            "text": "Stamping the release and updating the changelog.",
+            "tool_calls": [
+                {
+                    "id": "stamp-1",
+                    "name": "bash",
+                    "arguments": {"command": "date -u +%Y-%m-%d > RELEASED"},
+                },
+                {
+                    "id": "log-1",
+                    "name": "write_file",
+                    "arguments": {"path": "CHANGELOG.md", "content": "released\n"},
+                },
+            ],
+        },
     ]
 
 
 def _script_turn_3() -> list[dict[str, Any]]:
     return [
-        {"reasoning": "The stamp's outcome is unknown: verify before repeating a side effect.", "text": "The last step failed; checking what actually happened.", "tool_calls": [
-            {"id": "verify-1", "name": "list_dir", "arguments": {"path": "."}},
-        ]},
-        {"text": "RELEASED exists, so the stamp ran; CHANGELOG.md was never started, writing it now.", "tool_calls": [
-            {"id": "log-2", "name": "write_file", "arguments": {"path": "CHANGELOG.md", "content": "released\n"}},
-        ]},
+        {
+            "reasoning": "The stamp's outcome is unknown: verify before repeating a side effect.",
+            "text": "The last step failed; checking what actually happened.",
+            "tool_calls": [
+                {"id": "verify-1", "name": "list_dir", "arguments": {"path": "."}},
+            ],
+        },
+        {
+            "text": "RELEASED exists, so the stamp ran; CHANGELOG.md was never started, writing it now.",
+            "tool_calls": [
+                {
+                    "id": "log-2",
+                    "name": "write_file",
+                    "arguments": {"path": "CHANGELOG.md", "content": "released\n"},
+                },
+            ],
+        },
         {"text": "Recovered: the stamp was verified, not repeated, and the changelog is written."},
     ]
 
@@ -109,7 +150,9 @@ def run_demo(out: Console, err: Console, *, base: Path | None) -> None:
             written there (a read-only file system, no permission).
     """
     if base is not None and base.exists() and not base.is_dir():
-        raise UsageError(f"--dir {str(base)!r} is a file; pass a directory (it is created if missing)")
+        raise UsageError(
+            f"--dir {str(base)!r} is a file; pass a directory (it is created if missing)"
+        )
     root = Path(base) if base is not None else Path(tempfile.mkdtemp(prefix="duraloop-demo-"))
     workspace = root / "workspace"
     try:
@@ -136,20 +179,37 @@ def run_demo(out: Console, err: Console, *, base: Path | None) -> None:
     try:
         anyio.run(loop.run_turn, "Stamp the release and update the changelog.")
     except AuditHookError as exc:
-        out.print(styled((f"run_turn raised the original error: {type(exc).__name__}: {exc}", "dim")))
+        out.print(
+            styled((f"run_turn raised the original error: {type(exc).__name__}: {exc}", "dim"))
+        )
     check_pairing(loop.session.derive_messages())
-    out.print("[dim]every tool call is answered; the next request would be accepted by any provider[/dim]\n")
+    out.print(
+        "[dim]every tool call is answered; the next request would be accepted by any provider[/dim]\n"
+    )
     loop.close()
 
     out.print("[bold]3. Resume from disk and continue[/bold]")
-    loop, repair = resume_session(session_id, SessionSetup(
-        store=store, model=ScriptedModel(_script_turn_3(), name="demo"), tools=_tools(),
-    ))
-    out.print(f"[dim]loaded {len(loop.session.events)} events; closers needed: {len(repair.closers)}[/dim]")
+    loop, repair = resume_session(
+        session_id,
+        SessionSetup(
+            store=store,
+            model=ScriptedModel(_script_turn_3(), name="demo"),
+            tools=_tools(),
+        ),
+    )
+    out.print(
+        f"[dim]loaded {len(loop.session.events)} events; closers needed: {len(repair.closers)}[/dim]"
+    )
     loop.session.observe(LiveRenderer(out))
     with loop:
         result = anyio.run(loop.run_turn, "What happened to the release? Finish it safely.")
     header, events = store.read(session_id)
     report = check_log(session_id, events)
-    out.print(styled("\n", ("Log:", "bold"), f" {store.locate(session_id)}  ({len(events)} events, check: {'valid' if report.valid else 'INVALID'})"))
+    out.print(
+        styled(
+            "\n",
+            ("Log:", "bold"),
+            f" {store.locate(session_id)}  ({len(events)} events, check: {'valid' if report.valid else 'INVALID'})",
+        )
+    )
     out.print(styled(f"Read it with:  duraloop show {session_id} --store {root / 'sessions'}"))

@@ -100,7 +100,13 @@ def print_version(value: bool) -> None:
 
 def root_options(
     version: Annotated[
-        bool, typer.Option("--version", is_eager=True, callback=print_version, help="Print duraloop's version and exit.")
+        bool,
+        typer.Option(
+            "--version",
+            is_eager=True,
+            callback=print_version,
+            help="Print duraloop's version and exit.",
+        ),
     ] = False,
 ) -> None:
     """A durable agent loop: every tool call answered, every crash repairable."""

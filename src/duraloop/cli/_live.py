@@ -74,16 +74,22 @@ class LiveRenderer:
             self._call_started[str(data.get("callId"))] = (event.time, name)
             at = (event.time - self._turn_started_ms) / 1000
             arguments = short_text(str(data.get("arguments", "")))
-            self.console.print(styled(("  ⏵ " + name, "cyan"), " ", arguments, (f"  started +{at:.2f}s", "dim")))
+            self.console.print(
+                styled(("  ⏵ " + name, "cyan"), " ", arguments, (f"  started +{at:.2f}s", "dim"))
+            )
         elif kind == TOOL_RESULT:
             self._render_result(event, data)
         elif kind == ASSISTANT_MESSAGE:
             for block in data.get("message", {}).get("content", []):
                 if block.get("type") == "tool-call":
-                    self._call_names[str(block.get("id"))] = ident(block.get("name"), MAX_NAME_CHARS)
+                    self._call_names[str(block.get("id"))] = ident(
+                        block.get("name"), MAX_NAME_CHARS
+                    )
             if data.get("interrupted"):
                 self._newline()
-                self.console.print(styled(("  (stream interrupted; the visible prefix is kept)", "yellow")))
+                self.console.print(
+                    styled(("  (stream interrupted; the visible prefix is kept)", "yellow"))
+                )
         elif kind == LLM_RETRY:
             self._newline()
             failure = data.get("failure") or {}
@@ -103,13 +109,19 @@ class LiveRenderer:
     def _render_result(self, event: Event, data: dict[str, Any]) -> None:
         self._newline()
         call_id = str(data.get("message", {}).get("source", {}).get("callId"))
-        started, name = self._call_started.pop(call_id, (event.time, self._call_names.get(call_id, "tool")))
+        started, name = self._call_started.pop(
+            call_id, (event.time, self._call_names.get(call_id, "tool"))
+        )
         duration = event.time - started
         error = data.get("error") or {}
         is_error = bool(data.get("message", {}).get("content", [{}])[0].get("isError"))
         text = short_text(result_text(data))
         if not is_error:
-            self.console.print(styled((f"  ✓ {name}", "green"), " ", (f"{duration} ms", "dim"), "  ", text))
+            self.console.print(
+                styled((f"  ✓ {name}", "green"), " ", (f"{duration} ms", "dim"), "  ", text)
+            )
             return
         label = code_label(error)
-        self.console.print(styled((f"  ✗ {name} {label}", "red"), (f"{duration} ms", "dim"), "  ", text))
+        self.console.print(
+            styled((f"  ✗ {name} {label}", "red"), (f"{duration} ms", "dim"), "  ", text)
+        )

@@ -41,7 +41,9 @@ def max_steps_option(scope: str) -> Any:
     Returns:
         The typer option, for an `Annotated[int, ...]` parameter.
     """
-    return typer.Option("--max-steps", min=1, help=f"Most steps (model requests) in {scope} (at least 1).")
+    return typer.Option(
+        "--max-steps", min=1, help=f"Most steps (model requests) in {scope} (at least 1)."
+    )
 
 
 StoreOption = Annotated[
@@ -56,7 +58,11 @@ StoreOption = Annotated[
     ),
 ]
 CwdOption = Annotated[
-    Path | None, typer.Option("--cwd", help="Workspace directory the tools are confined to \\[default: current directory].")
+    Path | None,
+    typer.Option(
+        "--cwd",
+        help="Workspace directory the tools are confined to \\[default: current directory].",
+    ),
 ]
 ModelOption = Annotated[
     str | None,
@@ -69,11 +75,18 @@ ModelOption = Annotated[
 ]
 BaseUrlOption = Annotated[
     str | None,
-    typer.Option("--base-url", help="The provider's API root, over *_BASE_URL and the config file (openai:, deepseek:, anthropic: only)."),
+    typer.Option(
+        "--base-url",
+        help="The provider's API root, over *_BASE_URL and the config file (openai:, deepseek:, anthropic: only).",
+    ),
 ]
 MaxTokensOption = Annotated[
     int | None,
-    typer.Option("--max-tokens", min=1, help="Output token cap per model request, over the config file (openai:, deepseek:, anthropic: only)."),
+    typer.Option(
+        "--max-tokens",
+        min=1,
+        help="Output token cap per model request, over the config file (openai:, deepseek:, anthropic: only).",
+    ),
 ]
 ReasoningEffortOption = Annotated[
     str | None,
@@ -82,8 +95,12 @@ ReasoningEffortOption = Annotated[
         help="The provider's reasoning effort, e.g. deepseek: off|low|high|max, over the config file (openai:, deepseek:, anthropic: only).",
     ),
 ]
-SystemOption = Annotated[str | None, typer.Option("--system", help="System prompt text, or @FILE to read it.")]
-MaxParallelOption = Annotated[int, typer.Option("--max-parallel", min=1, help="Most tool calls running at once (at least 1).")]
+SystemOption = Annotated[
+    str | None, typer.Option("--system", help="System prompt text, or @FILE to read it.")
+]
+MaxParallelOption = Annotated[
+    int, typer.Option("--max-parallel", min=1, help="Most tool calls running at once (at least 1).")
+]
 MaxStepsOption = Annotated[int, max_steps_option("the turn")]
 """`--max-steps` of a command that runs one turn (`run`, `resume`)."""
 EachTurnMaxStepsOption = Annotated[int, max_steps_option("each turn")]
@@ -113,7 +130,9 @@ class TurnOptions:
     max_tokens: int | None
     reasoning_effort: str | None
 
-    def session_setup(self, store: StoreSpec | SessionStore | None, *, cwd: Path | None) -> SessionSetup:
+    def session_setup(
+        self, store: StoreSpec | SessionStore | None, *, cwd: Path | None
+    ) -> SessionSetup:
         """Build the model, then the loop options, then open the store (in that order).
 
         Args:
@@ -131,15 +150,21 @@ class TurnOptions:
             CorruptLogError: if a `replay:` log is damaged inside its committed region.
         """
         model = build_model(
-            self.model, env=os.environ, base_url=self.base_url, max_tokens=self.max_tokens,
+            self.model,
+            env=os.environ,
+            base_url=self.base_url,
+            max_tokens=self.max_tokens,
             reasoning_effort=self.reasoning_effort,
         )
         config = LoopConfig(
-            max_parallel_tool_calls=self.max_parallel, max_steps=self.max_steps,
+            max_parallel_tool_calls=self.max_parallel,
+            max_steps=self.max_steps,
             system_prompt=system_prompt(self.system),
         )
         sessions = open_store(store) if store is None or isinstance(store, StoreSpec) else store
-        return SessionSetup(store=sessions, model=model, tools=builtin_tools(), cwd=cwd, config=config)
+        return SessionSetup(
+            store=sessions, model=model, tools=builtin_tools(), cwd=cwd, config=config
+        )
 
     def refuse_model_flags(self) -> None:
         """Refuse the model options when no turn runs (`resume ID` without a prompt).
@@ -148,6 +173,9 @@ class TurnOptions:
             UsageError: naming the options that were given.
         """
         refuse_model_flags_without_prompt(
-            model=self.model, system=self.system, base_url=self.base_url,
-            max_tokens=self.max_tokens, reasoning_effort=self.reasoning_effort,
+            model=self.model,
+            system=self.system,
+            base_url=self.base_url,
+            max_tokens=self.max_tokens,
+            reasoning_effort=self.reasoning_effort,
         )

@@ -177,11 +177,15 @@ def render_transcript(console: Console, events: Sequence[Event], *, running: boo
             console.print(styled("\n", (f"── turn {open_turn}", "bold")))
         elif kind == TURN_END:
             open_turn = None
-            console.print(safe(f"── turn {data.get('turn')} {reason_text(data.get('reason', {}))}", "bold"))
+            console.print(
+                safe(f"── turn {data.get('turn')} {reason_text(data.get('reason', {}))}", "bold")
+            )
         elif kind == END_SEED:
             console.print(styled(("── session resumed here (session/end-seed)", "dim")))
         elif kind == USER_MESSAGE and event.surface_op == SURFACE_APPEND:
-            text = "".join(b.get("text", "") for b in data.get("content", []) if isinstance(b, dict))
+            text = "".join(
+                b.get("text", "") for b in data.get("content", []) if isinstance(b, dict)
+            )
             source = str(data.get("source", {}).get("kind"))
             who = "user" if source == "user" else ident(source, MAX_NAME_CHARS)
             console.print(styled((f"{who}:", "bold blue"), " ", text))
@@ -193,11 +197,20 @@ def render_transcript(console: Console, events: Sequence[Event], *, running: boo
             call_id = ident(data.get("message", {}).get("source", {}).get("callId"), MAX_NAME_CHARS)
             is_error = bool(data.get("message", {}).get("content", [{}])[0].get("isError"))
             mark = ("✗", "red") if is_error else ("✓", "green")
-            console.print(styled("  ", mark, f" {call_id}{code} {short_text(result_text(data), 160)}"))
+            console.print(
+                styled("  ", mark, f" {call_id}{code} {short_text(result_text(data), 160)}")
+            )
     if open_turn is not None and running:
         console.print(styled((f"── turn {open_turn} is running", "yellow")))
     elif open_turn is not None:
-        console.print(styled((f"── turn {open_turn} is open (the log ends inside it; `duraloop resume` closes it)", "yellow")))
+        console.print(
+            styled(
+                (
+                    f"── turn {open_turn} is open (the log ends inside it; `duraloop resume` closes it)",
+                    "yellow",
+                )
+            )
+        )
 
 
 def _print_assistant(console: Console, data: dict[str, Any]) -> None:
@@ -205,11 +218,20 @@ def _print_assistant(console: Console, data: dict[str, Any]) -> None:
         if block.get("type") == "text":
             console.print(styled(("assistant:", "bold magenta"), " ", str(block.get("text", ""))))
         elif block.get("type") == "reasoning":
-            console.print(styled(("thinking: " + short_text(str(block.get("text", "")), 200), "dim")))
+            console.print(
+                styled(("thinking: " + short_text(str(block.get("text", "")), 200), "dim"))
+            )
         elif block.get("type") == "tool-call":
             name = ident(block.get("name", ""), MAX_NAME_CHARS)
             call_id = ident(block.get("id", ""), MAX_NAME_CHARS)
-            console.print(styled((f"  → {name}", "cyan"), " ", short_text(str(block.get("arguments", ""))), (f" ({call_id})", "dim")))
+            console.print(
+                styled(
+                    (f"  → {name}", "cyan"),
+                    " ",
+                    short_text(str(block.get("arguments", ""))),
+                    (f" ({call_id})", "dim"),
+                )
+            )
     if data.get("interrupted"):
         console.print(styled(("  (interrupted)", "yellow")))
 
@@ -251,7 +273,13 @@ def _payload(value: object, limit: int) -> str:
 def print_events(console: Console, events: Iterable[Event]) -> None:
     """Print one line per event: seq, type and the payload as compact JSON (bounded)."""
     for event in events:
-        console.print(styled((f"{event.seq:>5}", "dim"), f" {ident(event.type, MAX_NAME_CHARS)} ", _payload(event.data, 160)))
+        console.print(
+            styled(
+                (f"{event.seq:>5}", "dim"),
+                f" {ident(event.type, MAX_NAME_CHARS)} ",
+                _payload(event.data, 160),
+            )
+        )
 
 
 def print_messages(console: Console, messages: Iterable[Any]) -> None:
@@ -268,7 +296,12 @@ def when_text(epoch_ms: int) -> str:
 
 def print_header(console: Console, header: SessionHeader) -> None:
     """Print the transcript's first line: the session id, when it was created, its cwd."""
-    console.print(styled((f"session {ident(header.id)}", "bold"), f" created {when_text(header.created_at)} cwd {header.cwd or '-'}"))
+    console.print(
+        styled(
+            (f"session {ident(header.id)}", "bold"),
+            f" created {when_text(header.created_at)} cwd {header.cwd or '-'}",
+        )
+    )
 
 
 def print_sessions(console: Console, summaries: Iterable[SessionSummary]) -> None:
@@ -285,7 +318,9 @@ def print_sessions(console: Console, summaries: Iterable[SessionSummary]) -> Non
         session_id = Text(ident(summary.id))
         if summary.damaged is not None:
             created = when_text(summary.created_at) if summary.created_at else "-"
-            table.add_row(session_id, created, "-", safe(summary.status, "red", limit=_MAX_MESSAGE_CHARS))
+            table.add_row(
+                session_id, created, "-", safe(summary.status, "red", limit=_MAX_MESSAGE_CHARS)
+            )
         else:
             last = safe(summary.last_turn_end, limit=MAX_NAME_CHARS)
             table.add_row(session_id, when_text(summary.created_at), str(summary.turn_count), last)
@@ -328,7 +363,9 @@ def repair_text(repair: RepairReport) -> str:
         kinds = []
         for event in repair.closers:
             if event.type == TOOL_RESULT:
-                kinds.append(f"tool/result {event.data['error']['code']} for {event.data['message']['source']['callId']}")
+                kinds.append(
+                    f"tool/result {event.data['error']['code']} for {event.data['message']['source']['callId']}"
+                )
             elif event.type == TURN_END:
                 kinds.append("turn/end interrupted")
             else:

@@ -51,7 +51,9 @@ def require_prompt(prompt: str) -> str:
         UsageError: for such a prompt (providers reject an empty user turn, and a log holds
             UTF-8 text only).
     """
-    text = utf8_argument(prompt, source="the prompt", fix="pass the text of the user's message as UTF-8")
+    text = utf8_argument(
+        prompt, source="the prompt", fix="pass the text of the user's message as UTF-8"
+    )
     if not text.strip():
         raise UsageError("the prompt is empty; pass the text of the user's message")
     return text
@@ -74,7 +76,9 @@ def utf8_text(data: bytes, *, source: str, fix: str) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{source} is not UTF-8 text ({exc.reason} at byte {exc.start}); {fix}") from exc
+        raise UsageError(
+            f"{source} is not UTF-8 text ({exc.reason} at byte {exc.start}); {fix}"
+        ) from exc
 
 
 def utf8_argument(text: str, *, source: str, fix: str) -> str:
@@ -97,7 +101,9 @@ def utf8_argument(text: str, *, source: str, fix: str) -> str:
     try:
         data = text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError as exc:
-        raise UsageError(f"{source} is not UTF-8 text (a lone surrogate at index {exc.start}); {fix}") from exc
+        raise UsageError(
+            f"{source} is not UTF-8 text (a lone surrogate at index {exc.start}); {fix}"
+        ) from exc
     return utf8_text(data, source=source, fix=fix)
 
 

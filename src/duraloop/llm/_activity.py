@@ -17,7 +17,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-_WATCHER: ContextVar[Callable[[], None] | None] = ContextVar("duraloop_stream_activity", default=None)
+_WATCHER: ContextVar[Callable[[], None] | None] = ContextVar(
+    "duraloop_stream_activity", default=None
+)
 
 
 def note_stream_activity() -> None:

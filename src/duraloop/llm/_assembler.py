@@ -256,7 +256,9 @@ def unique_tool_call_ids(blocks: list[ContentBlock]) -> list[ContentBlock]:
                 suffix += 1
             renamed = f"{call_id}_{suffix}"
             taken.add(renamed)
-            logger.warning("model reused tool-call id %r in one message; renamed to %r", call_id, renamed)
+            logger.warning(
+                "model reused tool-call id %r in one message; renamed to %r", call_id, renamed
+            )
             block = {**block, "id": renamed}
         seen.add(block.get("id"))
         out.append(block)

@@ -73,6 +73,7 @@ def is_llm_error_code(code: str) -> bool:
     """
     return code in LLM_ERROR_CODES or _HTTP_CODE.fullmatch(code) is not None
 
+
 _CONTEXT_PATTERNS: Final = re.compile(
     "|".join(
         (
@@ -184,4 +185,3 @@ def parse_retry_after_ms(value: str | None, *, now_seconds: float | None = None)
     now = time.time() if now_seconds is None else now_seconds
     delay_ms = int((when.timestamp() - now) * 1000)
     return delay_ms if delay_ms > 0 else None
-

@@ -80,7 +80,11 @@ def setting_problem(name: str, value: object) -> str | None:
         if type(value) is not int or value < 1:
             return f"must be an integer >= 1, got {value!r}"
     elif name == "timeout_seconds":
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not 0 < value < math.inf
+        ):
             return f"must be a number of seconds > 0, got {value!r}"
     elif not isinstance(value, str) or not value.strip():
         return f"must be a non-empty string, got {value!r}"
@@ -267,19 +271,21 @@ def _api_key(spec: str, provider: str, env: Mapping[str, str], settings: Provide
     name = settings.api_key_env or _ROUTES[provider].key_env
     value = env.get(name, "").strip()
     if not value:
-        chosen = "" if name == _ROUTES[provider].key_env else (
-            f" (the variable named by api_key_env, {settings.origin('api_key_env')})"
+        chosen = (
+            ""
+            if name == _ROUTES[provider].key_env
+            else (f" (the variable named by api_key_env, {settings.origin('api_key_env')})")
         )
-        raise ConfigError(
-            f"model {spec!r} needs an API key: set `{name}`{chosen}. {_KEYLESS_HINT}"
-        )
+        raise ConfigError(f"model {spec!r} needs an API key: set `{name}`{chosen}. {_KEYLESS_HINT}")
     return value
 
 
 def _refuse_overrides(spec: str, overrides: ProviderSettings | None) -> None:
     if overrides is None:
         return
-    given = [overrides.origin(name) for name in _SETTING_NAMES if getattr(overrides, name) is not None]
+    given = [
+        overrides.origin(name) for name in _SETTING_NAMES if getattr(overrides, name) is not None
+    ]
     if given:
         raise ConfigError(
             f"{', '.join(given)} cannot apply to model {spec!r}: these settings are for "

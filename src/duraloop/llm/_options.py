@@ -68,7 +68,9 @@ class AdapterOptions:
                 "provider's console"
             )
         if not model.strip():
-            raise ConfigError(f"the {label} model id is empty; pass the model name, e.g. in `--model`")
+            raise ConfigError(
+                f"the {label} model id is empty; pass the model name, e.g. in `--model`"
+            )
         timeout_seconds = self.timeout_seconds
         if type(timeout_seconds) not in (int, float) or not (
             math.isfinite(timeout_seconds) and timeout_seconds > 0

@@ -166,8 +166,10 @@ class ReplayModel:
         self._path = path
         where = path or "the recording"
         self._responses = [
-            _checked(item if isinstance(item, RecordedResponse) else RecordedResponse(item),
-                     where=f"{where}: answer {number}")
+            _checked(
+                item if isinstance(item, RecordedResponse) else RecordedResponse(item),
+                where=f"{where}: answer {number}",
+            )
             for number, item in enumerate(recorded, start=1)
         ]
 
@@ -282,7 +284,9 @@ def _checked(response: RecordedResponse, *, where: str) -> RecordedResponse:
                 f"answer may hold {sorted(_STREAMED_BLOCKS)} blocks"
             )
         fields: tuple[str, ...] = {
-            "text": ("text",), "reasoning": ("text",), "tool-call": ("id", "name", "arguments")
+            "text": ("text",),
+            "reasoning": ("text",),
+            "tool-call": ("id", "name", "arguments"),
         }.get(kind, ())
         bad = [field for field in fields if not isinstance(block.get(field), str)]
         if bad or (kind == "tool-call" and not (block["id"] and block["name"])):

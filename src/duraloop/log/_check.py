@@ -140,7 +140,9 @@ def validate_log(
         scan = scan_turns(events)
         closers = closers_of(scan, events)
         unanswered = scan.unanswered
-        session = Session(session_id, seed=[*events, *closers], header=header, check_invariants=True)
+        session = Session(
+            session_id, seed=[*events, *closers], header=header, check_invariants=True
+        )
     except EventRejectedError as exc:
         problems.append(str(exc))
         unanswered = []
@@ -169,4 +171,3 @@ def validate_log(
         unanswered=list(unanswered),
     )
     return report, session
-

@@ -17,8 +17,14 @@ from ..errors import EventRejectedError
 from ._json import JsonValue, is_safe_int
 
 
-class Event(msgspec.Struct, frozen=True, omit_defaults=True, forbid_unknown_fields=True, gc=False,
-            rename={"source_event_seqs": "sourceEventSeqs", "surface_op": "surfaceOp"}):
+class Event(
+    msgspec.Struct,
+    frozen=True,
+    omit_defaults=True,
+    forbid_unknown_fields=True,
+    gc=False,
+    rename={"source_event_seqs": "sourceEventSeqs", "surface_op": "surfaceOp"},
+):
     """One log entry (docs/log.md#events).
 
     Args:
@@ -85,7 +91,9 @@ def check_envelope(event: Event) -> None:
     if not is_safe_int(event.seq):
         raise EventRejectedError(f"invalid event envelope: seq {event.seq!r} is not a safe integer")
     if type(event.time) is not int or abs(event.time) > 2**53 - 1:
-        raise EventRejectedError(f"invalid event envelope: time {event.time!r} is not a safe integer")
+        raise EventRejectedError(
+            f"invalid event envelope: time {event.time!r} is not a safe integer"
+        )
 
 
 def event_to_json(event: Event) -> dict[str, Any]:

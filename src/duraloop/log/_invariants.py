@@ -39,7 +39,13 @@ class InvariantChecker:
     """Check turn/step/tool relations of a log, event by event."""
 
     __slots__ = (
-        "last_seq", "next_step", "next_turn", "open_step", "open_turn", "pending_calls", "requested",
+        "last_seq",
+        "next_step",
+        "next_turn",
+        "open_step",
+        "open_turn",
+        "pending_calls",
+        "requested",
     )
 
     def __init__(self) -> None:
@@ -90,7 +96,9 @@ class InvariantChecker:
             if self.open_step is not None:
                 self._fail(event, f"step/start {step} while step {self.open_step} is still open")
             if step != self.next_step:
-                self._fail(event, f"step/start expected step {self.next_step} in turn {turn}, got {step}")
+                self._fail(
+                    event, f"step/start expected step {self.next_step} in turn {turn}, got {step}"
+                )
         elif kind == STEP_END or kind in _STEP_SCOPED:
             self._require_step(event, data)
         elif kind == TOOL_RESULT:
@@ -146,7 +154,9 @@ class InvariantChecker:
         if not_started and _is_error(data) and call_id in self.requested:
             return
         orphan = " and answers no unanswered tool call of its step" if not_started else ""
-        self._fail(event, f'tool/result for "{call_id}" has no prior tool/call in this step{orphan}')
+        self._fail(
+            event, f'tool/result for "{call_id}" has no prior tool/call in this step{orphan}'
+        )
 
     def _fail(self, event: Event, detail: str) -> None:
         raise InvariantError(f"invariant violated at seq {event.seq}: {detail}")

@@ -227,7 +227,9 @@ def _copy(value: object, what: str, path: str, depth: int) -> JsonValue:
         return value
     if kind in _CONTAINERS and depth > MAX_JSON_DEPTH:
         where = path if len(path) <= 120 else f"{path[:60]}...{path[-40:]}"
-        raise _reject(what, f"{where} is cyclic or nests deeper than {MAX_JSON_DEPTH} levels (MAX_JSON_DEPTH)")
+        raise _reject(
+            what, f"{where} is cyclic or nests deeper than {MAX_JSON_DEPTH} levels (MAX_JSON_DEPTH)"
+        )
     if kind is dict:
         out: dict[str, Any] = {}
         for key, item in value.items():  # type: ignore[attr-defined]

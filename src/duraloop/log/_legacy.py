@@ -107,14 +107,18 @@ def import_legacy(events: list[Event], *, session_id: str, path: str | None) -> 
         try:
             check_vocabulary(event)
         except EventRejectedError as exc:
-            raise SessionFormatUnsupportedError(_with_path(f'session "{session_id}": {exc}', path)) from exc
+            raise SessionFormatUnsupportedError(
+                _with_path(f'session "{session_id}": {exc}', path)
+            ) from exc
         data = event.data
         if not isinstance(data, dict):
             continue
         try:
             current = _IMPORTERS[event.type](event, data, imported or events, session_id)
         except _MalformedError as exc:
-            raise CorruptLogError(f"malformed legacy {event.type} at seq {event.seq}: {exc}", path=path) from exc
+            raise CorruptLogError(
+                f"malformed legacy {event.type} at seq {event.seq}: {exc}", path=path
+            ) from exc
         if current is not event:
             if imported is None:
                 imported = list(events)
@@ -149,7 +153,9 @@ def _turn_end(event: Event, data: dict[str, Any], events: list[Event], session_i
         return event
     kind = reason.get("kind")
     if kind == v.REASON_ABORTED and "reason" not in reason:
-        current = _exact_kind(reason, {"kind": v.REASON_ABORTED, "reason": {"kind": v.LEGACY_ABORT_CAUSE}})
+        current = _exact_kind(
+            reason, {"kind": v.REASON_ABORTED, "reason": {"kind": v.LEGACY_ABORT_CAUSE}}
+        )
     elif kind == v.DISPOSED:
         current = _exact_kind(reason, {"kind": v.REASON_ABORTED, "reason": {"kind": v.DISPOSED}})
     elif kind == v.REASON_ERROR and "error" not in reason:
@@ -170,10 +176,14 @@ def _legacy_failure(reason: dict[str, Any]) -> dict[str, Any]:
     keys = reason.keys()
     if keys == {"kind", "step", "failure"}:
         failure = reason["failure"]
-        if not isinstance(failure, dict) or not isinstance(failure.get("message"), str) or not isinstance(
-            failure.get("code"), str
+        if (
+            not isinstance(failure, dict)
+            or not isinstance(failure.get("message"), str)
+            or not isinstance(failure.get("code"), str)
         ):
-            raise _MalformedError(f"failure must be an object with message and code, got {failure!r}")
+            raise _MalformedError(
+                f"failure must be an object with message and code, got {failure!r}"
+            )
         return failure
     if keys in ({"kind", "step", "message"}, {"kind", "step", "message", "code"}):
         message, code = reason["message"], reason.get("code", v.UNKNOWN_ERROR_CODE)
@@ -183,7 +193,9 @@ def _legacy_failure(reason: dict[str, Any]) -> dict[str, Any]:
     raise _MalformedError(f"error reason has keys {sorted(keys)}, not a known legacy shape")
 
 
-def _steering_message(event: Event, data: dict[str, Any], events: list[Event], session_id: str) -> Event:
+def _steering_message(
+    event: Event, data: dict[str, Any], events: list[Event], session_id: str
+) -> Event:
     if data.keys() == {"turn", "message"}:
         message = data["message"]
         if not isinstance(message, dict):
@@ -196,12 +208,16 @@ def _steering_message(event: Event, data: dict[str, Any], events: list[Event], s
             "role": "user",
         }
     else:
-        raise _MalformedError(f"expected keys turn and message, or turn, content and source, got {sorted(data)}")
+        raise _MalformedError(
+            f"expected keys turn and message, or turn, content and source, got {sorted(data)}"
+        )
     surface_op = v.SURFACE_APPEND if event.surface_op is None else event.surface_op
     return msgspec.structs.replace(event, type=v.USER_MESSAGE, data=message, surface_op=surface_op)
 
 
-def _user_message(event: Event, data: dict[str, Any], events: list[Event], session_id: str) -> Event:
+def _user_message(
+    event: Event, data: dict[str, Any], events: list[Event], session_id: str
+) -> Event:
     if not {"id", "role", "message"}.isdisjoint(data) or not {"content", "source"} <= data.keys():
         return event  # current (or current-looking and malformed: the seed check rejects it)
     return msgspec.structs.replace(
@@ -209,7 +225,9 @@ def _user_message(event: Event, data: dict[str, Any], events: list[Event], sessi
     )
 
 
-def _assistant_message(event: Event, data: dict[str, Any], events: list[Event], session_id: str) -> Event:
+def _assistant_message(
+    event: Event, data: dict[str, Any], events: list[Event], session_id: str
+) -> Event:
     if "message" in data or "provenance" not in data:
         return event
     content, provenance = data.get("content"), data["provenance"]
@@ -238,7 +256,9 @@ def _tool_result(event: Event, data: dict[str, Any], events: list[Event], sessio
     block: dict[str, Any] = {"type": "tool-result", "toolCallId": call_id, "content": content}
     if "isError" in data:
         block["isError"] = data["isError"]
-    rest = {key: value for key, value in data.items() if key not in ("callId", "content", "isError")}
+    rest = {
+        key: value for key, value in data.items() if key not in ("callId", "content", "isError")
+    }
     message = {
         "id": _replaced_id(event, events) or _legacy_id(session_id, event.seq),
         "role": "user",

@@ -68,7 +68,11 @@ class Surface:
         _check_sources(event)
         if op == SURFACE_APPEND:
             return SurfacePlan(event.seq)
-        if not isinstance(op, dict) or op.get("op") != "replace" or set(op) != {"op", "start", "end"}:
+        if (
+            not isinstance(op, dict)
+            or op.get("op") != "replace"
+            or set(op) != {"op", "start", "end"}
+        ):
             raise EventRejectedError(f"invalid surfaceOp {op!r} on seq {event.seq}")
         start, end = op["start"], op["end"]
         if not is_safe_int(start) or not is_safe_int(end):

@@ -36,7 +36,9 @@ def check_vocabulary(event: Event) -> None:
             with reason `fallback`.
     """
     if event.type in LEGACY_REJECTED_TYPES:
-        raise EventRejectedError(f'legacy event type "{event.type}" at seq {event.seq} is not supported')
+        raise EventRejectedError(
+            f'legacy event type "{event.type}" at seq {event.seq} is not supported'
+        )
     if event.type == REQUEST_HEADER and isinstance(event.data, dict):
         if event.data.get("reason") == "fallback":
             raise EventRejectedError(f"legacy request/header reason fallback at seq {event.seq}")
@@ -58,11 +60,15 @@ def check_message_shape(event: Event) -> None:
     elif event.type == ASSISTANT_MESSAGE:
         message = data.get("message") if isinstance(data, dict) else None
         if not isinstance(message, dict):
-            raise EventRejectedError(f"assistant/message at seq {event.seq} lacks an identified message")
+            raise EventRejectedError(
+                f"assistant/message at seq {event.seq} lacks an identified message"
+            )
         _check_message(event, message, role="assistant")
         source = message["source"]
-        if source.get("kind") != "model" or not _nonempty(source.get("provider")) or not _nonempty(
-            source.get("model")
+        if (
+            source.get("kind") != "model"
+            or not _nonempty(source.get("provider"))
+            or not _nonempty(source.get("model"))
         ):
             raise EventRejectedError(
                 f"assistant/message at seq {event.seq} needs source kind model with provider/model"
@@ -75,7 +81,9 @@ def check_message_shape(event: Event) -> None:
         call_id = message["source"].get("callId")
         content = message["content"]
         if message["source"].get("kind") != "tool" or not _nonempty(call_id):
-            raise EventRejectedError(f"tool/result at seq {event.seq} needs source kind tool with a callId")
+            raise EventRejectedError(
+                f"tool/result at seq {event.seq} needs source kind tool with a callId"
+            )
         if (
             len(content) != 1
             or not isinstance(content[0], dict)
@@ -95,8 +103,10 @@ def check_message_shape(event: Event) -> None:
     elif event.type == REQUEST_HEADER:
         header = data.get("header") if isinstance(data, dict) else None
         config = header.get("config") if isinstance(header, dict) else None
-        if not isinstance(config, dict) or not _nonempty(config.get("provider")) or not _nonempty(
-            config.get("model")
+        if (
+            not isinstance(config, dict)
+            or not _nonempty(config.get("provider"))
+            or not _nonempty(config.get("model"))
         ):
             raise EventRejectedError(f"request/header at seq {event.seq} lacks provider/model")
 
@@ -172,8 +182,10 @@ def _check_turn_end_reason(event: Event) -> None:
             )
     elif kind == REASON_ERROR:
         failure = reason.get("error")
-        if not isinstance(failure, dict) or not isinstance(failure.get("message"), str) or not (
-            _nonempty(failure.get("code"))
+        if (
+            not isinstance(failure, dict)
+            or not isinstance(failure.get("message"), str)
+            or not (_nonempty(failure.get("code")))
         ):
             raise EventRejectedError(
                 f"turn/end at seq {event.seq}: an error reason needs an error with message and code"

@@ -98,7 +98,9 @@ class AgentLoop:
         self.config = config or LoopConfig()
         self.cwd = Path(cwd).resolve()
         if not self.cwd.is_dir():
-            raise UsageError(f"workspace {self.cwd} is not a directory; create it or pass another cwd")
+            raise UsageError(
+                f"workspace {self.cwd} is not a directory; create it or pass another cwd"
+            )
         if isinstance(tools, ToolRegistry):
             self.registry = tools
         else:
@@ -168,7 +170,9 @@ class AgentLoop:
         signal = self._driver.signal
         waking_after_abort = wakeup and signal is not None and signal.aborted
         effective = INBOX_NEXT_TURN if waking_after_abort else target
-        stored = self.inbox.insert(effective, user_message(message) if isinstance(message, str) else message)
+        stored = self.inbox.insert(
+            effective, user_message(message) if isinstance(message, str) else message
+        )
         if wakeup and self._driver.wake(after_abort=waking_after_abort):
             return stored
         if self._driver.signal is None:
@@ -376,7 +380,10 @@ class AgentLoop:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         """Wait for queued work to finish (or, on an error, dispose), then close the loop.
 
@@ -398,8 +405,15 @@ class AgentLoop:
     def _open_turn(self, prompt: Message | None, signal: CancelSignal) -> Turn:
         """Open a turn over what it depends on now (`turn/start` and the first claim)."""
         deps = TurnDeps(
-            session=self.session, model=self.model, registry=self.registry,
-            pipeline=self.pipeline, config=self.config, hooks=self.hooks, inbox=self.inbox,
-            workspace=self.cwd, durability=self._durability, steering=self,
+            session=self.session,
+            model=self.model,
+            registry=self.registry,
+            pipeline=self.pipeline,
+            config=self.config,
+            hooks=self.hooks,
+            inbox=self.inbox,
+            workspace=self.cwd,
+            durability=self._durability,
+            steering=self,
         )
         return Turn.open(deps, self._state, prompt, signal)

@@ -61,7 +61,9 @@ class LoopConfig:
             value = getattr(self, name)
             if type(value) is not int or value < 1:
                 raise ConfigError(f"loop.{name} must be an integer >= 1, got {value!r}")
-        if self.max_tokens is not None and (type(self.max_tokens) is not int or self.max_tokens < 1):
+        if self.max_tokens is not None and (
+            type(self.max_tokens) is not int or self.max_tokens < 1
+        ):
             raise ConfigError(f"loop.max_tokens must be an integer >= 1, got {self.max_tokens!r}")
         if self.retry is not None and not isinstance(self.retry, RetryPolicy):
             raise ConfigError(
@@ -82,6 +84,4 @@ class LoopConfig:
             )
         grace = self.tool_cancel_grace_seconds
         if type(grace) not in (int, float) or not math.isfinite(grace) or grace <= 0:
-            raise ConfigError(
-                f"loop.tool_cancel_grace_seconds must be a number > 0, got {grace!r}"
-            )
+            raise ConfigError(f"loop.tool_cancel_grace_seconds must be a number > 0, got {grace!r}")

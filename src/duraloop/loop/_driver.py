@@ -135,7 +135,9 @@ class TurnDriver:
         """
         group = self._group
         if group is None:
-            raise UsageError("no background driver: use `async with loop:` to run turns in the background")
+            raise UsageError(
+                "no background driver: use `async with loop:` to run turns in the background"
+            )
         self.turn_done = anyio.Event()
         try:
             turn = self._open_next_turn()
@@ -161,9 +163,15 @@ class TurnDriver:
                 self._results.append(result)
                 if result.error is not None:
                     logger.warning(
-                        "session %s: turn %d failed: %s", self._session_id, result.turn, result.reason
+                        "session %s: turn %d failed: %s",
+                        self._session_id,
+                        result.turn,
+                        result.reason,
                     )
-                if result.kind not in (REASON_COMPLETED, REASON_MAX_TOKENS) or not self._inbox.pending:
+                if (
+                    result.kind not in (REASON_COMPLETED, REASON_MAX_TOKENS)
+                    or not self._inbox.pending
+                ):
                     break
                 turn = self._open_next_turn()
         except Exception:

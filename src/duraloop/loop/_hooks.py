@@ -83,10 +83,10 @@ class RequestConfig:
     max_tokens: int | None = None
 
 
-PreStepHook: TypeAlias = (
-    "Callable[[StepContext], Sequence[Message] | Reject | None | Awaitable[Sequence[Message] | Reject | None]]"
+PreStepHook: TypeAlias = "Callable[[StepContext], Sequence[Message] | Reject | None | Awaitable[Sequence[Message] | Reject | None]]"
+RequestHook: TypeAlias = (
+    "Callable[[StepContext, RequestConfig], RequestConfig | Awaitable[RequestConfig]]"
 )
-RequestHook: TypeAlias = "Callable[[StepContext, RequestConfig], RequestConfig | Awaitable[RequestConfig]]"
 RequestErrorHook: TypeAlias = (
     "Callable[[StepContext, dict[str, Any]], str | None | Awaitable[str | None]]"
 )
@@ -200,8 +200,12 @@ def checked_request_config(config: object) -> RequestConfig:
         UsageError: if it is not a `RequestConfig` with `max_tokens` None or an int >= 1.
     """
     if not isinstance(config, RequestConfig):
-        raise UsageError(f"LoopHooks.request must return a RequestConfig, got {type(config).__name__}")
+        raise UsageError(
+            f"LoopHooks.request must return a RequestConfig, got {type(config).__name__}"
+        )
     limit = config.max_tokens
     if limit is not None and (type(limit) is not int or limit < 1):
-        raise UsageError(f"LoopHooks.request returned max_tokens={limit!r}; it must be an int >= 1 or None")
+        raise UsageError(
+            f"LoopHooks.request returned max_tokens={limit!r}; it must be an int >= 1 or None"
+        )
     return config

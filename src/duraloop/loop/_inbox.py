@@ -159,7 +159,11 @@ class Inbox:
         if not isinstance(data, dict) or data.get("target") not in self._lists:
             raise EventRejectedError(f"{where} needs a target in {INBOX_TARGETS}")
         items = self._lists[data["target"]]
-        start, count, inserted = data.get("start"), data.get("removedCount", 0), data.get("inserted")
+        start, count, inserted = (
+            data.get("start"),
+            data.get("removedCount", 0),
+            data.get("inserted"),
+        )
         if (
             type(start) is not int
             or type(count) is not int

@@ -73,8 +73,14 @@ def _loop(session: Session, setup: SessionSetup, workspace: Path) -> AgentLoop:
     """Open the session's single writer in `setup.store` and build the loop over it."""
     writer = setup.store.open_writer(session)
     return AgentLoop(
-        session, model=setup.model, tools=setup.tools, cwd=workspace, config=setup.config,
-        durability=writer, tool_hooks=setup.tool_hooks, hooks=setup.hooks,
+        session,
+        model=setup.model,
+        tools=setup.tools,
+        cwd=workspace,
+        config=setup.config,
+        durability=writer,
+        tool_hooks=setup.tool_hooks,
+        hooks=setup.hooks,
     )
 
 
@@ -133,7 +139,9 @@ def resume_session(session_id: str, setup: SessionSetup) -> tuple[AgentLoop, Rep
     if cwd is not None and recorded is not None and workspace != Path(recorded):
         logger.warning(
             "session %s was created in workspace %s; this loop works in %s instead",
-            session_id, recorded, workspace,
+            session_id,
+            recorded,
+            workspace,
         )
     loop = _loop(session, setup, workspace)
     loop.flush()

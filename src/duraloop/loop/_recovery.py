@@ -88,14 +88,18 @@ class StepRecovery:
                 logger.warning(
                     "session %s: recovery result for call %s could not be appended (%s); "
                     "%d call(s) stay unanswered",
-                    self._session.id, call.call_id, exc, len(pending) - sum(written.values()),
+                    self._session.id,
+                    call.call_id,
+                    exc,
+                    len(pending) - sum(written.values()),
                 )
                 break
             written[result.data["error"]["code"]] += 1
         if written:
             logger.warning(
                 "session %s turn %d: step failed with unanswered tool calls; recorded %s",
-                self._session.id, self._turn,
+                self._session.id,
+                self._turn,
                 ", ".join(f"{count} {code}" for code, count in sorted(written.items())),
             )
         return sum(written.values())

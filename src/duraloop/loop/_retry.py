@@ -84,8 +84,13 @@ class StepRetries:
         if delay_ms is None:
             raise LlmError.from_failure(failure)
         data: dict[str, Any] = {
-            "retryId": retry_id, "turn": turn, "step": step, "provider": provider,
-            "mode": mode, "policyKey": policy_key, "retry": retry,
+            "retryId": retry_id,
+            "turn": turn,
+            "step": step,
+            "provider": provider,
+            "mode": mode,
+            "policyKey": policy_key,
+            "retry": retry,
         }
         if policy is not None and mode == RETRY_NORMAL:
             data["maxRetries"] = policy.max_retries

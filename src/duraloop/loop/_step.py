@@ -79,7 +79,10 @@ class Step:
         self.started = False
         """Whether `step/start` is in the log (the turn counts the step from then on)."""
         context = StepContext(
-            loop=deps.steering, turn=self.turn, step=number, messages=tuple(entering),
+            loop=deps.steering,
+            turn=self.turn,
+            step=number,
+            messages=tuple(entering),
             signal=self.signal,
         )
         self.hooks = StepHooks(deps.hooks, context)
@@ -131,14 +134,21 @@ class Step:
         data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
         if assembler.usage is not None:
             data["usage"] = assembler.usage
-        session.append(ASSISTANT_MESSAGE, data, surface_op=SURFACE_APPEND, source_event_seqs=chunk_seqs)
+        session.append(
+            ASSISTANT_MESSAGE, data, surface_op=SURFACE_APPEND, source_event_seqs=chunk_seqs
+        )
         if finish["kind"] == REASON_MAX_TOKENS:
             return REASON_MAX_TOKENS
         calls = tool_calls_of(message)
         if not calls:
             return REASON_COMPLETED
         outcome = await execute_tool_calls(
-            session, calls, turn=turn, step=step, pipeline=deps.pipeline, signal=signal,
+            session,
+            calls,
+            turn=turn,
+            step=step,
+            pipeline=deps.pipeline,
+            signal=signal,
             max_parallel_tool_calls=deps.config.max_parallel_tool_calls,
             ensure_durable=deps.durability.ensure_durable,
             accept_context=self._accept_context,
@@ -171,14 +181,20 @@ class Step:
         signal.throw_if_aborted()
         check_route(model)
         log_request_header(
-            session, self.state.request, model=model, system=settings.system,
-            tools=settings.tools, max_tokens=max_tokens,
+            session,
+            self.state.request,
+            model=model,
+            system=settings.system,
+            tools=settings.tools,
+            max_tokens=max_tokens,
         )
         self.state.pairing.check(messages, generation=session.surface.replace_generation)
         deps.durability.flush()
         signal.throw_if_aborted()
         request = ModelRequest(
-            messages=messages, system=settings.system or None, tools=settings.tools,
+            messages=messages,
+            system=settings.system or None,
+            tools=settings.tools,
             max_tokens=max_tokens,
         )
         assembler = BlockAssembler()

@@ -79,7 +79,12 @@ class Turn:
     """
 
     def __init__(
-        self, deps: TurnDeps, state: LoopState, number: int, prompt: Message | None, signal: CancelSignal
+        self,
+        deps: TurnDeps,
+        state: LoopState,
+        number: int,
+        prompt: Message | None,
+        signal: CancelSignal,
     ) -> None:
         self.deps = deps
         self.state = state
@@ -92,7 +97,9 @@ class Turn:
         self.first_claim: list[Message] = []
 
     @classmethod
-    def open(cls, deps: TurnDeps, state: LoopState, prompt: Message | None, signal: CancelSignal) -> Turn:
+    def open(
+        cls, deps: TurnDeps, state: LoopState, prompt: Message | None, signal: CancelSignal
+    ) -> Turn:
         """Append `turn/start` and claim the first step's messages, synchronously.
 
         The claim takes every `next-step` message, then the head of `next-turn` when no
@@ -161,14 +168,19 @@ class Turn:
             logger.error(
                 "session %s: closing turn %d failed (%s: %s); the log ends inside the turn "
                 "and resume repairs it",
-                session.id, self.turn, type(exc).__name__, exc,
+                session.id,
+                self.turn,
+                type(exc).__name__,
+                exc,
             )
             logger.debug("session %s: closing turn %d failed", session.id, self.turn, exc_info=True)
         if error is not None and not isinstance(error, Exception):
             raise error
         if signal.aborted:
             error = None
-        return TurnResult(turn=self.turn, reason=reason, text=self.text, steps=self.steps, error=error)
+        return TurnResult(
+            turn=self.turn, reason=reason, text=self.text, steps=self.steps, error=error
+        )
 
     def _settings(self) -> StepSettings:
         deps = self.deps
@@ -227,7 +239,11 @@ class Turn:
 
     def _context(self, step: int, messages: Sequence[Message]) -> StepContext:
         return StepContext(
-            loop=self.deps.steering, turn=self.turn, step=step, messages=tuple(messages), signal=self.signal
+            loop=self.deps.steering,
+            turn=self.turn,
+            step=step,
+            messages=tuple(messages),
+            signal=self.signal,
         )
 
     async def _pre_step(self, step: int, claimed: list[Message]) -> list[Message] | Reject:
@@ -245,7 +261,9 @@ class Turn:
         if hook is not None:
             await call_hook(hook(self._context(self.steps, ())))
 
-    async def _step(self, number: int, entering: list[Message], settings: StepSettings) -> str | None:
+    async def _step(
+        self, number: int, entering: list[Message], settings: StepSettings
+    ) -> str | None:
         step = Step(self.deps, self.state, settings, number, entering)
         try:
             result = await step.run()

@@ -104,4 +104,6 @@ def final_turn_closers(events: list[Event], *, path: str | None = None) -> list[
     try:
         return repair_final_turn(events)
     except EventRejectedError as exc:
-        raise CorruptLogError(f"the interrupted final turn cannot be repaired: {exc}", path=path) from exc
+        raise CorruptLogError(
+            f"the interrupted final turn cannot be repaired: {exc}", path=path
+        ) from exc

@@ -220,4 +220,6 @@ def write_private_copy(path: Path, data: bytes) -> str:
         except OSError as exc:
             raise StoreError(f"cannot keep the torn tail of {path} in {copy}: {exc}") from exc
         return str(copy)
-    raise StoreError(f"cannot keep the torn tail of {path}: 100 copies named {path.name}.torn-{stamp}* exist")
+    raise StoreError(
+        f"cannot keep the torn tail of {path}: 100 copies named {path.name}.torn-{stamp}* exist"
+    )

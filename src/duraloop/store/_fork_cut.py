@@ -66,7 +66,9 @@ def _read(backend: StorageBackend, source_id: str) -> tuple[SessionHeader, list[
     try:
         stored = backend.read(source_id)
     except SessionNotFoundError as exc:
-        raise SessionForkError(f'session "{source_id}" not found', code="SESSION_NOT_FOUND") from exc
+        raise SessionForkError(
+            f'session "{source_id}" not found', code="SESSION_NOT_FOUND"
+        ) from exc
     events = readable(stored)
     judge(stored.header, events, path=stored.path)
     return stored.header, events

@@ -28,7 +28,10 @@ FIXTURE_SESSION_ID = "fixture-session"
 _ZSTD_SUFFIX = ".zstd"
 """A file named `*.zstd` is read as a zstd-framed log (docs/store.md#jsonl-records)."""
 
-_PLACEHOLDERS = ((b"{{cwd}}", FIXTURE_CWD.encode()), (b"{{sessionId}}", FIXTURE_SESSION_ID.encode()))
+_PLACEHOLDERS = (
+    (b"{{cwd}}", FIXTURE_CWD.encode()),
+    (b"{{sessionId}}", FIXTURE_SESSION_ID.encode()),
+)
 
 
 def read_log_file(path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Event]]:

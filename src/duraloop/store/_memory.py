@@ -46,7 +46,9 @@ class MemoryBackend:
     def materialize(self, header: SessionHeader, batch: Sequence[Event]) -> WriteReceipt:
         """Store header and first batch; see `StorageBackend.materialize`."""
         if header.id in self._logs:
-            raise SessionExistsError(f'session "{header.id}" already has a persisted log; resume it instead')
+            raise SessionExistsError(
+                f'session "{header.id}" already has a persisted log; resume it instead'
+            )
         self._logs[header.id] = (header, list(batch))
         self._writes[header.id] = 1
         return WriteReceipt(len(encode_events_lines(list(batch))), 0)

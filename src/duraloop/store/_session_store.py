@@ -49,6 +49,7 @@ from ._writer import SessionWriter, check_batch
 
 logger = logging.getLogger(__name__)
 
+
 class SessionStore:
     """Persist, load, repair, list and fork session logs over one storage backend.
 
@@ -221,7 +222,9 @@ class SessionStore:
             rewrite = stored.recovered()
             torn_copy = None
             if stored.torn is not None or closers:
-                torn_copy = self.backend.repair(session_id, stored.torn, rewrite + closers).torn_copy
+                torn_copy = self.backend.repair(
+                    session_id, stored.torn, rewrite + closers
+                ).torn_copy
             if closers:
                 logger.warning(
                     "session %s: closed interrupted turn with %d closers", session_id, len(closers)
@@ -253,7 +256,9 @@ class SessionStore:
         events = readable(stored)
         report, session = judge(stored.header, events, path=stored.path)
         closers = list(session.events[len(events) : len(events) + report.closers_needed])
-        return LoadedSession(stored.header, events + closers, RepairReport(stored.torn_bytes, closers, stored.cut))
+        return LoadedSession(
+            stored.header, events + closers, RepairReport(stored.torn_bytes, closers, stored.cut)
+        )
 
     def check(self, session_id: str) -> LogCheckReport:
         """Judge a stored session as `duraloop check` does; never writes.
@@ -316,7 +321,9 @@ class SessionStore:
             SessionFormatUnsupportedError: for a newer/older format or an unknown event type.
         """
         if not is_safe_int(from_seq):
-            raise UsageError(f"read_from from_seq must be a non-negative safe integer, got {from_seq!r}")
+            raise UsageError(
+                f"read_from from_seq must be a non-negative safe integer, got {from_seq!r}"
+            )
         events = self.read(session_id)[1]
         start = bisect.bisect_left(events, from_seq, key=lambda event: event.seq)
         return events[start:]
@@ -358,7 +365,9 @@ class SessionStore:
         """
         return list_summaries(self.backend)
 
-    def fork(self, source_id: str, *, boundary: int | None = None, child_id: str | None = None) -> str:
+    def fork(
+        self, source_id: str, *, boundary: int | None = None, child_id: str | None = None
+    ) -> str:
         """Persist a new session seeded with a prefix of another (docs/recovery.md#fork).
 
         The child log is the seed plus `session/end-seed`, written once; its header has
@@ -386,7 +395,9 @@ class SessionStore:
             CorruptLogError: if the source log is damaged.
         """
         if child_id is not None and self.backend.exists(child_id):
-            raise SessionForkError(f'session "{child_id}" already exists', code="SESSION_ALREADY_EXISTS")
+            raise SessionForkError(
+                f'session "{child_id}" already exists', code="SESSION_ALREADY_EXISTS"
+            )
         source, seed = fork_cut(self.backend, source_id, boundary=boundary)
         child = child_id if child_id is not None else str(uuid.uuid4())
         header = fork_header(source, child_id=child, seed_length=len(seed), created_at=now_ms())
@@ -395,7 +406,8 @@ class SessionStore:
             with self.open_writer(session):
                 pass
         except SessionExistsError as exc:
-            raise SessionForkError(f'session "{child}" already exists', code="SESSION_ALREADY_EXISTS") from exc
+            raise SessionForkError(
+                f'session "{child}" already exists', code="SESSION_ALREADY_EXISTS"
+            ) from exc
         logger.info("forked session %s from %s at %d events", child, source_id, len(seed))
         return child
-

@@ -60,7 +60,9 @@ class SqliteStore(SessionStore):
             checks or is not a session store of schema 17 (see `SqliteBackend`).
     """
 
-    def __init__(self, path: Path | str, *, pack_chunks: bool = True, create_on_open: bool = True) -> None:
+    def __init__(
+        self, path: Path | str, *, pack_chunks: bool = True, create_on_open: bool = True
+    ) -> None:
         self.sqlite = SqliteBackend(path, pack_chunks=pack_chunks, create_on_open=create_on_open)
         super().__init__(self.sqlite)
 

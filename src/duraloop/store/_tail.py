@@ -88,7 +88,9 @@ class TornTail:
     dropped_call_ids: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, size: int, reason: str, events: Iterable[Event], *, unreadable_count: int) -> TornTail:
+    def of(
+        cls, size: int, reason: str, events: Iterable[Event], *, unreadable_count: int
+    ) -> TornTail:
         """Summarize the decodable `events` of a tail of `size` bytes or rows.
 
         Returns:
@@ -113,7 +115,11 @@ class TornTail:
         if self.dropped_call_ids:
             shown = [_shown(call_id) for call_id in self.dropped_call_ids[:_MAX_LISTED_IDS]]
             more = len(self.dropped_call_ids) - len(shown)
-            text += "; dropped tool/call ids: " + ", ".join(shown) + (f" and {more} more" if more else "")
+            text += (
+                "; dropped tool/call ids: "
+                + ", ".join(shown)
+                + (f" and {more} more" if more else "")
+            )
         return text
 
 
@@ -184,7 +190,9 @@ def _dispatched(result: Event) -> bool:
         return False
     message = _field(result, "message")
     content = message.get("content") if isinstance(message, dict) else None
-    block = content[0] if isinstance(content, list) and content and isinstance(content[0], dict) else {}
+    block = (
+        content[0] if isinstance(content, list) and content and isinstance(content[0], dict) else {}
+    )
     if block.get("isError") is False:
         return True
     error = _field(result, "error")

@@ -93,7 +93,9 @@ def refuse_unanswered(unanswered: Sequence[UnansweredStep], *, session_id: str) 
     )
 
 
-def refuse_closing_unanswered(session_id: str, stored: Sequence[Event], batch: Sequence[Event]) -> None:
+def refuse_closing_unanswered(
+    session_id: str, stored: Sequence[Event], batch: Sequence[Event]
+) -> None:
     """Refuse a batch with a `step/end` or `turn/end` that closes calls left unanswered.
 
     The stored events feed the shared pending-call tracker, then each batch event is checked

@@ -147,7 +147,12 @@ class SessionWriter:
         self._bytes_written += receipt.bytes_written
         self._batches_written += 1
         self._events_written += len(batch)
-        logger.debug("session %s: stored %d events up to seq %d", self.session.id, len(batch), self._cursor - 1)
+        logger.debug(
+            "session %s: stored %d events up to seq %d",
+            self.session.id,
+            len(batch),
+            self._cursor - 1,
+        )
 
     def _cut_torn_tail(self, batch: list[Event], conflict: AppendConflictError) -> WriteReceipt:
         """Repair a torn tail after this writer's stored prefix and write `batch`, or re-raise."""

@@ -54,6 +54,7 @@ from ._signal import CancelSignal
 
 logger = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class Prepared:
     """What `ToolPipeline.prepare` decided for one call.
@@ -305,7 +306,9 @@ class ToolPipeline:
             logger.warning(
                 "tool %s (call %s) was still running %gs after cancellation; answered "
                 "TOOL_OUTCOME_UNKNOWN without it",
-                found.name, ctx.call_id, exc.grace_seconds,
+                found.name,
+                ctx.call_id,
+                exc.grace_seconds,
             )
             return ToolOutcome.not_interrupted(grace_seconds=exc.grace_seconds)
         except ToolError as exc:

@@ -101,6 +101,9 @@ class DeepSeekChatModel(ChatCompletionsModel):
             default_base_url=DEEPSEEK_BASE_URL,
             echo=echo,
             body_options=partial(
-                body_options, extra=extra, max_tokens_field="max_tokens", default_max_tokens=options.max_tokens
+                body_options,
+                extra=extra,
+                max_tokens_field="max_tokens",
+                default_max_tokens=options.max_tokens,
             ),
         )

@@ -270,7 +270,9 @@ class RequestEncoder:
             for message in messages[count:]:
                 self._append(message, self.convert(message))
             return
-        known = {m["id"]: (m, w, f) for m, w, f in zip(cached, self._wire, self._fragments, strict=True)}
+        known = {
+            m["id"]: (m, w, f) for m, w, f in zip(cached, self._wire, self._fragments, strict=True)
+        }
         self._messages, self._wire, self._fragments, self._flat = [], [], [], []
         self._joined = bytearray()
         self._checked = 0

@@ -252,8 +252,7 @@ class ChatCompletionsModel:
             return msgspec.json.decode(item.data)
         except msgspec.DecodeError as exc:
             raise LlmError(
-                f"{self._label} sent an SSE payload that is not JSON ({exc}): "
-                f"{item.data[:80]!r}",
+                f"{self._label} sent an SSE payload that is not JSON ({exc}): {item.data[:80]!r}",
                 code=MALFORMED_RESPONSE,
                 request_id=request_id,
             ) from exc
@@ -262,7 +261,10 @@ class ChatCompletionsModel:
         with map_openai_errors(self._label, self.base_url):
             stream = True  # the `stream: bool` overload: cast_to decides the return type
             response: object = await self._client.post(
-                _PATH, cast_to=self._httpx.Response, content=body, options=_POST_OPTIONS,
+                _PATH,
+                cast_to=self._httpx.Response,
+                content=body,
+                options=_POST_OPTIONS,
                 stream=stream,
             )
         if not isinstance(response, self._httpx.Response):
@@ -289,4 +291,3 @@ class ChatCompletionsModel:
             status=response.status_code,
             request_id=request_id,
         )
-

@@ -25,7 +25,11 @@ TOOL_CALL_ROW = "tool-call-chunks"
 ROW_TYPES = frozenset({TEXT_ROW, REASONING_ROW, TOOL_CALL_ROW})
 MIN_RUN_EVENTS = 3
 _MAX_SAFE = 2**53 - 1
-_ROW_OF_DELTA = {"text-delta": TEXT_ROW, "reasoning-delta": REASONING_ROW, "tool-call-delta": TOOL_CALL_ROW}
+_ROW_OF_DELTA = {
+    "text-delta": TEXT_ROW,
+    "reasoning-delta": REASONING_ROW,
+    "tool-call-delta": TOOL_CALL_ROW,
+}
 _DELTA_OF_ROW = {row: delta for delta, row in _ROW_OF_DELTA.items()}
 _TEXT_KEYS = frozenset({"type", "index", "text"})
 _TOOL_KEYS = frozenset({"type", "index", "id", "argumentsDelta"})
@@ -74,7 +78,11 @@ def _run_key(event: Event) -> tuple[Any, ...] | None:
     if kind == "tool-call-delta":
         keys = chunk.keys() - {"name"}
         name = chunk.get("name", _ABSENT)
-        if keys != _TOOL_KEYS or type(chunk["id"]) is not str or type(chunk["argumentsDelta"]) is not str:
+        if (
+            keys != _TOOL_KEYS
+            or type(chunk["id"]) is not str
+            or type(chunk["argumentsDelta"]) is not str
+        ):
             return None
         if name is not _ABSENT and type(name) is not str:
             return None
@@ -158,8 +166,13 @@ def unpack_row(row: dict[str, Any]) -> list[Event]:
         raise MalformedRowError(f"malformed {tag} storage row: {times}")
     members = data["args" if tag == TOOL_CALL_ROW else "texts"]
     return _members(
-        _DELTA_OF_ROW[str(tag)], seq0, times, members,
-        where=(data["turn"], data["step"], data["index"]), call_id=data.get("id"), name=data.get("name", _ABSENT),
+        _DELTA_OF_ROW[str(tag)],
+        seq0,
+        times,
+        members,
+        where=(data["turn"], data["step"], data["index"]),
+        call_id=data.get("id"),
+        name=data.get("name", _ABSENT),
     )
 
 
@@ -191,7 +204,9 @@ class _TextRow(msgspec.Struct, forbid_unknown_fields=True, tag_field="type", tag
     data: _TextRowData
 
 
-class _ReasoningRow(msgspec.Struct, forbid_unknown_fields=True, tag_field="type", tag=REASONING_ROW):
+class _ReasoningRow(
+    msgspec.Struct, forbid_unknown_fields=True, tag_field="type", tag=REASONING_ROW
+):
     seq0: int
     time0: int
     data: _TextRowData
@@ -205,7 +220,9 @@ class _ToolCallRow(msgspec.Struct, forbid_unknown_fields=True, tag_field="type",
 
 _row_decoder = msgspec.json.Decoder(_TextRow | _ReasoningRow | _ToolCallRow)
 _DELTA_OF_ROW_TYPE: dict[type, str] = {
-    _TextRow: "text-delta", _ReasoningRow: "reasoning-delta", _ToolCallRow: "tool-call-delta"
+    _TextRow: "text-delta",
+    _ReasoningRow: "reasoning-delta",
+    _ToolCallRow: "tool-call-delta",
 }
 
 
@@ -238,8 +255,13 @@ def decode_row_line(line: bytes) -> list[Event] | None:
     if isinstance(times, str):
         return None
     return _members(
-        _DELTA_OF_ROW_TYPE[type(row)], seq0, times, members,
-        where=(data.turn, data.step, data.index), call_id=call_id, name=name,
+        _DELTA_OF_ROW_TYPE[type(row)],
+        seq0,
+        times,
+        members,
+        where=(data.turn, data.step, data.index),
+        call_id=call_id,
+        name=name,
     )
 
 
@@ -272,19 +294,49 @@ def _members(
     places = zip(range(seq0, seq0 + len(members)), times, members, strict=True)
     if call_id is None:
         return [
-            Event(chunk_type, seq, time, {"turn": turn, "step": step, "chunk": {
-                "type": delta, "index": index, "text": text}})
+            Event(
+                chunk_type,
+                seq,
+                time,
+                {
+                    "turn": turn,
+                    "step": step,
+                    "chunk": {"type": delta, "index": index, "text": text},
+                },
+            )
             for seq, time, text in places
         ]
     if name is _ABSENT:
         return [
-            Event(chunk_type, seq, time, {"turn": turn, "step": step, "chunk": {
-                "type": delta, "index": index, "id": call_id, "argumentsDelta": part}})
+            Event(
+                chunk_type,
+                seq,
+                time,
+                {
+                    "turn": turn,
+                    "step": step,
+                    "chunk": {"type": delta, "index": index, "id": call_id, "argumentsDelta": part},
+                },
+            )
             for seq, time, part in places
         ]
     return [
-        Event(chunk_type, seq, time, {"turn": turn, "step": step, "chunk": {
-            "type": delta, "index": index, "id": call_id, "name": name, "argumentsDelta": part}})
+        Event(
+            chunk_type,
+            seq,
+            time,
+            {
+                "turn": turn,
+                "step": step,
+                "chunk": {
+                    "type": delta,
+                    "index": index,
+                    "id": call_id,
+                    "name": name,
+                    "argumentsDelta": part,
+                },
+            },
+        )
         for seq, time, part in places
     ]
 

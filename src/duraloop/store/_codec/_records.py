@@ -92,7 +92,9 @@ def encode_header(header: SessionHeader) -> bytes:
     return _encoder.encode(record) + b"\n"
 
 
-def unsupported_version(session_id: object, version: object, path: str | None) -> SessionFormatUnsupportedError:
+def unsupported_version(
+    session_id: object, version: object, path: str | None
+) -> SessionFormatUnsupportedError:
     """Return the format refusal for a header version this build does not read.
 
     See docs/log.md#the-session-header.
@@ -142,7 +144,11 @@ def decode_header(line: bytes, *, path: str | None) -> SessionHeader:
     if type(record) is not dict:
         raise CorruptLogError("session header is not a JSON object", path=path, line=1)
     version = record.get("version")
-    if isinstance(version, int | float) and not isinstance(version, bool) and version != SESSION_FORMAT_VERSION:
+    if (
+        isinstance(version, int | float)
+        and not isinstance(version, bool)
+        and version != SESSION_FORMAT_VERSION
+    ):
         raise unsupported_version(record.get("id"), version, path)
 
     def bad(detail: str) -> CorruptLogError:

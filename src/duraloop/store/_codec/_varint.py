@@ -97,6 +97,8 @@ def decode_seqs(blob: bytes) -> list[int]:
         value, position = _take(blob, position)
         seq = value if not seqs else seqs[-1] + _unzigzag(value)
         if not 0 <= seq <= _MAX_SAFE:
-            raise VarintError(f"the seq decoded at byte {start} ({seq}) is not a non-negative safe integer")
+            raise VarintError(
+                f"the seq decoded at byte {start} ({seq}) is not a non-negative safe integer"
+            )
         seqs.append(seq)
     return seqs

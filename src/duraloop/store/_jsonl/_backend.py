@@ -120,7 +120,9 @@ class JsonlBackend:
         if not self.root.is_dir():
             return None
         projects = sorted(self.root.iterdir())
-        found = [path for project in projects if (path := project / segment / self._file_name).is_file()]
+        found = [
+            path for project in projects if (path := project / segment / self._file_name).is_file()
+        ]
         if not found:
             for project in projects:
                 self._check_encoding(project / segment)
@@ -147,18 +149,27 @@ class JsonlBackend:
         header = result.header
         if header.id != session_id:
             raise CorruptLogError(
-                f'requested id "{session_id}" does not match header id "{header.id}"', path=str(path), line=1
+                f'requested id "{session_id}" does not match header id "{header.id}"',
+                path=str(path),
+                line=1,
             )
         if session_dir(self.root, header.id, header.cwd) != path.parent:
             raise CorruptLogError(
-                f'header (id "{header.id}", cwd {header.cwd!r}) does not map to this file', path=str(path), line=1
+                f'header (id "{header.id}", cwd {header.cwd!r}) does not map to this file',
+                path=str(path),
+                line=1,
             )
         self._read_paths[session_id] = path
         if result.torn_offset is None:
             self._ends[session_id] = result.size_bytes
         torn_bytes = result.size_bytes - result.committed_bytes
         return StoredLog(
-            header, result.events, result.torn_offset, str(path), torn_bytes, result.recovered_events,
+            header,
+            result.events,
+            result.torn_offset,
+            str(path),
+            torn_bytes,
+            result.recovered_events,
             result.cut,
         )
 
@@ -193,7 +204,9 @@ class JsonlBackend:
     def materialize(self, header: SessionHeader, batch: Sequence[Event]) -> WriteReceipt:
         """Publish header plus first batch atomically; see `StorageBackend.materialize`."""
         if self.locate(header.id) is not None:
-            raise SessionExistsError(f'session "{header.id}" already has a persisted log; resume it instead')
+            raise SessionExistsError(
+                f'session "{header.id}" already has a persisted log; resume it instead'
+            )
         directory = session_dir(self.root, header.id, header.cwd)
         final = directory / self._file_name
         tmp = directory / f"{self._file_name}.{secrets.token_hex(6)}.tmp"
@@ -212,9 +225,13 @@ class JsonlBackend:
             self._ends[header.id] = len(payload)
             self._read_paths[header.id] = final
         except FileExistsError as exc:
-            raise SessionExistsError(f'session "{header.id}" already has a persisted log; resume it instead') from exc
+            raise SessionExistsError(
+                f'session "{header.id}" already has a persisted log; resume it instead'
+            ) from exc
         except OSError as exc:
-            raise StoreError(f'cannot create the log of session "{header.id}" at {final}: {exc}') from exc
+            raise StoreError(
+                f'cannot create the log of session "{header.id}" at {final}: {exc}'
+            ) from exc
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
@@ -302,7 +319,10 @@ class JsonlBackend:
         self._ends[session_id] = torn
         logger.warning(
             "session %s: truncated torn tail at byte %d (%d bytes, kept in %s)",
-            session_id, torn, size - torn, copy,
+            session_id,
+            torn,
+            size - torn,
+            copy,
         )
         return copy
 
@@ -334,15 +354,21 @@ class JsonlBackend:
                 else:
                     if session_dir(self.root, header.id, header.cwd) != directory:
                         reason = f'its header (id "{header.id}", cwd {header.cwd!r}) does not map to this file'
-                        headers.append(DamagedLog(decode_segment(directory.name), reason, str(path)))
+                        headers.append(
+                            DamagedLog(decode_segment(directory.name), reason, str(path))
+                        )
                         continue
                     headers.append(self._unique(header, path, seen))
         return headers
 
     @staticmethod
-    def _unique(header: SessionHeader, path: Path, seen: dict[str, Path]) -> SessionHeader | DamagedLog:
+    def _unique(
+        header: SessionHeader, path: Path, seen: dict[str, Path]
+    ) -> SessionHeader | DamagedLog:
         if header.id in seen:
-            return DamagedLog(header.id, f"the id is stored twice (also at {seen[header.id]})", str(path))
+            return DamagedLog(
+                header.id, f"the id is stored twice (also at {seen[header.id]})", str(path)
+            )
         seen[header.id] = path
         return header
 
@@ -382,9 +408,15 @@ class JsonlBackend:
         it created, so a failed command leaves no orphan `session.lock` behind (D14).
         """
         existing = self.locate(session_id)
-        directory = existing.parent if existing is not None else session_dir(self.root, session_id, cwd)
+        directory = (
+            existing.parent if existing is not None else session_dir(self.root, session_id, cwd)
+        )
 
         def stored() -> bool:
-            return (directory / self._file_name).exists() or (directory / self._other_file_name).exists()
+            return (directory / self._file_name).exists() or (
+                directory / self._other_file_name
+            ).exists()
 
-        return lock_directory(directory / LOCK_FILE_NAME, session_id, mkdirs=self._mkdirs, stored=stored)
+        return lock_directory(
+            directory / LOCK_FILE_NAME, session_id, mkdirs=self._mkdirs, stored=stored
+        )

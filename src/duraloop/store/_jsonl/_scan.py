@@ -139,7 +139,9 @@ def scan_log(data: bytes, *, path: str | None, projected: bool = False) -> ScanR
         return ScanResult(header, events, len(data) - len(lines[-1]), len(data), cut=torn)
     committed = sum(map(len, lines[:accepted_to])) + accepted_to
     reason = f"{cut.reason} at line {accepted_to + 1}"
-    torn = TornTail.of(len(data) - committed, reason, cut.events, unreadable_count=cut.unreadable_count + fragment)
+    torn = TornTail.of(
+        len(data) - committed, reason, cut.events, unreadable_count=cut.unreadable_count + fragment
+    )
     return ScanResult(header, events, committed, len(data), cut=torn)
 
 
@@ -166,7 +168,9 @@ def scan_zstd_log(data: bytes, *, path: str | None) -> ScanResult:
     """
     scan = scan_frames(data, path=path)
     if not scan.frames:
-        raise CorruptLogError("session log is empty or header-less (no complete zstd frame)", path=path, line=1)
+        raise CorruptLogError(
+            "session log is empty or header-less (no complete zstd frame)", path=path, line=1
+        )
     header_start, header_end = scan.frames[0]
     header_text = decompress_complete(data[header_start:header_end], path=path, offset=header_start)
     header = decode_header(header_frame_line(header_text, path=path), path=path)
@@ -179,7 +183,9 @@ def scan_zstd_log(data: bytes, *, path: str | None) -> ScanResult:
     with collector_paused():
         accepted_to, issue = _accept(lines, len(lines) - 1, events, projected=False)
     if issue is not None:
-        raise CorruptLogError(f"{issue.text} inside a complete zstd frame", path=path, line=accepted_to + 1)
+        raise CorruptLogError(
+            f"{issue.text} inside a complete zstd frame", path=path, line=accepted_to + 1
+        )
     if lines[-1]:
         raise CorruptLogError(
             "complete zstd frame contains a torn JSONL record", path=path, line=len(lines)
@@ -304,7 +310,11 @@ def _accept(
                 event: Event | None = decode(line)
             except msgspec.DecodeError:
                 event = None
-            if event is not None and event.seq == len(events) and -_MAX_SAFE <= event.time <= _MAX_SAFE:
+            if (
+                event is not None
+                and event.seq == len(events)
+                and -_MAX_SAFE <= event.time <= _MAX_SAFE
+            ):
                 append(event)
                 continue
         elif not projected:

@@ -148,7 +148,11 @@ def _frame_end(data: bytes, start: int, *, path: str | None) -> int | None:
     content_size_flag = descriptor >> 6
     content_size_bytes = (1 if single_segment else 0, 2, 4, 8)[content_size_flag]
     position = (
-        start + 5 + (0 if single_segment else 1) + _DICT_ID_BYTES[descriptor & 0x03] + content_size_bytes
+        start
+        + 5
+        + (0 if single_segment else 1)
+        + _DICT_ID_BYTES[descriptor & 0x03]
+        + content_size_bytes
     )
     while True:
         if position + 3 > size:

@@ -74,7 +74,9 @@ def _check_id(session_id: str) -> None:
     try:
         session_id.encode()
     except UnicodeEncodeError as exc:
-        raise UsageError(f"session id {session_id!r} is not valid Unicode text (a lone surrogate)") from exc
+        raise UsageError(
+            f"session id {session_id!r} is not valid Unicode text (a lone surrogate)"
+        ) from exc
 
 
 def _bytes_of(rows: Sequence[EventRow]) -> int:
@@ -103,7 +105,9 @@ class SqliteBackend:
             database of another application or schema.
     """
 
-    def __init__(self, path: Path | str, *, pack_chunks: bool = True, create_on_open: bool = True) -> None:
+    def __init__(
+        self, path: Path | str, *, pack_chunks: bool = True, create_on_open: bool = True
+    ) -> None:
         self.path = Path(path).absolute()
         self.pack_chunks = pack_chunks
         self._connection: sqlite3.Connection | None = None
@@ -124,9 +128,7 @@ class SqliteBackend:
             self._schema_version = check_schema(connection, self.path)
             info = os.stat(self.path)
             birth_ns = getattr(info, "st_birthtime_ns", 0)
-            self._identity = (
-                f"file:{info.st_dev}:{info.st_ino}:{birth_ns}:store:{store_id(connection, self.path)}"
-            )
+            self._identity = f"file:{info.st_dev}:{info.st_ino}:{birth_ns}:store:{store_id(connection, self.path)}"
         except (sqlite3.Error, UnicodeDecodeError) as exc:
             connection.close()
             raise damaged_store_error(self.path, "open", exc) from exc
@@ -203,7 +205,9 @@ class SqliteBackend:
         try:
             return decode_header_row(row)
         except RecordError as exc:
-            raise CorruptLogError(f'session "{session_id}" has an invalid sessions row ({exc})', path=str(self.path)) from exc
+            raise CorruptLogError(
+                f'session "{session_id}" has an invalid sessions row ({exc})', path=str(self.path)
+            ) from exc
 
     @staticmethod
     def _rows(connection: sqlite3.Connection, session_id: str) -> list[SqlRow]:
@@ -238,7 +242,9 @@ class SqliteBackend:
         if self._missing():
             return False
         with self._transaction(f'look up session "{session_id}"', write=False) as connection:
-            found = connection.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            found = connection.execute(
+                "SELECT 1 FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
             if found is None:  # a damaged index must not make a stored session look new
                 check_sessions(connection, self.path, f'look up session "{session_id}"')
         return found is not None
@@ -251,7 +257,9 @@ class SqliteBackend:
         """
         if self._missing():
             return None
-        with self._transaction(f'read the revision of session "{session_id}"', write=False) as connection:
+        with self._transaction(
+            f'read the revision of session "{session_id}"', write=False
+        ) as connection:
             row = connection.execute(
                 "SELECT incarnation, revision FROM sessions WHERE id = ?", (session_id,)
             ).fetchone()
@@ -266,7 +274,9 @@ class SqliteBackend:
         rows = encode_rows(header.id, batch, pack_chunks=self.pack_chunks)
         with self._transaction(f'create session "{header.id}"', write=True) as connection:
             if connection.execute("SELECT 1 FROM sessions WHERE id = ?", (header.id,)).fetchone():
-                raise SessionExistsError(f'session "{header.id}" already has a persisted log; resume it instead')
+                raise SessionExistsError(
+                    f'session "{header.id}" already has a persisted log; resume it instead'
+                )
             try:
                 connection.execute(_INSERT_SESSION, (*header_values(header), str(uuid.uuid4())))
             except sqlite3.IntegrityError as exc:  # the lookup missed a row that exists
@@ -314,7 +324,9 @@ class SqliteBackend:
         if not rows:
             return WriteReceipt(0, 0)
         with self._transaction(f'append to session "{session_id}"', write=True) as connection:
-            if not connection.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone():
+            if not connection.execute(
+                "SELECT 1 FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone():
                 raise SessionNotFoundError(session_id)
             check_batch(session_id, batch, self._next_seq(connection, session_id))
             connection.executemany(_INSERT_EVENT, rows)
@@ -357,7 +369,10 @@ class SqliteBackend:
         if deleted:
             logger.warning(
                 "session %s: deleted a torn tail of %d rows from seq %d (kept in %s)",
-                session_id, deleted, torn, copy,
+                session_id,
+                deleted,
+                torn,
+                copy,
             )
         return WriteReceipt(_bytes_of(rows), 3 if copy else 1, copy)
 
@@ -375,7 +390,11 @@ class SqliteBackend:
             try:
                 headers.append(decode_header_row(row))
             except (RecordError, SessionFormatUnsupportedError) as exc:
-                session_id = bytes(row[0]).decode(errors="replace") if isinstance(row[0], bytes) else repr(row[0])
+                session_id = (
+                    bytes(row[0]).decode(errors="replace")
+                    if isinstance(row[0], bytes)
+                    else repr(row[0])
+                )
                 headers.append(DamagedLog(session_id, f"invalid sessions row ({exc})"))
         return headers
 

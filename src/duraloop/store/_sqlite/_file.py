@@ -73,7 +73,9 @@ def check_file(path: Path, *, create: bool = True) -> bool:
     except OSError as exc:
         raise StoreError(f"cannot stat the SQLite store {path}: {exc}") from exc
     if stat.S_ISLNK(info.st_mode):
-        raise StoreError(f"the SQLite store {path} is a symlink; open the file it points to directly")
+        raise StoreError(
+            f"the SQLite store {path} is a symlink; open the file it points to directly"
+        )
     if not stat.S_ISREG(info.st_mode):
         raise StoreError(f"the SQLite store {path} is not a regular file")
     if info.st_uid != os.getuid():
@@ -115,7 +117,9 @@ def _check_magic(path: Path) -> None:
         )
 
 
-def damaged_store_error(path: Path, what: str, exc: sqlite3.Error | UnicodeDecodeError) -> StoreError:
+def damaged_store_error(
+    path: Path, what: str, exc: sqlite3.Error | UnicodeDecodeError
+) -> StoreError:
     """Return the StoreError for a SQLite failure, saying when the file itself is damaged.
 
     Args:

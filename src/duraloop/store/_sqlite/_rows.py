@@ -43,9 +43,7 @@ _encoder = msgspec.json.Encoder()
 
 EVENT_COLUMNS = "seq, type, time, typeof(data), data, typeof(source_event_seqs), source_event_seqs, surface_op, ignorable"
 """The columns `decode_row` reads, in its order."""
-SESSION_COLUMNS = (
-    "id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset"
-)
+SESSION_COLUMNS = "id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset"
 """The columns `decode_header_row` reads, in its order."""
 
 SqlRow = tuple[Any, ...]
@@ -83,7 +81,9 @@ def encode_data(value: Any) -> str | bytes:
 
 def _decode_json(text: Any) -> Any:
     """Decode one JSON column value; refuse one nested deeper than `MAX_JSON_DEPTH` (D13)."""
-    if isinstance(text, bytes | str) and too_deep(text if isinstance(text, bytes) else text.encode(), MAX_JSON_DEPTH):
+    if isinstance(text, bytes | str) and too_deep(
+        text if isinstance(text, bytes) else text.encode(), MAX_JSON_DEPTH
+    ):
         raise depth_error(MAX_JSON_DEPTH)
     return msgspec.json.decode(text)
 
@@ -108,7 +108,13 @@ def _scalar_row(session_id: str, event: Event) -> EventRow:
     seqs = None if event.source_event_seqs is None else encode_seqs(event.source_event_seqs)
     surface_op = None if event.surface_op is None else _encoder.encode(event.surface_op).decode()
     return EventRow(
-        session_id, event.seq, event.type, event.time, encode_data(event.data), seqs, surface_op,
+        session_id,
+        event.seq,
+        event.type,
+        event.time,
+        encode_data(event.data),
+        seqs,
+        surface_op,
         1 if event.ignorable else None,
     )
 
@@ -125,7 +131,9 @@ def _packed_rows(session_id: str, run: Sequence[Event]) -> Iterator[EventRow]:
     row = rows[0]
     data = _encoder.encode(row["data"])
     if len(run) <= MAX_PACKED_MEMBERS and len(data) <= MAX_PACKED_DATA_BYTES:
-        yield EventRow(session_id, row["seq0"], row["type"], row["time0"], data.decode(), None, None, PACKED)
+        yield EventRow(
+            session_id, row["seq0"], row["type"], row["time0"], data.decode(), None, None, PACKED
+        )
         return
     half = len(run) // 2
     yield from _packed_rows(session_id, run[:half])
@@ -161,7 +169,9 @@ def encode_rows(session_id: str, batch: Sequence[Event], *, pack_chunks: bool) -
             members = len(item["data"]["dt"]) + 1
             rows.extend(_packed_rows(session_id, batch[start : start + members]))
     except VarintError as exc:
-        raise EventRejectedError(f"session {session_id!r}: invalid sourceEventSeqs ({exc})") from exc
+        raise EventRejectedError(
+            f"session {session_id!r}: invalid sourceEventSeqs ({exc})"
+        ) from exc
     return rows
 
 
@@ -187,7 +197,10 @@ def decode_row(row: SqlRow) -> list[Event]:
         if seqs is not None and seqs_kind != b"blob":
             raise RecordError("source_event_seqs is not a BLOB")
         event = Event(
-            type_text, seq, time, value,
+            type_text,
+            seq,
+            time,
+            value,
             None if seqs is None else decode_seqs(seqs),
             None if surface_op is None else _decode_json(surface_op),
             True if ignorable == 1 else None,
@@ -211,8 +224,15 @@ def row_member_count(row: SqlRow) -> int:
 def header_values(header: SessionHeader) -> tuple[Any, ...]:
     """Return the `sessions` values of `SESSION_COLUMNS` for a header."""
     return (
-        header.id, header.version, header.created_at, header.cwd, header.parent_session,
-        header.seed_length, header.origin, header.delegation_depth, header.agent_preset,
+        header.id,
+        header.version,
+        header.created_at,
+        header.cwd,
+        header.parent_session,
+        header.seed_length,
+        header.origin,
+        header.delegation_depth,
+        header.agent_preset,
     )
 
 
@@ -242,7 +262,11 @@ def decode_header_row(row: SqlRow) -> SessionHeader:
         origin_text = _text(origin, "origin")
         if origin_text not in (None, "subagent"):
             raise RecordError(f'origin must be "subagent" when present, got {origin_text!r}')
-        for name, number in (("created_at", created_at), ("seed_length", seed_length), ("delegation_depth", depth)):
+        for name, number in (
+            ("created_at", created_at),
+            ("seed_length", seed_length),
+            ("delegation_depth", depth),
+        ):
             if number is not None and type(number) is not int:
                 raise RecordError(f"{name} is not an integer")
         return SessionHeader(

@@ -76,7 +76,11 @@ def scan_rows(session_id: str, rows: list[SqlRow], *, path: Path) -> RowScan:
     last_end = -1
     for index in range(len(rows) - 1, -1, -1):
         row = rows[index]
-        if row[1] == _TURN_END and row[-1] != PACKED and not isinstance(attempt(index), RecordError):
+        if (
+            row[1] == _TURN_END
+            and row[-1] != PACKED
+            and not isinstance(attempt(index), RecordError)
+        ):
             last_end = index
             break
     events: list[Event] = []

@@ -66,11 +66,27 @@ SCHEMA_DDL = (
 REQUIRED_COLUMNS = {
     "persistence_state": {"singleton", "store_id"},
     "sessions": {
-        "id", "version", "created_at", "cwd", "parent_session", "seed_length", "origin",
-        "delegation_depth", "agent_preset", "incarnation", "revision",
+        "id",
+        "version",
+        "created_at",
+        "cwd",
+        "parent_session",
+        "seed_length",
+        "origin",
+        "delegation_depth",
+        "agent_preset",
+        "incarnation",
+        "revision",
     },
     "events": {
-        "session_id", "seq", "type", "time", "data", "source_event_seqs", "surface_op", "ignorable",
+        "session_id",
+        "seq",
+        "type",
+        "time",
+        "data",
+        "source_event_seqs",
+        "surface_op",
+        "ignorable",
     },
 }
 
@@ -175,7 +191,8 @@ def _initialize(connection: sqlite3.Connection, path: Path) -> None:
             for statement in SCHEMA_DDL:
                 connection.execute(statement)
             connection.execute(
-                "INSERT INTO persistence_state (singleton, store_id) VALUES (1, ?)", (str(uuid.uuid4()),)
+                "INSERT INTO persistence_state (singleton, store_id) VALUES (1, ?)",
+                (str(uuid.uuid4()),),
             )
             connection.execute(f"PRAGMA application_id={APPLICATION_ID}")
             connection.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
@@ -211,7 +228,9 @@ def store_id(connection: sqlite3.Connection, path: Path) -> str:
     Raises:
         StoreError: if the singleton row is missing.
     """
-    row = connection.execute("SELECT store_id FROM persistence_state WHERE singleton = 1").fetchone()
+    row = connection.execute(
+        "SELECT store_id FROM persistence_state WHERE singleton = 1"
+    ).fetchone()
     if row is None or not isinstance(row[0], bytes):
         raise StoreError(f"the SQLite store {path} has no persistence_state row; it is damaged")
     return row[0].decode()
