@@ -571,8 +571,8 @@ def test_resume_without_a_prompt_refuses_model_flags_it_would_ignore(cli: Cli) -
     result = cli("resume", session_id, "--max-tokens", "5")
     assert result.returncode == 1
     assert (
-        "UsageError: --max-tokens is used only when resume runs a turn; add a PROMPT to run one, or drop it"
-        in result.stderr
+        "UsageError: --max-tokens is used only when resume runs a turn; add a PROMPT to run one, "
+        "or drop it" in result.stderr
     )
     both = cli("resume", session_id, "--system", "Be terse.", "--max-tokens", "5")
     assert (

@@ -127,7 +127,10 @@ def chat(
         str | None,
         typer.Option(
             "--session",
-            help="Chat in this session: resumed (with repair) if it exists, created with this id if not.",
+            help=(
+                "Chat in this session: resumed (with repair) if it exists, created with this id "
+                "if not."
+            ),
         ),
     ] = None,
     max_parallel: MaxParallelOption = 10,
@@ -212,7 +215,10 @@ def fork(
         int | None,
         typer.Option(
             "--at",
-            help="Last inherited seq; a cut inside a turn is closed as crash repair closes one \\[default: the last event, or the last closed turn's end].",
+            help=(
+                "Last inherited seq; a cut inside a turn is closed as crash repair closes one "
+                "\\[default: the last event, or the last closed turn's end]."
+            ),
         ),
     ] = None,
     new_id: Annotated[
@@ -248,7 +254,8 @@ def show(
     as_json: Annotated[
         bool,
         json_option(
-            "Machine output: JSONL events (alone or with --events), or a JSON array of messages (with --messages)."
+            "Machine output: JSONL events (alone or with --events), or a JSON array of messages "
+            "(with --messages)."
         ),
     ] = False,
     store: StoreOption = None,
@@ -316,7 +323,8 @@ def check(
     )
     if report.open_turn is not None:
         out.print(
-            f"  turn {report.open_turn} is open (the log ends inside it): resume appends {report.closers_needed} closer(s)"
+            f"  turn {report.open_turn} is open (the log ends inside it): resume appends "
+            f"{report.closers_needed} closer(s)"
         )
     if report.torn_tail_bytes:
         out.print(

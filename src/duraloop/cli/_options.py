@@ -77,7 +77,10 @@ BaseUrlOption = Annotated[
     str | None,
     typer.Option(
         "--base-url",
-        help="The provider's API root, over *_BASE_URL and the config file (openai:, deepseek:, anthropic: only).",
+        help=(
+            "The provider's API root, over *_BASE_URL and the config file (openai:, deepseek:, "
+            "anthropic: only)."
+        ),
     ),
 ]
 MaxTokensOption = Annotated[
@@ -85,14 +88,20 @@ MaxTokensOption = Annotated[
     typer.Option(
         "--max-tokens",
         min=1,
-        help="Output token cap per model request, over the config file (openai:, deepseek:, anthropic: only).",
+        help=(
+            "Output token cap per model request, over the config file (openai:, deepseek:, "
+            "anthropic: only)."
+        ),
     ),
 ]
 ReasoningEffortOption = Annotated[
     str | None,
     typer.Option(
         "--reasoning-effort",
-        help="The provider's reasoning effort, e.g. deepseek: off|low|high|max, over the config file (openai:, deepseek:, anthropic: only).",
+        help=(
+            "The provider's reasoning effort, e.g. deepseek: off|low|high|max, over the config "
+            "file (openai:, deepseek:, anthropic: only)."
+        ),
     ),
 ]
 SystemOption = Annotated[

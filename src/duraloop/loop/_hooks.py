@@ -83,7 +83,10 @@ class RequestConfig:
     max_tokens: int | None = None
 
 
-PreStepHook: TypeAlias = "Callable[[StepContext], Sequence[Message] | Reject | None | Awaitable[Sequence[Message] | Reject | None]]"
+PreStepHook: TypeAlias = (
+    "Callable[[StepContext], Sequence[Message] | Reject | None | Awaitable[Sequence[Message] | "
+    "Reject | None]]"
+)
 RequestHook: TypeAlias = (
     "Callable[[StepContext, RequestConfig], RequestConfig | Awaitable[RequestConfig]]"
 )
@@ -189,7 +192,8 @@ def entering_messages(decision: object, claimed: list[Message]) -> list[Message]
     if isinstance(decision, list | tuple) and all(isinstance(m, dict) for m in decision):
         return list(decision)
     raise UsageError(
-        f"LoopHooks.pre_step must return None, a list of messages or Reject(), got {type(decision).__name__}"
+        "LoopHooks.pre_step must return None, a list of messages or Reject(), got "
+        f"{type(decision).__name__}"
     )
 
 

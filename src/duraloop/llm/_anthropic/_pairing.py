@@ -115,7 +115,8 @@ def check_anthropic_messages(messages: Sequence[Mapping[str, Any]]) -> None:
                         broken,
                         index,
                         call_id,
-                        f"content[{block_index}] answers {call_id!r} of messages[{group.owner}] again",
+                        f"content[{block_index}] answers {call_id!r} of messages[{group.owner}] "
+                        "again",
                         None,
                     )
                 elif broken is not None:
