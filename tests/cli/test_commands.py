@@ -109,7 +109,8 @@ def test_run_reads_two_files_in_parallel_writes_one_and_prints_the_session_id(cl
         for e in events
         if e["type"] in ("tool/call", "tool/result")
     }
-    # Both reads started before either committed (one parallel run); the write is a barrier after them.
+    # Both reads started before either committed (one parallel run); the write is a barrier after
+    # them.
     assert max(seq_of["tool/call", "r1"], seq_of["tool/call", "r2"]) < min(
         seq_of["tool/result", "r1"], seq_of["tool/result", "r2"]
     )

@@ -362,8 +362,8 @@ def _thinking_violations(body: Mapping[str, Any], messages: list[Any]) -> list[s
             found.append(
                 f"messages.{turn_start + 1}.content.0.type: Expected `thinking` or "
                 "`redacted_thinking`. "
-                "When `thinking` is enabled, a final `assistant` message must start with "
-                "a thinking block"
+                "When `thinking` is enabled, a final `assistant` message must start with a "
+                "thinking block"
             )
     return found
 

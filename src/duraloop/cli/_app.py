@@ -118,7 +118,10 @@ def run(
     raise typer.Exit(exit_code_for(result.kind))
 
 
-@app.command()
+@app.command(
+    help="Chat interactively: a line starts a turn, typing during a turn steers it, Ctrl-C "
+    "cancels it."
+)
 def chat(
     model: ModelOption = None,
     store: StoreOption = None,
@@ -140,7 +143,10 @@ def chat(
     max_tokens: MaxTokensOption = None,
     reasoning_effort: ReasoningEffortOption = None,
 ) -> None:
-    """Chat interactively: a line starts a turn, typing during a turn steers it, Ctrl-C cancels it."""
+    """Chat interactively: a line starts a turn, typing during a turn steers it.
+
+    Ctrl-C cancels it. (The `help=` above is the command's help: one paragraph, one line.)
+    """
     turn = TurnOptions(
         model=model,
         system=system,

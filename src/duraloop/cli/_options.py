@@ -53,8 +53,9 @@ StoreOption = Annotated[
         envvar="DURALOOP_STORE",
         parser=store_option,
         metavar="STORE",
-        help="Session store: jsonl:DIR (or DIR; an existing root keeps its encoding, a new one is raw), "
-        "jsonl+zstd:DIR or sqlite:PATH \\[default: $DURALOOP_HOME/sessions, ~/.duraloop/sessions].",
+        help="Session store: jsonl:DIR (or DIR; an existing root keeps its encoding, a new one "
+        "is raw), jsonl+zstd:DIR or sqlite:PATH "
+        "\\[default: $DURALOOP_HOME/sessions, ~/.duraloop/sessions].",
     ),
 ]
 CwdOption = Annotated[
@@ -69,8 +70,9 @@ ModelOption = Annotated[
     typer.Option(
         "--model",
         envvar="DURALOOP_MODEL",
-        help="Model spec: scripted:PATH, replay:PATH (a session log, ours or dsh's), openai:MODEL, deepseek:MODEL "
-        "or anthropic:MODEL \\[default: default_model in $DURALOOP_HOME/config.toml].",
+        help="Model spec: scripted:PATH, replay:PATH (a session log, ours or dsh's), "
+        "openai:MODEL, deepseek:MODEL or anthropic:MODEL "
+        "\\[default: default_model in $DURALOOP_HOME/config.toml].",
     ),
 ]
 BaseUrlOption = Annotated[

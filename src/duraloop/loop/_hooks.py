@@ -112,7 +112,8 @@ class LoopHooks:
             with a copy of the failure (`message`, `code`, ...), before the `RetryPolicy`
             (docs/loop.md#request-retries). Return `"retry"` to retry at once in the same step
             (logged as `llm/retry` with `origin` and `policyKey` `"hook"`, `mode`
-            `"always"` and `delayMs` 0, then `llm/retry-started`), or None to let the policy decide. A cancel while it runs
+            `"always"` and `delayMs` 0, then `llm/retry-started`), or None to let the policy
+            decide. A cancel while it runs
             beats its retry (the turn ends `aborted`, B35); if it raises, the turn ends
             `error` with no retry (B36).
         turn_stopping: runs when the turn would end naturally and no `next-step` message is

@@ -1,4 +1,6 @@
-"""The pre-send pairing check of Anthropic Messages payloads (docs/providers.md#anthropic-pairing), a rules view.
+"""The pre-send pairing check of Anthropic Messages payloads, a rules view.
+
+See docs/providers.md#anthropic-pairing.
 
 `log._pairing` holds the pairing rule engine (`CallGroup`) and checks derived history; this
 view reads what the Anthropic adapter is about to put on the wire, after conversion, id
