@@ -145,7 +145,7 @@ def chat(
 ) -> None:
     """Chat interactively: a line starts a turn, typing during a turn steers it.
 
-    Ctrl-C cancels it. (The `help=` above is the command's help: one paragraph, one line.)
+    Ctrl-C cancels it. (The `help=` above keeps the command's help one paragraph.)
     """
     turn = TurnOptions(
         model=model,
