@@ -547,7 +547,8 @@ def check_head_durable(calls: Calls, kill_ms: int, *, since_seq: int = 0) -> lis
                     found.append(
                         Violation(
                             "head-result-not-durable",
-                            f"{_name} {call_id}: tool/call on disk {kill_ms - started[0]['time']} ms "
+                            f"{_name} {call_id}: tool/call on disk "
+                            f"{kill_ms - started[0]['time']} ms "
                             "before the kill, head of model order, no result while a later call of "
                             "its group ran",
                         )

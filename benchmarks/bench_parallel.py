@@ -101,7 +101,8 @@ def measure(runs: int) -> list[sc.Figure]:
                 flush=True,
             )
     print(
-        f"Scenario P: {CALLS} tools x {SLEEP_S * 1000:.0f} ms, cap {CAP}, one step (ideal {IDEAL_MS:.0f} ms)"
+        f"Scenario P: {CALLS} tools x {SLEEP_S * 1000:.0f} ms, cap {CAP}, one step (ideal "
+        f"{IDEAL_MS:.0f} ms)"
     )
     rows = [
         (

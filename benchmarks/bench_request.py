@@ -2,7 +2,8 @@
 
 The history is one user message plus steps of (an assistant message with 3 tool calls, its
 3 tool results), filled up to 4,000 messages with user messages (whole steps only, so the
-pairing check `encode_request` runs on the wire messages passes). Then 100 requests follow, each adding one step
+pairing check `encode_request` runs on the wire messages passes). Then 100 requests follow,
+each adding one step
 (4 messages), and each is timed: `OpenAIChatModel.encode_request` (the body `stream()`
 sends) and `ScriptedModel._input_tokens` (its usage estimate). For reference, the
 msgspec encoding of the whole body once (the PERFORMANCE.md floor) and a cold

@@ -272,7 +272,8 @@ def measure(runs: int, steps: int, events: int) -> list[sc.Figure]:
             "R",
             f"{cases[1][0]}: load+repair+Session(seed)+derive",
             sc.median_of(core) + " ms",
-            f"< {TARGET_LARGE_S * 1000:.0f} ms (ratio {core_median / (TARGET_LARGE_S * 1000):.2f}x)",
+            f"< {TARGET_LARGE_S * 1000:.0f} ms (ratio "
+            f"{core_median / (TARGET_LARGE_S * 1000):.2f}x)",
             core_median < TARGET_LARGE_S * 1000,
         )
     )

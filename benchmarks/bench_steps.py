@@ -77,7 +77,8 @@ def report(results: dict[int, list[sc.StepRun]], zstd: list[sc.StepRun]) -> list
             )
         )
     print(
-        "Scenario S: one turn of N steps x 3 no-op tool calls, durable JSONL, request encoded each step"
+        "Scenario S: one turn of N steps x 3 no-op tool calls, durable JSONL, request encoded "
+        "each step"
     )
     print(
         sc.table(
@@ -152,7 +153,8 @@ def report(results: dict[int, list[sc.StepRun]], zstd: list[sc.StepRun]) -> list
             "S",
             f"bytes on disk at N={large} (zstd + packed rows)",
             sc.median_of([r.file_bytes / 1e6 for r in zstd]) + " MB",
-            f"<= 1.0 MB (ratio {statistics.median(r.file_bytes for r in zstd) / TARGET_BYTES:.2f}x target)",
+            "<= 1.0 MB (ratio "
+            f"{statistics.median(r.file_bytes for r in zstd) / TARGET_BYTES:.2f}x target)",
             statistics.median(r.file_bytes for r in zstd) <= TARGET_BYTES,
         ),
         sc.Figure(

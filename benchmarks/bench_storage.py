@@ -226,7 +226,8 @@ def measure(runs: int, events: int, steps: int) -> list[sc.Figure]:
                 )
             )
             print(
-                f"  {label}: {size / count:.1f} B/event, load {sorted(loads)[len(loads) // 2]:.0f} ms",
+                f"  {label}: {size / count:.1f} B/event, "
+                f"load {sorted(loads)[len(loads) // 2]:.0f} ms",
                 file=sys.stderr,
                 flush=True,
             )

@@ -52,7 +52,8 @@ def test_module_size(path: Path) -> None:
         return
     docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
     assert docstring.startswith("Size:") or "\nSize:" in docstring, (
-        f"{_rel(path)} has {lines} lines (> {SIZE_LIMIT_LINES}) and no `Size:` note in its docstring"
+        f"{_rel(path)} has {lines} lines (> {SIZE_LIMIT_LINES}) and no `Size:` note in "
+        "its docstring"
     )
     assert lines <= SIZE_LIMIT_WITH_NOTE_LINES, f"{_rel(path)} has {lines} lines (> 600)"
 

@@ -298,7 +298,9 @@ class AppendConflictError(StoreError):
 
 
 class LlmError(DuraloopError):
-    """Raised when a model request fails; `code` is stable, `retryable` follows docs/providers.md#error-codes.
+    """Raised when a model request fails.
+
+    `code` is stable, `retryable` follows docs/providers.md#error-codes.
 
     Args:
         message: what failed.
@@ -310,7 +312,10 @@ class LlmError(DuraloopError):
     """
 
     RETRYABLE_CODES = frozenset({"EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"})
-    """The codes retried by default (docs/providers.md#error-codes); the one spelling (`RetryPolicy` uses it)."""
+    """The codes retried by default (docs/providers.md#error-codes).
+
+    The one spelling (`RetryPolicy` uses it).
+    """
 
     def __init__(
         self,

@@ -30,7 +30,10 @@ from ._support import (
 )
 
 # Make the pty (stdin) the controlling terminal of the new session, then become the chat.
-_CTTY = "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); os.execv(sys.argv[1], sys.argv[1:])"
+_CTTY = (
+    "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
 _WAIT_FOR_GO = "while [ ! -f go ]; do sleep 0.05; done; echo done"
 DEADLINE = 30.0
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

@@ -109,7 +109,8 @@ def test_run_reads_two_files_in_parallel_writes_one_and_prints_the_session_id(cl
         for e in events
         if e["type"] in ("tool/call", "tool/result")
     }
-    # Both reads started before either committed (one parallel run); the write is a barrier after them.
+    # Both reads started before either committed (one parallel run); the write is a barrier after
+    # them.
     assert max(seq_of["tool/call", "r1"], seq_of["tool/call", "r2"]) < min(
         seq_of["tool/result", "r1"], seq_of["tool/result", "r2"]
     )
@@ -571,8 +572,8 @@ def test_resume_without_a_prompt_refuses_model_flags_it_would_ignore(cli: Cli) -
     result = cli("resume", session_id, "--max-tokens", "5")
     assert result.returncode == 1
     assert (
-        "UsageError: --max-tokens is used only when resume runs a turn; add a PROMPT to run one, or drop it"
-        in result.stderr
+        "UsageError: --max-tokens is used only when resume runs a turn; add a PROMPT to run one, "
+        "or drop it" in result.stderr
     )
     both = cli("resume", session_id, "--system", "Be terse.", "--max-tokens", "5")
     assert (

@@ -86,7 +86,8 @@ def test_example_config_parses_with_origins_naming_file_and_line(tmp_path: Path)
         ),
         (
             '\n[providers.openai]\napi_key = "sk-..."\n',
-            "line 3: `providers.openai.api_key` is not a known key; allowed: api_key_env, base_url, max_tokens, reasoning_effort, timeout_seconds",
+            "line 3: `providers.openai.api_key` is not a known key; allowed: api_key_env, base_url,"
+            " max_tokens, reasoning_effort, timeout_seconds",
         ),
         (
             '[providers.deepseek]\nbase_url = "x"\nmax_tokens = "lots"\n',

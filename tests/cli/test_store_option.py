@@ -379,7 +379,10 @@ def test_name_the_store_leaves_commands_that_name_one_or_end_in_a_positional_aft
             _stores.name_the_store("run `duraloop check x` now")
             == "run `duraloop check x --store 'sqlite:a b.db'` now"
         )
-        kept = "`duraloop fork --at 3 --store s -- -d` and `duraloop fork --at 3 -- -d` and `duraloop demo`"
+        kept = (
+            "`duraloop fork --at 3 --store s -- -d` and `duraloop fork --at 3 -- -d` and "
+            "`duraloop demo`"
+        )
         assert _stores.name_the_store(kept) == kept
     finally:
         _stores._OPENED.clear()

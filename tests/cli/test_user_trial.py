@@ -45,7 +45,8 @@ def test_a_lone_surrogate_in_a_scripted_response_completes_the_turn(cli: Cli) ->
 def test_a_lone_surrogate_in_tool_call_arguments_is_written_as_u_fffd(cli: Cli) -> None:
     script = cli.tmp / "s.json"
     script.write_text(
-        '[{"tool_calls":[{"name":"write_file","arguments":{"path":"x.txt","content":"a\\ud800b"}}]},'
+        '[{"tool_calls":[{"name":"write_file","arguments":{"path":"x.txt",'
+        '"content":"a\\ud800b"}}]},'
         '{"text":"done"}]',
         encoding="utf-8",
     )

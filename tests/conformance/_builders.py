@@ -107,7 +107,9 @@ def CH(turn: int, step: int, text: str = "x") -> Spec:  # noqa: N802
     return Spec("assistant/chunk", {"turn": turn, "step": step, "chunk": chunk})
 
 
-def TC(turn: int, step: int, call_id: str, name: str = "bash", arguments: str = "{}") -> Spec:  # noqa: N802
+def TC(  # noqa: N802
+    turn: int, step: int, call_id: str, name: str = "bash", arguments: str = "{}"
+) -> Spec:
     data = {"turn": turn, "step": step, "callId": call_id, "name": name, "arguments": arguments}
     return Spec("tool/call", data)
 
@@ -162,7 +164,9 @@ def TR(  # noqa: N802
     return Spec("tool/result", data, op, sources, cite_call=cite)
 
 
-def RAW(type: str, data: Any, *, op: Any = None, sources: list[int] | None = None) -> Spec:  # noqa: N802
+def RAW(  # noqa: N802
+    type: str, data: Any, *, op: Any = None, sources: list[int] | None = None
+) -> Spec:
     return Spec(type, data, op, sources)
 
 

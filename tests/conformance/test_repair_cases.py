@@ -59,7 +59,9 @@ def NS(call_id: str, *, turn: int, step: int, seq: int, time: int) -> Event:  # 
     return _result(call_id, turn=turn, step=step, seq=seq, time=time, call_seq=None)
 
 
-def OU(call_id: str, *, turn: int, step: int, seq: int, time: int, call_seq: int) -> Event:  # noqa: N802
+def OU(  # noqa: N802
+    call_id: str, *, turn: int, step: int, seq: int, time: int, call_seq: int
+) -> Event:
     return _result(call_id, turn=turn, step=step, seq=seq, time=time, call_seq=call_seq)
 
 

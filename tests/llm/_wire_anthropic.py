@@ -268,7 +268,8 @@ def request_violations(body: Mapping[str, Any]) -> list[str]:
         for k, block in enumerate(blocks):
             if block.get("type") == "text" and not str(block.get("text", "")).strip():
                 found.append(
-                    f"messages.{n}.content.{k}.text: text content blocks must contain non-whitespace text"
+                    f"messages.{n}.content.{k}.text: text content blocks must contain "
+                    "non-whitespace text"
                 )
         leading = 0
         while leading < len(blocks) and blocks[leading].get("type") == "tool_result":
@@ -286,7 +287,8 @@ def request_violations(body: Mapping[str, Any]) -> list[str]:
                 )
         elif answered:
             found.append(
-                f"messages.{n}.content.0: unexpected `tool_use_id` found in `tool_result` blocks: {answered[0]}"
+                f"messages.{n}.content.0: unexpected `tool_use_id` found in `tool_result` "
+                f"blocks: {answered[0]}"
             )
         for k, block in enumerate(blocks[leading:], start=leading):
             if block.get("type") == "tool_result":
@@ -304,7 +306,8 @@ def request_violations(body: Mapping[str, Any]) -> list[str]:
                 lead += 1
             if any(t in _THINKING for t in types[lead:]):
                 found.append(
-                    f"messages.{n}.content.0: If an assistant message contains any thinking blocks, the first block must be thinking or redacted_thinking"
+                    f"messages.{n}.content.0: If an assistant message contains any thinking blocks,"
+                    " the first block must be thinking or redacted_thinking"
                 )
             if types and types[-1] in _THINKING:
                 found.append(
@@ -322,7 +325,8 @@ def request_violations(body: Mapping[str, Any]) -> list[str]:
                     pending.append(call_id)
     if pending:
         found.append(
-            f"messages.{len(messages) - 1}: `tool_use` ids were found without `tool_result` blocks immediately after: {', '.join(pending)}"
+            f"messages.{len(messages) - 1}: `tool_use` ids were found without `tool_result` blocks "
+            f"immediately after: {', '.join(pending)}"
         )
     found += _thinking_violations(body, messages)
     return found
@@ -356,8 +360,10 @@ def _thinking_violations(body: Mapping[str, Any], messages: list[Any]) -> list[s
         first = _blocks(messages[turn_start + 1])
         if not first or first[0].get("type") not in _THINKING:
             found.append(
-                f"messages.{turn_start + 1}.content.0.type: Expected `thinking` or `redacted_thinking`. "
-                "When `thinking` is enabled, a final `assistant` message must start with a thinking block"
+                f"messages.{turn_start + 1}.content.0.type: Expected `thinking` or "
+                "`redacted_thinking`. "
+                "When `thinking` is enabled, a final `assistant` message must start with a "
+                "thinking block"
             )
     return found
 

@@ -290,7 +290,8 @@ def validate_chat_request(
                     (
                         index,
                         "3.3 reasoning",
-                        "The reasoning_content in the thinking mode must be passed back to the API.",
+                        "The reasoning_content in the thinking "
+                        "mode must be passed back to the API.",
                     )
                 )
             for call_id in pending:
@@ -300,7 +301,8 @@ def validate_chat_request(
                         (
                             index,
                             "3.3 reasoning echo",
-                            f"reasoning_content {reasoning!r} differs from the streamed {streamed!r}",
+                            f"reasoning_content {reasoning!r} differs from the "
+                            f"streamed {streamed!r}",
                         )
                     )
                     break

@@ -269,7 +269,10 @@ async def test_error_event_mid_stream_is_classified_by_error_type(
 async def test_malformed_json_data_line_is_malformed_response(
     model: AnthropicMessagesModel, server: AnthropicWireServer
 ) -> None:
-    bad = b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, "delta": {oops\n\n'
+    bad = (
+        b'event: content_block_delta\ndata: {"type": "content_block_delta", "index": 0, "delta": '
+        b"{oops\n\n"
+    )
     server.queue(
         Reply(actions=[("event", message_start()), ("event", text_block(0)[0]), ("raw", bad)])
     )

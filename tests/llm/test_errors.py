@@ -36,7 +36,8 @@ from duraloop.llm._errors import LLM_ERROR_CODES
         (400, "context_length_exceeded invalid_request_error", "CONTEXT_WINDOW_EXCEEDED"),
         (
             400,
-            "invalid_request_error input length and `max_tokens` exceed context limit: 198000 + 8192 > 200000",
+            "invalid_request_error input length and `max_tokens` exceed context limit: 198000 + "
+            "8192 > 200000",
             "CONTEXT_WINDOW_EXCEEDED",
         ),
         (402, "Insufficient Balance", "QUOTA"),

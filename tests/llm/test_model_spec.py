@@ -297,7 +297,8 @@ def test_real_adapter_refusing_a_configured_effort_names_the_config_line(provide
     assert text.startswith(f"model '{provider}:m': unknown ")
     assert "'huge'" in text
     assert text.endswith(
-        f"(settings used: the API key from `{KEYS[provider]}`; reasoning_effort 'huge' from config file c.toml, line 9)"
+        f"(settings used: the API key from `{KEYS[provider]}`; reasoning_effort 'huge' from config "
+        "file c.toml, line 9)"
     )
 
 

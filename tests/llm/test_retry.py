@@ -184,6 +184,9 @@ def test_loop_config_accepts_no_retries_and_no_idle_timeout() -> None:
 @pytest.mark.parametrize("mode", ["normal", "always"])
 def test_a_pairing_violation_is_never_retried_in_any_mode(mode: str) -> None:
     # Regression: always mode retried PAIRING_VIOLATION, so a duraloop pairing bug looped forever.
-    policy = RetryPolicy(mode=mode, retryable_codes=frozenset({"PAIRING_VIOLATION", "SERVER"}))  # type: ignore[arg-type]
+    policy = RetryPolicy(
+        mode=mode,  # type: ignore[arg-type]
+        retryable_codes=frozenset({"PAIRING_VIOLATION", "SERVER"}),
+    )
     assert policy.retry_delay_ms({"code": "PAIRING_VIOLATION"}, retry=1, random=lambda: 0.5) is None
     assert policy.retry_delay_ms({"code": "SERVER"}, retry=1, random=lambda: 0.5) is not None

@@ -47,7 +47,8 @@ def test_null_data_is_kept() -> None:
         b'{"deep":{"list":[null,true,false,"text \xe2\x9c\x93",-7,1.0,0.001]}}],"empty":{}}}',
         b'{"type":"unknown/type","seq":0,"time":-5,"data":[["nested"],{"k":{"k":{"k":0}}}],'
         b'"ignorable":true}',
-        b'{"type":"tool/result","seq":9,"time":2,"data":{"message":{"id":"x","meta":{"b":1,"a":2}}},'
+        b'{"type":"tool/result","seq":9,"time":2,"data":{"message":{"id":"x","meta":{"b":1,'
+        b'"a":2}}},'
         b'"sourceEventSeqs":[1,8],"surfaceOp":{"op":"replace","start":8,"end":1}}',
     ],
 )

@@ -24,9 +24,9 @@ def user(text: str) -> dict[str, Any]:
 
 
 def test_append_assigns_contiguous_seqs_and_clock_time() -> None:
-    times = iter(
-        [0, 10, 5, 30]
-    )  # header, then three events; time may step back  # the wall clock may step backwards; nothing is enforced
+    # header, then three events; time may step back  # the wall clock may step backwards; nothing
+    # is enforced
+    times = iter([0, 10, 5, 30])
     session = Session("s", check_invariants=False, clock=lambda: next(times))
     events = [session.append(f"x/{i}", {"i": i}) for i in range(3)]
     assert [e.seq for e in events] == [0, 1, 2]

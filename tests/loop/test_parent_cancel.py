@@ -39,7 +39,9 @@ async def slow(seconds: float) -> str:
     (workspace / "tool-finished").write_text("yes")
     return "done"
 
-model = ScriptedModel([{"tool_calls": [{"name": "slow", "arguments": {"seconds": 60}, "id": "call_1"}]}])
+model = ScriptedModel(
+    [{"tool_calls": [{"name": "slow", "arguments": {"seconds": 60}, "id": "call_1"}]}]
+)
 loop = start_session(
     SessionSetup(store=MemoryStore(), model=model, tools=[slow], cwd=workspace), session_id="s"
 )

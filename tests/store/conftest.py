@@ -1,4 +1,7 @@
-"""The `store` fixture: every contract test runs on MemoryStore, JsonlStore (raw, zstd) and SqliteStore."""
+"""The `store` fixture.
+
+Every contract test runs on MemoryStore, JsonlStore (raw, zstd) and SqliteStore.
+"""
 
 from __future__ import annotations
 

@@ -112,9 +112,11 @@ def test_repair_writes_the_closers_of_dsh_byte_for_byte() -> None:
 def test_projected_records_and_placeholders_are_restored(tmp_path: Path) -> None:
     path = tmp_path / "session.jsonl"
     path.write_text(
-        '{"type":"session","version":0,"id":"{{sessionId}}","createdAt":0,"cwd":"{{cwd}}","delegationDepth":0}\n'
+        '{"type":"session","version":0,"id":"{{sessionId}}","createdAt":0,"cwd":"{{cwd}}",'
+        '"delegationDepth":0}\n'
         '{"type":"turn/start","data":{"turn":1}}\n'
-        '{"type":"text-chunks","data":{"turn":1,"step":1,"index":0,"dt":[2,3],"texts":["a","b","c"]}}\n'
+        '{"type":"text-chunks","data":{"turn":1,"step":1,"index":0,"dt":[2,3],"texts":["a","b",'
+        '"c"]}}\n'
     )
     header, events = read_log_file(path)
     assert (header.id, header.cwd) == (FIXTURE_SESSION_ID, FIXTURE_CWD)

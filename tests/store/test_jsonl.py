@@ -48,7 +48,8 @@ def test_layout_modes_and_header_line(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert path.read_bytes().startswith(
-        b'{"type":"session","version":0,"id":"s1","createdAt":1000,"cwd":"/home/user/proj","delegationDepth":0}\n'
+        b'{"type":"session","version":0,"id":"s1","createdAt":1000,"cwd":"/home/user/proj",'
+        b'"delegationDepth":0}\n'
     )
     assert not list(path.parent.glob("*.tmp"))
 

@@ -101,7 +101,10 @@ def test_case_60_gap_after_the_last_turn_end_is_dropped() -> None:
 
 
 def test_case_61_packed_row_expands_between_turn_start_and_end() -> None:
-    row = b'{"type":"text-chunks","seq0":1,"time0":2,"data":{"turn":1,"step":1,"index":0,"dt":[1,1],"texts":["a","b","c"]}}'
+    row = (
+        b'{"type":"text-chunks","seq0":1,"time0":2,"data":{"turn":1,"step":1,"index":0,"dt":[1,1],'
+        b'"texts":["a","b","c"]}}'
+    )
     result = scan_log(HEADER + lines(ts(0, 1), row, te(4, 1)), path="p")
     assert [e.seq for e in result.events] == [0, 1, 2, 3, 4]
     member = result.events[2]
@@ -113,13 +116,19 @@ def test_case_61_packed_row_expands_between_turn_start_and_end() -> None:
 
 
 def test_case_61_malformed_row_before_a_turn_end_is_corruption() -> None:
-    row = b'{"type":"text-chunks","seq0":1,"time0":2,"data":{"turn":1,"step":1,"index":0,"dt":[1],"texts":["a","b","c"]}}'
+    row = (
+        b'{"type":"text-chunks","seq0":1,"time0":2,"data":{"turn":1,"step":1,"index":0,"dt":[1],'
+        b'"texts":["a","b","c"]}}'
+    )
     with pytest.raises(CorruptLogError, match="malformed text-chunks storage row"):
         scan_log(HEADER + lines(ts(0, 1), row, te(4, 1)), path="p")
 
 
 def test_case_61_packed_row_whose_seq0_skips_is_dropped_whole() -> None:
-    row = b'{"type":"text-chunks","seq0":5,"time0":2,"data":{"turn":1,"step":1,"index":0,"dt":[1,1],"texts":["a","b","c"]}}'
+    row = (
+        b'{"type":"text-chunks","seq0":5,"time0":2,"data":{"turn":1,"step":1,"index":0,"dt":[1,1],'
+        b'"texts":["a","b","c"]}}'
+    )
     prefix = HEADER + lines(ts(0, 1), te(1, 1))
     result = scan_log(prefix + row + b"\n", path="p")
     assert [e.seq for e in result.events] == [0, 1]
@@ -139,7 +148,10 @@ def test_a_valid_event_whose_type_spells_a_row_tag_stays_an_event() -> None:
 
 
 def test_a_row_written_with_another_key_order_expands_the_same() -> None:
-    row = b'{"seq0":1,"time0":2,"type":"text-chunks","data":{"texts":["a","b","c"],"dt":[1,1],"index":0,"step":1,"turn":1}}'
+    row = (
+        b'{"seq0":1,"time0":2,"type":"text-chunks","data":{"texts":["a","b","c"],"dt":[1,1],'
+        b'"index":0,"step":1,"turn":1}}'
+    )
     result = scan_log(HEADER + lines(ts(0, 1), row, te(4, 1)), path="p")
     assert [e.seq for e in result.events] == [0, 1, 2, 3, 4]
     assert result.events[3].data["chunk"] == {"type": "text-delta", "index": 0, "text": "c"}

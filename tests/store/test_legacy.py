@@ -419,8 +419,8 @@ def test_case_68_older_version_refusal_text(tmp_path: Path) -> None:
     with pytest.raises(SessionFormatUnsupportedError) as caught:
         store.inspect(SID)
     assert str(caught.value) == (
-        f'session "{SID}" uses log format v-1, older than the supported v0, and this build ships no '
-        f"upgrade path for it (raw log: {path})"
+        f'session "{SID}" uses log format v-1, older than the supported v0, and this build ships '
+        f"no upgrade path for it (raw log: {path})"
     )
 
 
@@ -428,7 +428,8 @@ def test_case_68_unknown_type_refusal_text(store: SessionStore) -> None:
     store.backend.materialize(meta(SID), [ts(0, 1), ev("future/event", 1, 1, {})])
     path = store.backend.read(SID).path
     expected = (
-        f'session "{SID}" contains event type "future/event" (seq 1) unknown to this harness and not '
+        f'session "{SID}" contains event type "future/event" (seq 1) unknown to this harness and '
+        "not "
         "marked ignorable; refusing to interpret the log — it was likely written by a newer harness"
     )
     if path is not None:

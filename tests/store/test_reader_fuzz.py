@@ -186,7 +186,10 @@ def log_file(store: JsonlStore) -> Path:
 
 
 def raw_event_ends(data: bytes, count: int) -> list[int]:
-    """For a raw log, the offset just past the line holding each event (packed rows hold several)."""
+    """For a raw log, the offset just past the line holding each event.
+
+    Packed rows hold several.
+    """
     ends: list[int] = []
     offset = data.find(b"\n") + 1
     for line in data[offset:].split(b"\n")[:-1]:

@@ -374,7 +374,8 @@ def test_a_dsh_written_session_loads(store: SqliteStore, db: Path) -> None:
             "VALUES ('d', 0, 1000, '/w', 'inc', 1)"
         )
         connection.executemany(
-            "INSERT INTO events (session_id, seq, type, time, data, ignorable) VALUES ('d', ?, ?, ?, ?, ?)",
+            "INSERT INTO events (session_id, seq, type, time, data, ignorable) VALUES ('d', ?, "
+            "?, ?, ?, ?)",
             [
                 (0, "turn/start", 1, '{"turn":1}', None),
                 (1, "step/start", 1, '{"turn":1,"step":1}', None),

@@ -269,7 +269,8 @@ def test_sqlite_torn_rows_are_kept_beside_the_database_when_cut(tmp_path: Path) 
         store.backend.materialize(meta("s"), build(TS(1), U("go"), SS(1, 1)))
     with sqlite3.connect(db, isolation_level=None) as connection:
         connection.execute(
-            "INSERT INTO events (session_id, seq, type, time, data) VALUES ('s', 3, 'tool/call', 3, '{')"
+            "INSERT INTO events (session_id, seq, type, time, data) VALUES ('s', 3, 'tool/call', "
+            "3, '{')"
         )
     with SqliteStore(db) as store:
         report = store.load("s").repair

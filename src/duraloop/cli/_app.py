@@ -118,7 +118,10 @@ def run(
     raise typer.Exit(exit_code_for(result.kind))
 
 
-@app.command()
+@app.command(
+    help="Chat interactively: a line starts a turn, typing during a turn steers it, Ctrl-C "
+    "cancels it."
+)
 def chat(
     model: ModelOption = None,
     store: StoreOption = None,
@@ -127,7 +130,10 @@ def chat(
         str | None,
         typer.Option(
             "--session",
-            help="Chat in this session: resumed (with repair) if it exists, created with this id if not.",
+            help=(
+                "Chat in this session: resumed (with repair) if it exists, created with this id "
+                "if not."
+            ),
         ),
     ] = None,
     max_parallel: MaxParallelOption = 10,
@@ -137,7 +143,10 @@ def chat(
     max_tokens: MaxTokensOption = None,
     reasoning_effort: ReasoningEffortOption = None,
 ) -> None:
-    """Chat interactively: a line starts a turn, typing during a turn steers it, Ctrl-C cancels it."""
+    """Chat interactively: a line starts a turn, typing during a turn steers it.
+
+    Ctrl-C cancels it. (The `help=` above keeps the command's help one paragraph.)
+    """
     turn = TurnOptions(
         model=model,
         system=system,
@@ -212,7 +221,10 @@ def fork(
         int | None,
         typer.Option(
             "--at",
-            help="Last inherited seq; a cut inside a turn is closed as crash repair closes one \\[default: the last event, or the last closed turn's end].",
+            help=(
+                "Last inherited seq; a cut inside a turn is closed as crash repair closes one "
+                "\\[default: the last event, or the last closed turn's end]."
+            ),
         ),
     ] = None,
     new_id: Annotated[
@@ -248,7 +260,8 @@ def show(
     as_json: Annotated[
         bool,
         json_option(
-            "Machine output: JSONL events (alone or with --events), or a JSON array of messages (with --messages)."
+            "Machine output: JSONL events (alone or with --events), or a JSON array of messages "
+            "(with --messages)."
         ),
     ] = False,
     store: StoreOption = None,
@@ -316,7 +329,8 @@ def check(
     )
     if report.open_turn is not None:
         out.print(
-            f"  turn {report.open_turn} is open (the log ends inside it): resume appends {report.closers_needed} closer(s)"
+            f"  turn {report.open_turn} is open (the log ends inside it): resume appends "
+            f"{report.closers_needed} closer(s)"
         )
     if report.torn_tail_bytes:
         out.print(

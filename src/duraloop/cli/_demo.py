@@ -33,9 +33,15 @@ READ_LATENCY_SECONDS = 0.4
 
 FILES = {
     "notes/architecture.md": "The log is append-only. Every tool call gets exactly one result.\n",
-    "notes/recovery.md": "A recorded call without a result is TOOL_OUTCOME_UNKNOWN, never success.\n",
-    "notes/scheduler.md": "Parallel-safe calls share a rolling pool; exclusive calls are barriers.\n",
-    "notes/storage.md": "A tool/call is fsynced before its body runs; a torn tail is repaired on load.\n",
+    "notes/recovery.md": (
+        "A recorded call without a result is TOOL_OUTCOME_UNKNOWN, never success.\n"
+    ),
+    "notes/scheduler.md": (
+        "Parallel-safe calls share a rolling pool; exclusive calls are barriers.\n"
+    ),
+    "notes/storage.md": (
+        "A tool/call is fsynced before its body runs; a torn tail is repaired on load.\n"
+    ),
 }
 
 
@@ -77,7 +83,10 @@ def _script_turns_1_2() -> list[dict[str, Any]]:
                     "name": "write_file",
                     "arguments": {
                         "path": "SUMMARY.md",
-                        "content": "# Summary\n\n- append-only log\n- every call answered\n- rolling pool with barriers\n- durable tool/call\n",
+                        "content": (
+                            "# Summary\n\n- append-only log\n- every call answered\n- rolling pool "
+                            "with barriers\n- durable tool/call\n"
+                        ),
                     },
                 }
             ],
@@ -111,7 +120,9 @@ def _script_turn_3() -> list[dict[str, Any]]:
             ],
         },
         {
-            "text": "RELEASED exists, so the stamp ran; CHANGELOG.md was never started, writing it now.",
+            "text": (
+                "RELEASED exists, so the stamp ran; CHANGELOG.md was never started, writing it now."
+            ),
             "tool_calls": [
                 {
                     "id": "log-2",
@@ -184,7 +195,8 @@ def run_demo(out: Console, err: Console, *, base: Path | None) -> None:
         )
     check_pairing(loop.session.derive_messages())
     out.print(
-        "[dim]every tool call is answered; the next request would be accepted by any provider[/dim]\n"
+        "[dim]every tool call is answered; the next request would be accepted by any "
+        "provider[/dim]\n"
     )
     loop.close()
 
@@ -198,7 +210,8 @@ def run_demo(out: Console, err: Console, *, base: Path | None) -> None:
         ),
     )
     out.print(
-        f"[dim]loaded {len(loop.session.events)} events; closers needed: {len(repair.closers)}[/dim]"
+        f"[dim]loaded {len(loop.session.events)} events; closers needed: "
+        f"{len(repair.closers)}[/dim]"
     )
     loop.session.observe(LiveRenderer(out))
     with loop:
@@ -209,7 +222,8 @@ def run_demo(out: Console, err: Console, *, base: Path | None) -> None:
         styled(
             "\n",
             ("Log:", "bold"),
-            f" {store.locate(session_id)}  ({len(events)} events, check: {'valid' if report.valid else 'INVALID'})",
+            f" {store.locate(session_id)}  ({len(events)} events, check: "
+            f"{'valid' if report.valid else 'INVALID'})",
         )
     )
     out.print(styled(f"Read it with:  duraloop show {session_id} --store {root / 'sessions'}"))

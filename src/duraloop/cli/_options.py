@@ -53,8 +53,9 @@ StoreOption = Annotated[
         envvar="DURALOOP_STORE",
         parser=store_option,
         metavar="STORE",
-        help="Session store: jsonl:DIR (or DIR; an existing root keeps its encoding, a new one is raw), "
-        "jsonl+zstd:DIR or sqlite:PATH \\[default: $DURALOOP_HOME/sessions, ~/.duraloop/sessions].",
+        help="Session store: jsonl:DIR (or DIR; an existing root keeps its encoding, a new one "
+        "is raw), jsonl+zstd:DIR or sqlite:PATH "
+        "\\[default: $DURALOOP_HOME/sessions, ~/.duraloop/sessions].",
     ),
 ]
 CwdOption = Annotated[
@@ -69,15 +70,19 @@ ModelOption = Annotated[
     typer.Option(
         "--model",
         envvar="DURALOOP_MODEL",
-        help="Model spec: scripted:PATH, replay:PATH (a session log, ours or dsh's), openai:MODEL, deepseek:MODEL "
-        "or anthropic:MODEL \\[default: default_model in $DURALOOP_HOME/config.toml].",
+        help="Model spec: scripted:PATH, replay:PATH (a session log, ours or dsh's), "
+        "openai:MODEL, deepseek:MODEL or anthropic:MODEL "
+        "\\[default: default_model in $DURALOOP_HOME/config.toml].",
     ),
 ]
 BaseUrlOption = Annotated[
     str | None,
     typer.Option(
         "--base-url",
-        help="The provider's API root, over *_BASE_URL and the config file (openai:, deepseek:, anthropic: only).",
+        help=(
+            "The provider's API root, over *_BASE_URL and the config file (openai:, deepseek:, "
+            "anthropic: only)."
+        ),
     ),
 ]
 MaxTokensOption = Annotated[
@@ -85,14 +90,20 @@ MaxTokensOption = Annotated[
     typer.Option(
         "--max-tokens",
         min=1,
-        help="Output token cap per model request, over the config file (openai:, deepseek:, anthropic: only).",
+        help=(
+            "Output token cap per model request, over the config file (openai:, deepseek:, "
+            "anthropic: only)."
+        ),
     ),
 ]
 ReasoningEffortOption = Annotated[
     str | None,
     typer.Option(
         "--reasoning-effort",
-        help="The provider's reasoning effort, e.g. deepseek: off|low|high|max, over the config file (openai:, deepseek:, anthropic: only).",
+        help=(
+            "The provider's reasoning effort, e.g. deepseek: off|low|high|max, over the config "
+            "file (openai:, deepseek:, anthropic: only)."
+        ),
     ),
 ]
 SystemOption = Annotated[

@@ -206,7 +206,8 @@ def render_transcript(console: Console, events: Sequence[Event], *, running: boo
         console.print(
             styled(
                 (
-                    f"── turn {open_turn} is open (the log ends inside it; `duraloop resume` closes it)",
+                    f"── turn {open_turn} is open (the log ends inside it; `duraloop resume` "
+                    "closes it)",
                     "yellow",
                 )
             )
@@ -364,7 +365,8 @@ def repair_text(repair: RepairReport) -> str:
         for event in repair.closers:
             if event.type == TOOL_RESULT:
                 kinds.append(
-                    f"tool/result {event.data['error']['code']} for {event.data['message']['source']['callId']}"
+                    f"tool/result {event.data['error']['code']} for "
+                    f"{event.data['message']['source']['callId']}"
                 )
             elif event.type == TURN_END:
                 kinds.append("turn/end interrupted")

@@ -38,7 +38,10 @@ BlockType: TypeAlias = Literal["text", "reasoning", "image", "tool-call", "tool-
 
 
 class TokenUsage(TypedDict):
-    """Disjoint token counts (docs/providers.md#finish-and-usage); `inputTokens` excludes cached input."""
+    """Disjoint token counts (docs/providers.md#finish-and-usage).
+
+    `inputTokens` excludes cached input.
+    """
 
     inputTokens: int
     outputTokens: int

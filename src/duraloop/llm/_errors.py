@@ -1,4 +1,6 @@
-"""Provider failure classification (docs/providers.md#errors, #error-codes): status codes, detail text, failures.
+"""Provider failure classification: status codes, detail text, failures.
+
+See docs/providers.md#errors, #error-codes.
 
 `LlmError` itself lives in `duraloop.errors`; this module holds the shared classifiers every
 adapter uses so a status or wording maps to the same stable code everywhere.
@@ -56,8 +58,8 @@ LLM_ERROR_CODES: Final = {
     REPLAY_EXHAUSTED: "the replay model has no recorded answer left",
     UNKNOWN: "any other failure",
 }
-"""Every `LlmError` code duraloop raises, with what it means (docs/providers.md#error-codes); besides these,
-`HTTP_<status>` for any other HTTP error status (`HTTP_404`)."""
+"""Every `LlmError` code duraloop raises, with what it means (docs/providers.md#error-codes);
+besides these, `HTTP_<status>` for any other HTTP error status (`HTTP_404`)."""
 
 _HTTP_CODE: Final = re.compile(r"HTTP_[1-5][0-9][0-9]")
 

@@ -1,4 +1,6 @@
-"""The failure record `LlmFailure` (docs/log.md#messages-and-content-blocks, docs/providers.md#errors): every way to one.
+"""The failure record `LlmFailure`: every way to one.
+
+See docs/log.md#messages-and-content-blocks, docs/providers.md#errors.
 
 `LlmFailure` is the JSON object a failed model request leaves in the log: in a `finish`
 chunk's `failure`, in `llm/retry.failure`, and in `turn/end.reason.error`. Its shape is

@@ -70,7 +70,10 @@ class RetryPolicy:
     jitter_ratio: float = 0.1
 
     def __post_init__(self) -> None:
-        """Validate every field (docs/providers.md#retry-policy) and normalise the codes to a frozenset."""
+        """Validate every field and normalise the codes to a frozenset.
+
+        See docs/providers.md#retry-policy.
+        """
         if self.mode not in (RETRY_NORMAL, RETRY_ALWAYS):
             raise ConfigError(f"loop.retry.mode must be 'normal' or 'always', got {self.mode!r}")
         if not _is_int(self.max_retries) or self.max_retries < 0:

@@ -55,7 +55,8 @@ class SessionHeader(msgspec.Struct, frozen=True, omit_defaults=True, rename="cam
             )
         if self.seed_length is not None and not is_safe_int(self.seed_length):
             raise EventRejectedError(
-                f"session metadata seedLength must be a non-negative safe integer, got {self.seed_length!r}"
+                "session metadata seedLength must be a non-negative safe integer, got "
+                f"{self.seed_length!r}"
             )
         if not is_safe_int(self.delegation_depth):
             raise EventRejectedError(

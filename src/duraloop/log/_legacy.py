@@ -1,4 +1,6 @@
-"""What a read accepts: legacy import (docs/store.md#legacy-import), then the vocabulary refusal (1.5).
+"""What a read accepts: legacy import, then the vocabulary refusal (1.5).
+
+See docs/store.md#legacy-import.
 
 Every store read path (load, inspect, read, list, the claim comparison) and `read_log_file`
 pass the stored events through `readable_events`. Storage is never rewritten: the import is

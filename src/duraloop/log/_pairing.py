@@ -185,7 +185,8 @@ class PairingCheck:
         if call_id is not None:
             if not group.pending:
                 raise PairingError(
-                    f"message {index} is a tool result for {call_id!r} that answers no pending tool call"
+                    f"message {index} is a tool result for {call_id!r} that answers no "
+                    "pending tool call"
                 )
             if group.answer(call_id) is not None:
                 raise PairingError(

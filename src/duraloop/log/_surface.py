@@ -125,7 +125,8 @@ def _check_sources(event: Event) -> None:
     for value in sources:
         if not is_safe_int(value):
             raise EventRejectedError(
-                f"sourceEventSeqs on seq {event.seq} must be non-negative safe integers, got {value!r}"
+                f"sourceEventSeqs on seq {event.seq} must be non-negative safe integers, "
+                f"got {value!r}"
             )
         if value in seen:
             raise EventRejectedError(f"sourceEventSeqs on seq {event.seq} has duplicates ({value})")

@@ -92,7 +92,8 @@ def check_message_shape(event: Event) -> None:
             or not isinstance(content[0].get("content"), list)
         ):
             raise EventRejectedError(
-                f"tool/result at seq {event.seq} must hold exactly one tool-result block for {call_id!r}"
+                f"tool/result at seq {event.seq} must hold exactly one tool-result block "
+                f"for {call_id!r}"
             )
         if type(content[0].get("isError")) is not bool:
             raise EventRejectedError(
@@ -155,7 +156,8 @@ def _check_blocks(event: Event, blocks: list[Any], where: str) -> None:
         if kind == "tool-result":
             if "isError" in block and type(block["isError"]) is not bool:
                 raise EventRejectedError(
-                    f"{event.type} at seq {event.seq}: tool-result block {at} has a non-boolean isError"
+                    f"{event.type} at seq {event.seq}: tool-result block {at} has a "
+                    "non-boolean isError"
                 )
             _check_blocks(event, block["content"], f"{at}.content")
 

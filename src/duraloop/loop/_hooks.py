@@ -83,7 +83,10 @@ class RequestConfig:
     max_tokens: int | None = None
 
 
-PreStepHook: TypeAlias = "Callable[[StepContext], Sequence[Message] | Reject | None | Awaitable[Sequence[Message] | Reject | None]]"
+PreStepHook: TypeAlias = (
+    "Callable[[StepContext], Sequence[Message] | Reject | None | Awaitable[Sequence[Message] | "
+    "Reject | None]]"
+)
 RequestHook: TypeAlias = (
     "Callable[[StepContext, RequestConfig], RequestConfig | Awaitable[RequestConfig]]"
 )
@@ -109,7 +112,8 @@ class LoopHooks:
             with a copy of the failure (`message`, `code`, ...), before the `RetryPolicy`
             (docs/loop.md#request-retries). Return `"retry"` to retry at once in the same step
             (logged as `llm/retry` with `origin` and `policyKey` `"hook"`, `mode`
-            `"always"` and `delayMs` 0, then `llm/retry-started`), or None to let the policy decide. A cancel while it runs
+            `"always"` and `delayMs` 0, then `llm/retry-started`), or None to let the policy
+            decide. A cancel while it runs
             beats its retry (the turn ends `aborted`, B35); if it raises, the turn ends
             `error` with no retry (B36).
         turn_stopping: runs when the turn would end naturally and no `next-step` message is
@@ -189,7 +193,8 @@ def entering_messages(decision: object, claimed: list[Message]) -> list[Message]
     if isinstance(decision, list | tuple) and all(isinstance(m, dict) for m in decision):
         return list(decision)
     raise UsageError(
-        f"LoopHooks.pre_step must return None, a list of messages or Reject(), got {type(decision).__name__}"
+        "LoopHooks.pre_step must return None, a list of messages or Reject(), got "
+        f"{type(decision).__name__}"
     )
 
 

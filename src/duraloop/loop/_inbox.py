@@ -10,7 +10,8 @@ replays the splices after `header.seed_length` when it is constructed (docs/reco
 pending messages survive resume, and a fork child ignores its parent's pending inbox.
 
 A claim (the loop taking messages into a turn) is a pure deletion with no `outcome`; a
-discard (`clear`, from `AgentLoop.cancel`) records the discard outcome (`INBOX_OUTCOME_DISCARDED`, in dsh's spelling).
+discard (`clear`, from `AgentLoop.cancel`) records the discard outcome
+(`INBOX_OUTCOME_DISCARDED`, in dsh's spelling).
 """
 
 from __future__ import annotations

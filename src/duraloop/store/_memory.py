@@ -64,7 +64,10 @@ class MemoryBackend:
         return WriteReceipt(len(encode_events_lines(list(batch))), 0)
 
     def repair(self, session_id: str, torn: int | None, events: Sequence[Event]) -> WriteReceipt:
-        """Drop events from index `torn` on and append `events` in one step; see `StorageBackend.repair`."""
+        """Drop events from index `torn` on and append `events` in one step.
+
+        See `StorageBackend.repair`.
+        """
         try:
             stored = self._logs[session_id][1]
         except KeyError:

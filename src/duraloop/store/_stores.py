@@ -47,7 +47,8 @@ class SqliteStore(SessionStore):
     """A SessionStore of every session in one SQLite database (schema 17, dsh-compatible).
 
     The database is opened at construction, and a missing one created (mode 0600) then, or,
-    with `create_on_open=False`, by the first write and never by a read. Call `close()`, or use the store as a context manager,
+    with `create_on_open=False`, by the first write and never by a read. Call `close()`, or use
+    the store as a context manager,
     to close it.
 
     Args:

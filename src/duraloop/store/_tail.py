@@ -148,14 +148,15 @@ def fsync_evidence(prefix: Sequence[Event], later: Sequence[Event]) -> str | Non
             if boundary is not None:
                 return (
                     f"{event.type} at seq {event.seq} was written after the flush before its model "
-                    f"request, which covered {boundary.type} at seq {boundary.seq}, after the damage"
+                    f"request, which covered {boundary.type} at seq {boundary.seq}, after "
+                    "the damage"
                 )
             step = (_field(event, "turn"), _field(event, "step"))
             if step not in open_steps:
                 return (
                     f"{event.type} at seq {event.seq} was written after the flush before its model "
-                    f"request, which covered its step/start (turn {step[0]}, step {step[1]}), which "
-                    "is not before the damage"
+                    f"request, which covered its step/start (turn {step[0]}, step {step[1]}), "
+                    "which is not before the damage"
                 )
         elif event.type == v.TOOL_RESULT and _dispatched(event):
             call_id = _result_call_id(event)

@@ -50,7 +50,11 @@ def _is_number(value: object) -> bool:
 
 def _is_integer(value: object) -> bool:
     """JavaScript's `Number.isInteger`: a finite number with no fraction (1.0 is one)."""
-    return _is_number(value) and math.isfinite(value) and float(value).is_integer()  # type: ignore[arg-type]
+    return (
+        _is_number(value)
+        and math.isfinite(value)  # type: ignore[arg-type]
+        and float(value).is_integer()  # type: ignore[arg-type]
+    )
 
 
 def _is_safe_integer(value: object) -> bool:
@@ -134,7 +138,11 @@ class _RetryLedger:
             raise AssertionError("llm/retry policyKey must be a non-empty string")
         if mode == "normal":
             most = data.get("maxRetries")
-            if not (_is_safe_integer(most) and most >= 1 and retry <= most):  # type: ignore[operator]
+            if not (
+                _is_safe_integer(most)
+                and most >= 1  # type: ignore[operator]
+                and retry <= most  # type: ignore[operator]
+            ):
                 raise AssertionError(
                     f"llm/retry retry {retry} must not exceed a positive safe maxRetries {most}"
                 )
@@ -144,7 +152,11 @@ class _RetryLedger:
         else:
             raise AssertionError(f"llm/retry mode must be normal or always, got {mode}")
         delay = data.get("delayMs")
-        if not (_is_number(delay) and math.isfinite(delay) and 0 <= delay <= MAX_TIMER_DELAY_MS):  # type: ignore[arg-type,operator]
+        if not (
+            _is_number(delay)
+            and math.isfinite(delay)  # type: ignore[arg-type]
+            and 0 <= delay <= MAX_TIMER_DELAY_MS  # type: ignore[operator]
+        ):
             raise AssertionError(
                 f"llm/retry delayMs must be a finite number within 0..{MAX_TIMER_DELAY_MS}"
             )

@@ -137,7 +137,8 @@ async def execute_tool_calls(
             drops the contexts.
 
     Returns:
-        Whether the calls were aborted, and whether a committed result concluded the turn. Every call has exactly one `tool/result` unless this
+        Whether the calls were aborted, and whether a committed result concluded the turn. Every
+        call has exactly one `tool/result` unless this
         raises.
 
     Raises:

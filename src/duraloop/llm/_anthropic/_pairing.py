@@ -1,4 +1,6 @@
-"""The pre-send pairing check of Anthropic Messages payloads (docs/providers.md#anthropic-pairing), a rules view.
+"""The pre-send pairing check of Anthropic Messages payloads, a rules view.
+
+See docs/providers.md#anthropic-pairing.
 
 `log._pairing` holds the pairing rule engine (`CallGroup`) and checks derived history; this
 view reads what the Anthropic adapter is about to put on the wire, after conversion, id
@@ -115,7 +117,8 @@ def check_anthropic_messages(messages: Sequence[Mapping[str, Any]]) -> None:
                         broken,
                         index,
                         call_id,
-                        f"content[{block_index}] answers {call_id!r} of messages[{group.owner}] again",
+                        f"content[{block_index}] answers {call_id!r} of messages[{group.owner}] "
+                        "again",
                         None,
                     )
                 elif broken is not None:

@@ -1,4 +1,6 @@
-"""The pre-send pairing check of Chat Completions payloads (docs/providers.md#chat-completions-pairing), a rules view.
+"""The pre-send pairing check of Chat Completions payloads, a rules view.
+
+See docs/providers.md#chat-completions-pairing.
 
 `log._pairing` holds the pairing rule engine (`CallGroup`) and checks derived history; this
 view reads what a Chat Completions adapter is about to put on the wire, after conversion,

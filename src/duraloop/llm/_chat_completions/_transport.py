@@ -9,7 +9,8 @@ Transport choice (docs/providers.md#sdks-and-transport). The POST goes through t
 streamed `httpx2.Response`. From the SDK this keeps the auth header, base-URL joining,
 timeouts, the connection pool, and above all its typed status errors (the error body
 parsed, `APIStatusError` per status) and connection/timeout errors, mapped once for both
-providers (`map_openai_errors`, `_errors`). The body is then read as raw bytes by duraloop's spec-strict SSE parser
+providers (`map_openai_errors`, `_errors`). The body is then read as raw bytes by duraloop's
+spec-strict SSE parser
 (`_sse`), not by the SDK's `AsyncStream`, because the SDK iterator ends silently on a
 truncated stream and hides `[DONE]`, comments and the payload that failed to parse
 (docs/providers.md#sdks-and-transport); it also skips the SDK's pydantic model per chunk. The

@@ -26,7 +26,8 @@ _MAX_SEGMENT_CHARS = 255  # the common file-name limit (ext4, APFS, NTFS)
 def check_session_id(session_id: str) -> None:
     """Refuse a session id that cannot name a stored session; the one place for the rule.
 
-    An id is 1 to 200 characters of UTF-8 text without NUL or line breaks, and its encoded directory name
+    An id is 1 to 200 characters of UTF-8 text without NUL or line breaks, and its encoded
+    directory name
     (`encode_segment`) must fit a file name (255 characters).
 
     Args:

@@ -41,9 +41,15 @@ PACKED = 0
 
 _encoder = msgspec.json.Encoder()
 
-EVENT_COLUMNS = "seq, type, time, typeof(data), data, typeof(source_event_seqs), source_event_seqs, surface_op, ignorable"
+EVENT_COLUMNS = (
+    "seq, type, time, typeof(data), data, typeof(source_event_seqs), source_event_seqs, "
+    "surface_op, ignorable"
+)
 """The columns `decode_row` reads, in its order."""
-SESSION_COLUMNS = "id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset"
+SESSION_COLUMNS = (
+    "id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, "
+    "agent_preset"
+)
 """The columns `decode_header_row` reads, in its order."""
 
 SqlRow = tuple[Any, ...]
