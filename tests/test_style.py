@@ -31,7 +31,7 @@ BANNED_LOG_IMPORTS = {
 }
 BANNED_TERMS = ("canceled", "canceling", "max_turns")
 WIRE_SPELLING_MARK = "# dsh wire spelling"
-"""Marks the one line of `log/_vocabulary.py` defining a dsh wire value spelled with a banned
+"""Marks the one line of `log/vocabulary.py` defining a dsh wire value spelled with a banned
 term (`agent/inbox/spliced` outcome "canceled"); wire strings are defined once (STYLE D7)."""
 SIZE_LIMIT_LINES = 400
 SIZE_LIMIT_WITH_NOTE_LINES = 600
@@ -110,7 +110,7 @@ def test_no_banned_terms_in_src() -> None:
         for path in MODULES
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if pattern.search(line)
-        and not (path.name == "_vocabulary.py" and line.rstrip().endswith(WIRE_SPELLING_MARK))
+        and not (path.name == "vocabulary.py" and line.rstrip().endswith(WIRE_SPELLING_MARK))
     ]
     assert hits == []
 

@@ -24,7 +24,7 @@ from duraloop.llm._replay import (
     recorded_responses,
 )
 from duraloop.log import Event, Session, assistant_message, tool_result_message, user_message
-from duraloop.log._vocabulary import ASSISTANT_MESSAGE
+from duraloop.log.vocabulary import ASSISTANT_MESSAGE
 from duraloop.store import read_log_file
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "dsh-sessions"

@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from duraloop.log._vocabulary import ABORTED_ERROR
+from duraloop.log.vocabulary import ABORTED_ERROR
 from duraloop.tools._bash_tool import bash
 from duraloop.tools._outcome import TOOL_TIMEOUT_ERROR, ToolOutcome
 from duraloop.tools._pipeline import ToolPipeline

@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from duraloop.errors import ToolError
-from duraloop.log._vocabulary import (
+from duraloop.log.vocabulary import (
     ABORTED_AFTER_COMPLETION_TEXT,
     ABORTED_BEFORE_DISPATCH_ERROR,
     ABORTED_BEFORE_DISPATCH_TEXT,

@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 
 from ..log import Event
-from ..log._vocabulary import (
+from ..log.vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
     LLM_RETRY,

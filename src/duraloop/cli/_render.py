@@ -25,7 +25,7 @@ from rich.text import Text
 
 from ..errors import UsageError
 from ..log import Event, SessionHeader
-from ..log._vocabulary import (
+from ..log.vocabulary import (
     ASSISTANT_MESSAGE,
     END_SEED,
     SURFACE_APPEND,

@@ -34,7 +34,7 @@ from ..errors import ConfigError, LlmError
 from ..log._event import Event
 from ..log._json import JsonObject
 from ..log._messages import Message, tool_calls_of
-from ..log._vocabulary import ASSISTANT_CHUNK, ASSISTANT_MESSAGE
+from ..log.vocabulary import ASSISTANT_CHUNK, ASSISTANT_MESSAGE
 from ._chunks import (
     FINISH_MAX_TOKENS,
     FINISH_STOP,

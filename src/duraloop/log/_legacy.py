@@ -21,7 +21,7 @@ from typing import Any, Final
 import msgspec
 
 from ..errors import CorruptLogError, EventRejectedError, SessionFormatUnsupportedError
-from . import _vocabulary as v
+from . import vocabulary as v
 from ._event import Event
 from ._validate import check_vocabulary
 

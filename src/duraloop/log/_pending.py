@@ -14,7 +14,7 @@ from typing import Any
 from ._event import Event
 from ._json import JsonObject
 from ._messages import Message, tool_result_message
-from ._vocabulary import (
+from .vocabulary import (
     ASSISTANT_MESSAGE,
     NOT_STARTED_ERROR,
     NOT_STARTED_TEXT,

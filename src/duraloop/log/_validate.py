@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import EventRejectedError
 from ._event import Event
-from ._vocabulary import (
+from .vocabulary import (
     ASSISTANT_MESSAGE,
     LEGACY_REJECTED_TYPES,
     REASON_ABORTED,

@@ -18,7 +18,7 @@ import anyio.abc
 
 from ..errors import UsageError
 from ..log import Message
-from ..log._vocabulary import REASON_COMPLETED, REASON_MAX_TOKENS
+from ..log.vocabulary import REASON_COMPLETED, REASON_MAX_TOKENS
 from ..tools import CancelSignal
 from ._inbox import Inbox
 from ._turn import Turn, TurnResult, run_guarded

@@ -28,7 +28,7 @@ from ..llm import BlockAssembler, ModelRequest, stream_chunks
 from ..llm._chunks import FINISH, FINISH_ABORTED, FINISH_ERROR
 from ..llm._failure import unknown_failure
 from ..log import Message, assistant_message, tool_calls_of
-from ..log._vocabulary import (
+from ..log.vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
     INBOX_NEXT_STEP,

@@ -20,7 +20,7 @@ import anyio
 from anyio.abc import Process
 from pydantic import Field
 
-from ..log._vocabulary import ABORTED_ERROR, ABORTED_TEXT
+from ..log.vocabulary import ABORTED_ERROR, ABORTED_TEXT
 from ._context import ToolContext
 from ._definition import tool
 from ._outcome import (

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from ..errors import EventRejectedError
 from ..log._json import JsonValue, lossless_copy, well_formed_json
 from ..log._messages import ContentBlock, Message
-from ..log._vocabulary import (
+from ..log.vocabulary import (
     ABORTED_AFTER_COMPLETION_TEXT,
     ABORTED_BEFORE_DISPATCH_ERROR,
     ABORTED_BEFORE_DISPATCH_TEXT,

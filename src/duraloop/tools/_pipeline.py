@@ -29,7 +29,7 @@ import anyio
 from pydantic import ValidationError
 
 from ..errors import ToolError
-from ..log._vocabulary import INVALID_ARGS_ERROR, UNKNOWN_TOOL_ERROR
+from ..log.vocabulary import INVALID_ARGS_ERROR, UNKNOWN_TOOL_ERROR
 from ._blocking import (
     DEFAULT_CANCEL_GRACE_SECONDS,
     BodyNotInterruptedError,

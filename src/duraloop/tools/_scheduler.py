@@ -34,7 +34,7 @@ from anyio.abc import TaskGroup
 
 from ..log import Message, Session
 from ..log._messages import ToolCallBlock, tool_result_message
-from ..log._vocabulary import (
+from ..log.vocabulary import (
     ABORTED_BEFORE_DISPATCH_ERROR,
     ABORTED_BEFORE_DISPATCH_TEXT,
     SURFACE_APPEND,

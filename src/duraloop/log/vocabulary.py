@@ -1,7 +1,8 @@
 """Wire names: event types, surface ops, turn-end reasons and recovery codes and texts.
 
-Every dsh wire string duraloop writes is defined here once (STYLE D7). The two recovery
-texts are quoted verbatim from docs/recovery.md#crash-tail-repair /
+A public module, like `duraloop.errors`: its whole content is public API, reached as
+`duraloop.log.vocabulary`. Every dsh wire string duraloop writes is defined here once
+(STYLE D7). The two recovery texts are quoted verbatim from docs/recovery.md#crash-tail-repair /
 docs/loop.md#unanswered-tool-results; they are model-visible.
 """
 
