@@ -1,8 +1,8 @@
-"""STYLE D1, D2, D3, D4 and D6 as cheap static checks over `src/duraloop`.
+"""STYLE D1, D2, D3, D4, D6 and D7 as cheap static checks over `src/duraloop`.
 
 These rules are the kind a review forgets: module size, banned module names, the purity of
-`log/` (no I/O or concurrency imports, no `async def`), banned spellings, and logic-free
-`__init__.py` files. Each check walks the source tree (AST where syntax matters), so a
+`log/` (no I/O or concurrency imports, no `async def`), banned spellings, logic-free
+`__init__.py` files, and wire names spelled only in `log/vocabulary.py`. Each check walks the source tree (AST where syntax matters), so a
 violation names the file and line.
 """
 
@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 
 import pytest
+
+from duraloop.log import vocabulary
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "duraloop"
 MODULES = sorted(SRC.rglob("*.py"))
@@ -130,3 +132,72 @@ def test_init_modules_hold_only_imports_docstring_and_all(path: Path) -> None:
                 continue
         offenders.append(f"line {node.lineno}: {ast.dump(node)[:60]}")
     assert offenders == [], f"{_rel(path)} has logic"
+
+
+WIRE_NAME = re.compile(r"[a-z]+(?:[-/][a-z]+)+|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*")
+"""The shape of a vocabulary value that is unmistakably a wire name: an event type, a block,
+chunk or finish kind with a `-` or `/` (`tool/call`, `tool-call`, `max-tokens`), or a code
+(`TOOL_TIMEOUT`, `UNKNOWN`). One-word kinds (`text`, `stop`, `error`) are ordinary words too."""
+
+WIRE_LITERAL_ALLOWED = {
+    # errors.py sits below log/ (log imports it), so it cannot import the vocabulary.
+    ("duraloop/errors.py", "EMPTY_RESPONSE"),
+    ("duraloop/errors.py", "RATE_LIMIT"),
+    ("duraloop/errors.py", "SERVER"),
+    ("duraloop/errors.py", "TIMEOUT"),
+    ("duraloop/errors.py", "TRANSPORT"),
+    ("duraloop/errors.py", "UNKNOWN"),
+}
+"""(module, value) pairs whose wire literal must stay, each with its reason above."""
+
+
+def _vocabulary_wire_names() -> set[str]:
+    values: set[str] = set()
+    for name, value in vars(vocabulary).items():
+        if name.startswith("_") or not name.isupper():
+            continue
+        items = value if isinstance(value, frozenset | tuple) else (value,)
+        values.update(item for item in items if isinstance(item, str))
+    return {value for value in values if WIRE_NAME.fullmatch(value)}
+
+
+def _literal_constants(tree: ast.AST) -> list[ast.Constant]:
+    """Every string constant of `tree` except docstrings and `Literal[...]` members."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            skipped.add(id(node.value))  # a docstring (module, class, function or attribute)
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "Literal"
+        ):
+            # a type's members: `Literal[...]` takes no constants; the values are typed there
+            skipped.update(id(member) for member in ast.walk(node.slice))
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in skipped
+    ]
+
+
+def test_vocabulary_wire_names_are_found() -> None:
+    names = _vocabulary_wire_names()
+    assert {"tool/call", "tool-call", "tool-result", "TOOL_TIMEOUT", "UNKNOWN"} <= names
+    assert "text" not in names
+
+
+def test_wire_names_are_spelled_only_in_the_vocabulary() -> None:
+    """STYLE D7: every wire name is a constant of `duraloop.log.vocabulary`, spelled once."""
+    names = _vocabulary_wire_names()
+    home = SRC / "log" / "vocabulary.py"
+    hits = [
+        f"{_rel(path)}:{node.lineno}: {node.value!r}"
+        for path in MODULES
+        if path != home
+        for node in _literal_constants(ast.parse(path.read_text(encoding="utf-8")))
+        if node.value in names and (_rel(path), node.value) not in WIRE_LITERAL_ALLOWED
+    ]
+    assert hits == []

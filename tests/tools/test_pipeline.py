@@ -23,12 +23,13 @@ from duraloop.log.vocabulary import (
     ABORTED_ERROR,
     ABORTED_TEXT,
     INVALID_ARGS_ERROR,
+    TOOL_TIMEOUT_ERROR,
     UNKNOWN_TOOL_ERROR,
 )
 from duraloop.tools._context import ToolContext
 from duraloop.tools._definition import tool
 from duraloop.tools._hooks import Deny, ToolHooks
-from duraloop.tools._outcome import TOOL_TIMEOUT_ERROR, ToolOutcome
+from duraloop.tools._outcome import ToolOutcome
 from duraloop.tools._pipeline import Prepared, ToolPipeline
 from duraloop.tools._registry import ToolRegistry
 from duraloop.tools._request import ToolCallRequest, parse_tool_arguments

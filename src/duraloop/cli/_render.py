@@ -27,6 +27,7 @@ from ..errors import UsageError
 from ..log import Event, SessionHeader
 from ..log.vocabulary import (
     ASSISTANT_MESSAGE,
+    BLOCK_TOOL_CALL,
     END_SEED,
     SURFACE_APPEND,
     TOOL_RESULT,
@@ -221,7 +222,7 @@ def _print_assistant(console: Console, data: dict[str, Any]) -> None:
             console.print(
                 styled(("thinking: " + short_text(str(block.get("text", "")), 200), "dim"))
             )
-        elif block.get("type") == "tool-call":
+        elif block.get("type") == BLOCK_TOOL_CALL:
             name = ident(block.get("name", ""), MAX_NAME_CHARS)
             call_id = ident(block.get("id", ""), MAX_NAME_CHARS)
             console.print(

@@ -15,8 +15,8 @@ from typing import Protocol
 
 from ..log._json import JsonObject, well_formed_json
 from ..log._messages import Message
-from ._chunks import FINISH_ABORTED, FINISH_ERROR, FinishKind, StreamChunk, finish_chunk
-from ._errors import ABORTED
+from ..log.vocabulary import ABORTED, FINISH_ABORTED, FINISH_ERROR
+from ._chunks import FinishKind, StreamChunk, finish_chunk
 from ._failure import failure_from_exception
 
 logger = logging.getLogger(__name__)

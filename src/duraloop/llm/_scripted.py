@@ -32,9 +32,15 @@ import anyio
 from ..errors import ConfigError, LlmError
 from ..log._json import JsonValue
 from ..log._messages import Message
-from ._chunks import (
+from ..log.vocabulary import (
+    BLOCK_TOOL_CALL,
+    BLOCK_TOOL_RESULT,
+    FINISH_MAX_TOKENS,
     FINISH_STOP,
     FINISH_TOOL_CALLS,
+    SCRIPT_EXHAUSTED,
+)
+from ._chunks import (
     FinishKind,
     StreamChunk,
     block_end,
@@ -45,11 +51,11 @@ from ._chunks import (
     tool_call_delta,
     usage_chunk,
 )
-from ._errors import LLM_ERROR_CODES, SCRIPT_EXHAUSTED, is_llm_error_code
+from ._errors import LLM_ERROR_CODES, is_llm_error_code
 from ._model import ModelRequest
 
 _KEYS: Final = frozenset({"text", "reasoning", "tool_calls", "finish", "error", "delay_ms"})
-_FINISHES: Final = ("stop", "tool-calls", "max-tokens")
+_FINISHES: Final = (FINISH_STOP, FINISH_TOOL_CALLS, FINISH_MAX_TOKENS)
 _PIECES: Final = 4
 _CHARS_PER_TOKEN: Final = 4
 
@@ -181,14 +187,14 @@ class ScriptedModel:
             code, message = response.error
             raise LlmError(message, code=code)
         for call in response.calls:
-            yield block_start(index, "tool-call")
+            yield block_start(index, BLOCK_TOOL_CALL)
             yield tool_call_delta(index, call_id=call.call_id, name=call.name, arguments_delta="")
             for piece in _split_even(call.arguments):
                 yield tool_call_delta(
                     index, call_id=call.call_id, name=call.name, arguments_delta=piece
                 )
             block = {
-                "type": "tool-call",
+                "type": BLOCK_TOOL_CALL,
                 "id": call.call_id,
                 "name": call.name,
                 "arguments": call.arguments,
@@ -239,9 +245,9 @@ def _message_chars(message: Mapping[str, JsonValue]) -> int:
         kind = block.get("type")
         if kind in ("text", "reasoning"):
             total += len(block.get("text", ""))
-        elif kind == "tool-call":
+        elif kind == BLOCK_TOOL_CALL:
             total += len(block.get("arguments", "")) + len(block.get("name", ""))
-        elif kind == "tool-result":
+        elif kind == BLOCK_TOOL_RESULT:
             total += _message_chars(block)
     return total
 

@@ -16,6 +16,7 @@ from ._json import JsonObject
 from ._messages import Message, tool_result_message
 from .vocabulary import (
     ASSISTANT_MESSAGE,
+    BLOCK_TOOL_CALL,
     NOT_STARTED_ERROR,
     NOT_STARTED_TEXT,
     OUTCOME_UNKNOWN_ERROR,
@@ -69,7 +70,7 @@ class PendingToolCalls:
             if not isinstance(message, dict):
                 return
             for block in message.get("content") or ():
-                if isinstance(block, dict) and block.get("type") == "tool-call":
+                if isinstance(block, dict) and block.get("type") == BLOCK_TOOL_CALL:
                     call_id = block.get("id")
                     if isinstance(call_id, str):
                         self._pending[call_id] = PendingCall(call_id, data.get("step", 0))

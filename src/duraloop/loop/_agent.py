@@ -135,7 +135,7 @@ class AgentLoop:
         return self._durability.writer
 
     def send(
-        self, message: str | Message, *, target: SendTarget = "next-turn", wakeup: bool = True
+        self, message: str | Message, *, target: SendTarget = INBOX_NEXT_TURN, wakeup: bool = True
     ) -> Message:
         """Queue a user message and, if `wakeup`, wake the driver.
 

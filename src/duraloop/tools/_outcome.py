@@ -27,9 +27,9 @@ from ..log.vocabulary import (
     ABORTED_BEFORE_DISPATCH_TEXT,
     ABORTED_ERROR,
     ABORTED_TEXT,
+    INVALID_TOOL_OUTPUT_ERROR,
     NOT_INTERRUPTED_TEXT,
     OUTCOME_UNKNOWN_ERROR,
-    TOOL_TIMEOUT,
 )
 
 DEFAULT_MAX_OUTPUT_BYTES: Final = 256 * 1024
@@ -41,19 +41,6 @@ output at the cap keeps its notes (`[exit code: n]`, where to read on) uncut."""
 
 MIN_MAX_OUTPUT_BYTES: Final = 256
 """The smallest output cap accepted, in bytes: room for the truncation note and some output."""
-
-TOOL_TIMEOUT_ERROR: Final = {"name": "ToolTimeoutError", "code": TOOL_TIMEOUT}
-"""Error info of a call whose declared `timeout_seconds` expired.
-
-See docs/scheduler.md#tool-error-codes.
-"""
-
-INVALID_TOOL_OUTPUT: Final = "INVALID_TOOL_OUTPUT"
-INVALID_TOOL_OUTPUT_ERROR: Final = {"name": "ToolOutputError", "code": INVALID_TOOL_OUTPUT}
-"""Error info of a result that is not lossless JSON content (docs/scheduler.md#tool-error-codes)."""
-
-TOOL_ERROR_NAME: Final = "ToolError"
-"""The error name recorded for a `duraloop.errors.ToolError` raised by a tool body."""
 
 
 def text_block(text: str) -> ContentBlock:

@@ -36,7 +36,7 @@ import msgspec
 from ...errors import LlmError
 from ...log._json import JsonObject
 from ...log._messages import Message
-from .._errors import UNSUPPORTED_CONTENT
+from ...log.vocabulary import BLOCK_TOOL_CALL, BLOCK_TOOL_RESULT, UNSUPPORTED_CONTENT
 from .._tool_ids import ToolIdMap
 
 logger = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ class MessageConverter:
             elif kind == "reasoning":
                 entry = entries[position] if entries is not None else None
                 out.append(_reasoning_block(block.get("text", ""), entry))
-            elif kind == "tool-call":
+            elif kind == BLOCK_TOOL_CALL:
                 out.append(
                     {
                         "type": "tool_use",
@@ -155,7 +155,7 @@ class MessageConverter:
         part = ConvertedMessage("user")
         for block in message.get("content", []):
             kind = block.get("type")
-            if kind == "tool-result":
+            if kind == BLOCK_TOOL_RESULT:
                 text = _result_text(block.get("content", []), message)
                 result: JsonObject = {
                     "type": "tool_result",

@@ -35,7 +35,7 @@ import msgspec
 from ...errors import LlmError, WirePairingError
 from ...log._json import JsonObject
 from ...log._messages import Message
-from .._errors import UNSUPPORTED_CONTENT
+from ...log.vocabulary import BLOCK_TOOL_CALL, BLOCK_TOOL_RESULT, UNSUPPORTED_CONTENT
 from .._model import ModelRequest, ToolSchema
 from .._tool_ids import CHAT_COMPLETIONS_IDS, ToolIdMap
 from ._pairing import check_chat_completions_messages
@@ -323,7 +323,7 @@ def _convert_assistant(
             text.append(block["text"])
         elif kind == "reasoning":
             reasoning.append(block["text"])
-        elif kind == "tool-call":
+        elif kind == BLOCK_TOOL_CALL:
             function = {"name": block["name"], "arguments": block["arguments"]}
             calls.append({"id": wire_id(block["id"]), "type": "function", "function": function})
         elif kind == "image":
@@ -345,7 +345,7 @@ def _convert_user(message: Message, *, wire_id: Callable[[str], str]) -> list[Js
     has_results = False
     for block in message.get("content", []):
         kind = block.get("type")
-        if kind == "tool-result":
+        if kind == BLOCK_TOOL_RESULT:
             has_results = True
             content = _joined_text(block.get("content", []), message, sep="\n") or NO_OUTPUT
             if block.get("isError") and not content.startswith("Error"):
