@@ -147,6 +147,9 @@ WIRE_LITERAL_ALLOWED = {
     ("duraloop/errors.py", "TIMEOUT"),
     ("duraloop/errors.py", "TRANSPORT"),
     ("duraloop/errors.py", "UNKNOWN"),
+    # Anthropic's own protocol spells its text block `{"type": "text"}` too: a request block.
+    ("duraloop/llm/_anthropic/_convert.py", "text"),
+    ("duraloop/llm/_anthropic/_request.py", "text"),
 }
 """(module, value) pairs whose wire literal must stay, each with its reason above."""
 
@@ -183,6 +186,49 @@ def _literal_constants(tree: ast.AST) -> list[ast.Constant]:
     ]
 
 
+KEYED_WIRE_NAMES = {
+    vocabulary.BLOCK_TEXT,
+    vocabulary.BLOCK_REASONING,
+    vocabulary.BLOCK_IMAGE,
+    vocabulary.USAGE,
+    vocabulary.FINISH,
+}
+"""One-word block and chunk types: wire names where they are a block's or chunk's `type`."""
+TYPE_KEYS = {"type", "blockType", "block_type"}
+
+
+def _type_of(node: ast.expr) -> bool:
+    """Whether `node` reads a type: `x["type"]`, `x.get("type")`, `block_type`, `x.block_type`."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        return node.slice.value in TYPE_KEYS
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+        first = node.args[0]
+        return (
+            node.func.attr == "get" and isinstance(first, ast.Constant) and first.value in TYPE_KEYS
+        )
+    if isinstance(node, ast.Attribute):
+        return node.attr in TYPE_KEYS
+    return isinstance(node, ast.Name) and node.id in TYPE_KEYS
+
+
+def _keyed_type_constants(tree: ast.AST) -> list[ast.Constant]:
+    """String constants given as a type: a `"type"` dict value, or compared with a type."""
+    found: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            found.extend(
+                value
+                for key, value in zip(node.keys, node.values, strict=True)
+                if isinstance(key, ast.Constant) and key.value in TYPE_KEYS
+            )
+        elif isinstance(node, ast.Compare) and _type_of(node.left):
+            for right in node.comparators:
+                found.extend(right.elts if isinstance(right, ast.Tuple | ast.Set) else [right])
+    return [
+        node for node in found if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
+
+
 def test_vocabulary_wire_names_are_found() -> None:
     names = _vocabulary_wire_names()
     assert {"tool/call", "tool-call", "tool-result", "TOOL_TIMEOUT", "UNKNOWN"} <= names
@@ -199,5 +245,12 @@ def test_wire_names_are_spelled_only_in_the_vocabulary() -> None:
         if path != home
         for node in _literal_constants(ast.parse(path.read_text(encoding="utf-8")))
         if node.value in names and (_rel(path), node.value) not in WIRE_LITERAL_ALLOWED
+    ]
+    hits += [
+        f"{_rel(path)}:{node.lineno}: {node.value!r}"
+        for path in MODULES
+        if path != home
+        for node in _keyed_type_constants(ast.parse(path.read_text(encoding="utf-8")))
+        if node.value in KEYED_WIRE_NAMES and (_rel(path), node.value) not in WIRE_LITERAL_ALLOWED
     ]
     assert hits == []

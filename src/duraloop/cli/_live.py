@@ -12,6 +12,7 @@ from ..log.vocabulary import (
     ASSISTANT_MESSAGE,
     BLOCK_TOOL_CALL,
     LLM_RETRY,
+    REASON_COMPLETED,
     STEP_START,
     TEXT_DELTA,
     TOOL_CALL,
@@ -105,7 +106,7 @@ class LiveRenderer:
         elif kind == TURN_END:
             self._newline()
             reason = data.get("reason", {})
-            style = "green" if reason.get("kind") == "completed" else "red"
+            style = "green" if reason.get("kind") == REASON_COMPLETED else "red"
             self.console.print(safe(f"── turn {data.get('turn')} {reason_text(reason)}", style))
 
     def _render_result(self, event: Event, data: dict[str, Any]) -> None:

@@ -16,17 +16,22 @@ from ..log._json import JsonValue
 from ..log._messages import ContentBlock, Message, assistant_message
 from ..log.vocabulary import (
     BLOCK_END,
+    BLOCK_REASONING,
     BLOCK_START,
+    BLOCK_TEXT,
     BLOCK_TOOL_CALL,
+    FINISH,
     FINISH_MAX_TOKENS,
+    FINISH_STOP,
     MALFORMED_RESPONSE,
     REASONING_DELTA,
     TEXT_DELTA,
     TOOL_CALL_DELTA,
+    USAGE,
 )
 from ._chunks import FinishReason, StreamChunk, TokenUsage
 
-_STOP: FinishReason = {"kind": "stop"}
+_STOP: FinishReason = {"kind": FINISH_STOP}
 
 
 logger = logging.getLogger(__name__)
@@ -99,9 +104,9 @@ class BlockAssembler:
                 if index not in self._partials:
                     self._order.append(index)
                 self._closed[index] = chunk["block"]
-        elif chunk["type"] == "usage":
+        elif chunk["type"] == USAGE:
             self._usage = chunk["usage"]
-        elif chunk["type"] == "finish":
+        elif chunk["type"] == FINISH:
             self._finish = chunk["reason"]
             self._replay_state = chunk.get("replayState")
         else:
@@ -141,7 +146,7 @@ class BlockAssembler:
         if closed is not None:
             return closed
         partial = self._partials[index]
-        if partial.block_type in ("text", "reasoning"):
+        if partial.block_type in (BLOCK_TEXT, BLOCK_REASONING):
             return {"type": partial.block_type, "text": "".join(partial.text)}
         if partial.block_type == BLOCK_TOOL_CALL:
             return {
@@ -211,10 +216,13 @@ class BlockAssembler:
                 block = closed
             else:
                 partial = self._partials[index]
-                if partial.block_type not in ("text", "reasoning"):
+                if partial.block_type not in (BLOCK_TEXT, BLOCK_REASONING):
                     continue
                 block = {"type": partial.block_type, "text": "".join(partial.text)}
-            if block.get("type") in ("text", "reasoning") and str(block.get("text", "")).strip():
+            if (
+                block.get("type") in (BLOCK_TEXT, BLOCK_REASONING)
+                and str(block.get("text", "")).strip()
+            ):
                 out.append(block)
         return out
 

@@ -22,11 +22,13 @@ from ..log._messages import ContentBlock
 from ..log.vocabulary import (
     BLOCK_END,
     BLOCK_START,
+    FINISH,
     FINISH_ABORTED,
     FINISH_ERROR,
     REASONING_DELTA,
     TEXT_DELTA,
     TOOL_CALL_DELTA,
+    USAGE,
 )
 
 FinishKind: TypeAlias = Literal["stop", "tool-calls", "max-tokens", "error", "aborted"]
@@ -227,7 +229,7 @@ def usage_chunk(
         usage["cacheWriteTokens"] = cache_write_tokens
     if reasoning_tokens is not None:
         usage["reasoningTokens"] = reasoning_tokens
-    return {"type": "usage", "usage": usage}
+    return {"type": USAGE, "usage": usage}
 
 
 def finish_chunk(
@@ -254,7 +256,7 @@ def finish_chunk(
     reason: FinishReason = {"kind": kind}
     if failure is not None:
         reason["failure"] = failure
-    chunk: FinishChunk = {"type": "finish", "reason": reason}
+    chunk: FinishChunk = {"type": FINISH, "reason": reason}
     if replay_state is not None:
         chunk["replayState"] = replay_state
     return chunk

@@ -37,11 +37,15 @@ from ..log._messages import Message, tool_calls_of
 from ..log.vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
+    BLOCK_REASONING,
+    BLOCK_TEXT,
     BLOCK_TOOL_CALL,
+    FINISH,
     FINISH_MAX_TOKENS,
     FINISH_STOP,
     FINISH_TOOL_CALLS,
     REPLAY_EXHAUSTED,
+    USAGE,
 )
 from ._chunks import (
     FinishKind,
@@ -127,7 +131,7 @@ def _recorded_finish(events: Sequence[Event], seqs: Sequence[int]) -> FinishKind
         if not 0 <= seq < len(events) or events[seq].type != ASSISTANT_CHUNK:
             continue
         chunk = events[seq].data.get("chunk") if isinstance(events[seq].data, dict) else None
-        if isinstance(chunk, dict) and chunk.get("type") == "finish":
+        if isinstance(chunk, dict) and chunk.get("type") == FINISH:
             reason = chunk.get("reason")
             kind = reason.get("kind") if isinstance(reason, dict) else None
             return cast(FinishKind, kind) if kind in _FINISHES else None
@@ -248,7 +252,7 @@ class ReplayModel:
             for chunk in _block_chunks(index, block):
                 yield chunk
         if response.usage is not None:
-            yield {"type": "usage", "usage": copy.deepcopy(response.usage)}
+            yield {"type": USAGE, "usage": copy.deepcopy(response.usage)}
         finish = response.finish
         if finish is None:
             finish = FINISH_TOOL_CALLS if tool_calls_of(response.message) else FINISH_STOP
@@ -258,9 +262,9 @@ class ReplayModel:
 def _block_chunks(index: int, block: dict[str, Any]) -> list[StreamChunk]:
     kind = block["type"]
     chunks: list[StreamChunk] = [block_start(index, kind)]
-    if kind == "text":
+    if kind == BLOCK_TEXT:
         chunks.append(text_delta(index, block["text"]))
-    elif kind == "reasoning":
+    elif kind == BLOCK_REASONING:
         chunks.append(reasoning_delta(index, block["text"]))
     elif kind == BLOCK_TOOL_CALL:
         chunks.append(

@@ -33,6 +33,8 @@ from ..errors import ConfigError, LlmError
 from ..log._json import JsonValue
 from ..log._messages import Message
 from ..log.vocabulary import (
+    BLOCK_REASONING,
+    BLOCK_TEXT,
     BLOCK_TOOL_CALL,
     BLOCK_TOOL_RESULT,
     FINISH_MAX_TOKENS,
@@ -174,14 +176,14 @@ class ScriptedModel:
             yield block_start(index, "reasoning")
             for piece in _split_words(response.reasoning):
                 yield reasoning_delta(index, piece)
-            yield block_end(index, {"type": "reasoning", "text": response.reasoning})
+            yield block_end(index, {"type": BLOCK_REASONING, "text": response.reasoning})
             index += 1
         if response.text:
             yield block_start(index, "text")
             for piece in _split_words(response.text):
                 yield text_delta(index, piece)
             if response.error is None:
-                yield block_end(index, {"type": "text", "text": response.text})
+                yield block_end(index, {"type": BLOCK_TEXT, "text": response.text})
             index += 1
         if response.error is not None:
             code, message = response.error
@@ -243,7 +245,7 @@ def _message_chars(message: Mapping[str, JsonValue]) -> int:
     total = 0
     for block in message.get("content", ()):
         kind = block.get("type")
-        if kind in ("text", "reasoning"):
+        if kind in (BLOCK_TEXT, BLOCK_REASONING):
             total += len(block.get("text", ""))
         elif kind == BLOCK_TOOL_CALL:
             total += len(block.get("arguments", "")) + len(block.get("name", ""))

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
 from ._json import JsonObject
-from .vocabulary import BLOCK_TOOL_CALL, BLOCK_TOOL_RESULT
+from .vocabulary import BLOCK_TEXT, BLOCK_TOOL_CALL, BLOCK_TOOL_RESULT
 
 
 class TextBlock(TypedDict):
@@ -93,7 +93,7 @@ def user_message(content: str | list[Any], *, source: JsonObject | None = None) 
     Returns:
         `{id, role: "user", content, source}` with a fresh id.
     """
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    blocks = [{"type": BLOCK_TEXT, "text": content}] if isinstance(content, str) else list(content)
     return {
         "id": new_message_id(),
         "role": "user",
@@ -158,4 +158,6 @@ def tool_calls_of(message: Mapping[str, Any]) -> list[ToolCallBlock]:
 
 def text_of(message: Mapping[str, Any]) -> str:
     """Return the concatenated text blocks of a message (reasoning excluded)."""
-    return "".join(b.get("text", "") for b in message.get("content", ()) if b.get("type") == "text")
+    return "".join(
+        b.get("text", "") for b in message.get("content", ()) if b.get("type") == BLOCK_TEXT
+    )

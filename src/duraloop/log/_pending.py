@@ -16,6 +16,7 @@ from ._json import JsonObject
 from ._messages import Message, tool_result_message
 from .vocabulary import (
     ASSISTANT_MESSAGE,
+    BLOCK_TEXT,
     BLOCK_TOOL_CALL,
     NOT_STARTED_ERROR,
     NOT_STARTED_TEXT,
@@ -202,7 +203,7 @@ def unanswered_tool_result(call: PendingCall, *, turn: int, seq: int) -> Recover
     text = OUTCOME_UNKNOWN_TEXT if started else NOT_STARTED_TEXT
     message = tool_result_message(
         call.call_id,
-        [{"type": "text", "text": text}],
+        [{"type": BLOCK_TEXT, "text": text}],
         is_error=True,
         message_id=f"{RECOVERY_MESSAGE_ID_PREFIX}{call.call_id}-{seq}",
     )

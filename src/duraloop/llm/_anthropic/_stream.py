@@ -38,6 +38,8 @@ from typing import Any, Final
 from ...errors import LlmError
 from ...log._json import JsonObject
 from ...log.vocabulary import (
+    BLOCK_REASONING,
+    BLOCK_TEXT,
     BLOCK_TOOL_CALL,
     CONTEXT_WINDOW_EXCEEDED,
     EMPTY_RESPONSE,
@@ -103,7 +105,7 @@ class _Block:
 
     def block(self) -> JsonObject:
         if self.kind == "text":
-            return {"type": "text", "text": "".join(self.text)}
+            return {"type": BLOCK_TEXT, "text": "".join(self.text)}
         if self.kind == "tool_use":
             arguments = "".join(self.arguments)
             if not arguments and isinstance(self.initial_input, dict) and self.initial_input:
@@ -114,7 +116,7 @@ class _Block:
                 "name": self.name,
                 "arguments": arguments or "{}",
             }
-        return {"type": "reasoning", "text": "".join(self.text)}
+        return {"type": BLOCK_REASONING, "text": "".join(self.text)}
 
     def replay_entry(self) -> JsonObject:
         if self.kind == "thinking":

@@ -26,6 +26,7 @@ from typing import Any, Final
 from ...errors import LlmError
 from ...log.vocabulary import (
     AUTH,
+    BLOCK_REASONING,
     BLOCK_TOOL_CALL,
     CONTEXT_WINDOW_EXCEEDED,
     EMPTY_RESPONSE,
@@ -240,7 +241,7 @@ class ChunkTranslator:
                     "arguments": "".join(call.arguments),
                 }
             else:
-                parts = self.reasoning if block_type == "reasoning" else self.text
+                parts = self.reasoning if block_type == BLOCK_REASONING else self.text
                 block = {"type": block_type, "text": "".join(parts)}
             out.append(block_end(index, block))
         if self.usage is not None:
