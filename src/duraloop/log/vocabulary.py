@@ -241,4 +241,7 @@ LEGACY_REJECTED_TYPES: Final = frozenset({"request/header-delta", "mode/set"})
 STEERING_MESSAGE: Final = "steering/message"
 LEGACY_MESSAGE_ID_PREFIX: Final = "legacy-message:"
 LEGACY_ABORT_CAUSE: Final = "legacy"
+
 DISPOSED: Final = "disposed"
+"""The abort cause of a turn cut by `dispose()` (`{"kind": "aborted", "reason": {"kind":
+"disposed"}}`), and a legacy turn-end reason kind imported as that shape."""
