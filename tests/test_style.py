@@ -1,8 +1,8 @@
-"""STYLE D1, D2, D3, D4 and D6 as cheap static checks over `src/duraloop`.
+"""STYLE D1, D2, D3, D4, D6 and D7 as cheap static checks over `src/duraloop`.
 
 These rules are the kind a review forgets: module size, banned module names, the purity of
-`log/` (no I/O or concurrency imports, no `async def`), banned spellings, and logic-free
-`__init__.py` files. Each check walks the source tree (AST where syntax matters), so a
+`log/` (no I/O or concurrency imports, no `async def`), banned spellings, logic-free
+`__init__.py` files, and wire names spelled only in `log/vocabulary.py`. Each check walks the source tree (AST where syntax matters), so a
 violation names the file and line.
 """
 
@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 
 import pytest
+
+from duraloop.log import vocabulary
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "duraloop"
 MODULES = sorted(SRC.rglob("*.py"))
@@ -31,7 +33,7 @@ BANNED_LOG_IMPORTS = {
 }
 BANNED_TERMS = ("canceled", "canceling", "max_turns")
 WIRE_SPELLING_MARK = "# dsh wire spelling"
-"""Marks the one line of `log/_vocabulary.py` defining a dsh wire value spelled with a banned
+"""Marks the one line of `log/vocabulary.py` defining a dsh wire value spelled with a banned
 term (`agent/inbox/spliced` outcome "canceled"); wire strings are defined once (STYLE D7)."""
 SIZE_LIMIT_LINES = 400
 SIZE_LIMIT_WITH_NOTE_LINES = 600
@@ -111,7 +113,7 @@ def test_no_banned_terms_in_src() -> None:
         for path in MODULES
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if pattern.search(line)
-        and not (path.name == "_vocabulary.py" and line.rstrip().endswith(WIRE_SPELLING_MARK))
+        and not (path.name == "vocabulary.py" and line.rstrip().endswith(WIRE_SPELLING_MARK))
     ]
     assert hits == []
 
@@ -131,3 +133,125 @@ def test_init_modules_hold_only_imports_docstring_and_all(path: Path) -> None:
                 continue
         offenders.append(f"line {node.lineno}: {ast.dump(node)[:60]}")
     assert offenders == [], f"{_rel(path)} has logic"
+
+
+WIRE_NAME = re.compile(r"[a-z]+(?:[-/][a-z]+)+|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*")
+"""The shape of a vocabulary value that is unmistakably a wire name: an event type, a block,
+chunk or finish kind with a `-` or `/` (`tool/call`, `tool-call`, `max-tokens`), or a code
+(`TOOL_TIMEOUT`, `UNKNOWN`). One-word kinds (`text`, `stop`, `error`) are ordinary words too."""
+
+WIRE_LITERAL_ALLOWED = {
+    # errors.py sits below log/ (log imports it), so it cannot import the vocabulary.
+    ("duraloop/errors.py", "EMPTY_RESPONSE"),
+    ("duraloop/errors.py", "RATE_LIMIT"),
+    ("duraloop/errors.py", "SERVER"),
+    ("duraloop/errors.py", "TIMEOUT"),
+    ("duraloop/errors.py", "TRANSPORT"),
+    ("duraloop/errors.py", "UNKNOWN"),
+    # Anthropic's own protocol spells its text block `{"type": "text"}` too: a request block.
+    ("duraloop/llm/_anthropic/_convert.py", "text"),
+    ("duraloop/llm/_anthropic/_request.py", "text"),
+}
+"""(module, value) pairs whose wire literal must stay, each with its reason above."""
+
+
+def _vocabulary_wire_names() -> set[str]:
+    values: set[str] = set()
+    for name, value in vars(vocabulary).items():
+        if name.startswith("_") or not name.isupper():
+            continue
+        items = value if isinstance(value, frozenset | tuple) else (value,)
+        values.update(item for item in items if isinstance(item, str))
+    return {value for value in values if WIRE_NAME.fullmatch(value)}
+
+
+def _literal_constants(tree: ast.AST) -> list[ast.Constant]:
+    """Every string constant of `tree` except docstrings and `Literal[...]` members."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            skipped.add(id(node.value))  # a docstring (module, class, function or attribute)
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "Literal"
+        ):
+            # a type's members: `Literal[...]` takes no constants; the values are typed there
+            skipped.update(id(member) for member in ast.walk(node.slice))
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in skipped
+    ]
+
+
+KEYED_WIRE_NAMES = {
+    vocabulary.BLOCK_TEXT,
+    vocabulary.BLOCK_REASONING,
+    vocabulary.BLOCK_IMAGE,
+    vocabulary.USAGE,
+    vocabulary.FINISH,
+}
+"""One-word block and chunk types: wire names where they are a block's or chunk's `type`."""
+TYPE_KEYS = {"type", "blockType", "block_type"}
+
+
+def _type_of(node: ast.expr) -> bool:
+    """Whether `node` reads a type: `x["type"]`, `x.get("type")`, `block_type`, `x.block_type`."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        return node.slice.value in TYPE_KEYS
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+        first = node.args[0]
+        return (
+            node.func.attr == "get" and isinstance(first, ast.Constant) and first.value in TYPE_KEYS
+        )
+    if isinstance(node, ast.Attribute):
+        return node.attr in TYPE_KEYS
+    return isinstance(node, ast.Name) and node.id in TYPE_KEYS
+
+
+def _keyed_type_constants(tree: ast.AST) -> list[ast.Constant]:
+    """String constants given as a type: a `"type"` dict value, or compared with a type."""
+    found: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            found.extend(
+                value
+                for key, value in zip(node.keys, node.values, strict=True)
+                if isinstance(key, ast.Constant) and key.value in TYPE_KEYS
+            )
+        elif isinstance(node, ast.Compare) and _type_of(node.left):
+            for right in node.comparators:
+                found.extend(right.elts if isinstance(right, ast.Tuple | ast.Set) else [right])
+    return [
+        node for node in found if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
+
+
+def test_vocabulary_wire_names_are_found() -> None:
+    names = _vocabulary_wire_names()
+    assert {"tool/call", "tool-call", "tool-result", "TOOL_TIMEOUT", "UNKNOWN"} <= names
+    assert "text" not in names
+
+
+def test_wire_names_are_spelled_only_in_the_vocabulary() -> None:
+    """STYLE D7: every wire name is a constant of `duraloop.log.vocabulary`, spelled once."""
+    names = _vocabulary_wire_names()
+    home = SRC / "log" / "vocabulary.py"
+    hits = [
+        f"{_rel(path)}:{node.lineno}: {node.value!r}"
+        for path in MODULES
+        if path != home
+        for node in _literal_constants(ast.parse(path.read_text(encoding="utf-8")))
+        if node.value in names and (_rel(path), node.value) not in WIRE_LITERAL_ALLOWED
+    ]
+    hits += [
+        f"{_rel(path)}:{node.lineno}: {node.value!r}"
+        for path in MODULES
+        if path != home
+        for node in _keyed_type_constants(ast.parse(path.read_text(encoding="utf-8")))
+        if node.value in KEYED_WIRE_NAMES and (_rel(path), node.value) not in WIRE_LITERAL_ALLOWED
+    ]
+    assert hits == []

@@ -5,7 +5,7 @@ Pins Law 4 after crash plus resume and Law 5 (a recorded call without a result i
 TOOL_OUTCOME_UNKNOWN, an unrecorded one TOOL_NOT_STARTED). Each test builds the case's log
 with `time == seq` and compares the closers as whole events, so a change to a seq, a time, a
 code, the message id format or a model-visible text fails here. The texts are written out
-verbatim, not imported, so the test also pins `_vocabulary.py`.
+verbatim, not imported, so the test also pins `vocabulary.py`.
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ from duraloop.log import (
     text_of,
     tool_calls_of,
 )
-from duraloop.log._vocabulary import (
+from duraloop.log.vocabulary import (
     ABORTED_BEFORE_DISPATCH_ERROR,
     ABORTED_BEFORE_DISPATCH_TEXT,
     NOT_STARTED_TEXT,

@@ -17,14 +17,13 @@ import pytest
 
 from duraloop.errors import ConfigError, LlmError
 from duraloop.llm import BlockAssembler, ModelRequest, StreamChunk, stream_chunks
-from duraloop.llm._errors import REPLAY_EXHAUSTED
 from duraloop.llm._replay import (
     RecordedResponse,
     ReplayModel,
     recorded_responses,
 )
 from duraloop.log import Event, Session, assistant_message, tool_result_message, user_message
-from duraloop.log._vocabulary import ASSISTANT_MESSAGE
+from duraloop.log.vocabulary import ASSISTANT_MESSAGE, REPLAY_EXHAUSTED
 from duraloop.store import read_log_file
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "dsh-sessions"

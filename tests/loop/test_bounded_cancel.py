@@ -25,7 +25,7 @@ import pytest
 
 from duraloop.llm import ScriptedModel
 from duraloop.log import Session
-from duraloop.log._vocabulary import (
+from duraloop.log.vocabulary import (
     ABORTED_AFTER_COMPLETION_TEXT,
     NOT_INTERRUPTED_TEXT,
     OUTCOME_UNKNOWN_ERROR,

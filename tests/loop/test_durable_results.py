@@ -25,7 +25,7 @@ import pytest
 
 from duraloop.llm import ScriptedModel
 from duraloop.log import Event
-from duraloop.log._vocabulary import OUTCOME_UNKNOWN_ERROR
+from duraloop.log.vocabulary import OUTCOME_UNKNOWN_ERROR
 from duraloop.loop import SessionSetup, resume_session, start_session
 from duraloop.store import JsonlStore, SessionWriter
 from duraloop.tools import tool

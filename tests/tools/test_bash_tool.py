@@ -15,9 +15,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from duraloop.log._vocabulary import ABORTED_ERROR
+from duraloop.log.vocabulary import ABORTED_ERROR, TOOL_TIMEOUT_ERROR
 from duraloop.tools._bash_tool import bash
-from duraloop.tools._outcome import TOOL_TIMEOUT_ERROR, ToolOutcome
+from duraloop.tools._outcome import ToolOutcome
 from duraloop.tools._pipeline import ToolPipeline
 from duraloop.tools._registry import ToolRegistry
 from duraloop.tools._request import ToolCallRequest

@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from duraloop.log._vocabulary import (
+from duraloop.log.vocabulary import (
     ABORTED_AFTER_COMPLETION_TEXT,
     NOT_INTERRUPTED_TEXT,
     OUTCOME_UNKNOWN_ERROR,

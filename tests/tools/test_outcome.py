@@ -16,7 +16,7 @@ import pytest
 from duraloop.errors import ConfigError, ToolDefinitionError
 from duraloop.llm import ScriptedModel
 from duraloop.log import Session
-from duraloop.log._vocabulary import ABORTED_AFTER_COMPLETION_TEXT, ABORTED_ERROR
+from duraloop.log.vocabulary import ABORTED_AFTER_COMPLETION_TEXT, ABORTED_ERROR
 from duraloop.loop import AgentLoop, LoopConfig
 from duraloop.tools import tool
 from duraloop.tools._outcome import (

@@ -16,19 +16,20 @@ import anyio
 import pytest
 
 from duraloop.errors import ToolError
-from duraloop.log._vocabulary import (
+from duraloop.log.vocabulary import (
     ABORTED_AFTER_COMPLETION_TEXT,
     ABORTED_BEFORE_DISPATCH_ERROR,
     ABORTED_BEFORE_DISPATCH_TEXT,
     ABORTED_ERROR,
     ABORTED_TEXT,
     INVALID_ARGS_ERROR,
+    TOOL_TIMEOUT_ERROR,
     UNKNOWN_TOOL_ERROR,
 )
 from duraloop.tools._context import ToolContext
 from duraloop.tools._definition import tool
 from duraloop.tools._hooks import Deny, ToolHooks
-from duraloop.tools._outcome import TOOL_TIMEOUT_ERROR, ToolOutcome
+from duraloop.tools._outcome import ToolOutcome
 from duraloop.tools._pipeline import Prepared, ToolPipeline
 from duraloop.tools._registry import ToolRegistry
 from duraloop.tools._request import ToolCallRequest, parse_tool_arguments

@@ -36,7 +36,7 @@ from rich.console import Console
 
 from ..errors import UsageError
 from ..log import Event
-from ..log._vocabulary import (
+from ..log.vocabulary import (
     REASON_BLOCKED,
     TURN_END,
     TURN_START,

@@ -23,6 +23,7 @@ from rich.console import Console
 from ..errors import DuraloopError, UsageError
 from ..llm import ScriptedModel
 from ..log import Event, check_log, check_pairing
+from ..log.vocabulary import TOOL_RESULT
 from ..loop import SessionSetup, resume_session, start_session
 from ..store import JsonlStore
 from ..tools import Tool, ToolContext, builtin_tools
@@ -139,7 +140,7 @@ def _audit_hook_failing_once(target_call: str) -> Any:
     state = {"failed": False}
 
     def audit(event: Event) -> None:
-        if event.type != "tool/result" or state["failed"]:
+        if event.type != TOOL_RESULT or state["failed"]:
             return
         if event.data["message"]["source"]["callId"] == target_call:
             state["failed"] = True

@@ -7,11 +7,14 @@ from typing import Any
 from rich.console import Console
 
 from ..log import Event
-from ..log._vocabulary import (
+from ..log.vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
+    BLOCK_TOOL_CALL,
     LLM_RETRY,
+    REASON_COMPLETED,
     STEP_START,
+    TEXT_DELTA,
     TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
@@ -58,7 +61,7 @@ class LiveRenderer:
         data = event.data if isinstance(event.data, dict) else {}
         if kind == ASSISTANT_CHUNK:
             chunk = data.get("chunk", {})
-            if chunk.get("type") == "text-delta":
+            if chunk.get("type") == TEXT_DELTA:
                 self.console.file.write(visible(str(chunk.get("text", ""))))
                 self.console.file.flush()
                 self._mid_line = True
@@ -81,7 +84,7 @@ class LiveRenderer:
             self._render_result(event, data)
         elif kind == ASSISTANT_MESSAGE:
             for block in data.get("message", {}).get("content", []):
-                if block.get("type") == "tool-call":
+                if block.get("type") == BLOCK_TOOL_CALL:
                     self._call_names[str(block.get("id"))] = ident(
                         block.get("name"), MAX_NAME_CHARS
                     )
@@ -103,7 +106,7 @@ class LiveRenderer:
         elif kind == TURN_END:
             self._newline()
             reason = data.get("reason", {})
-            style = "green" if reason.get("kind") == "completed" else "red"
+            style = "green" if reason.get("kind") == REASON_COMPLETED else "red"
             self.console.print(safe(f"── turn {data.get('turn')} {reason_text(reason)}", style))
 
     def _render_result(self, event: Event, data: dict[str, Any]) -> None:

@@ -25,9 +25,15 @@ from rich.text import Text
 
 from ..errors import UsageError
 from ..log import Event, SessionHeader
-from ..log._vocabulary import (
+from ..log.vocabulary import (
     ASSISTANT_MESSAGE,
+    BLOCK_REASONING,
+    BLOCK_TEXT,
+    BLOCK_TOOL_CALL,
     END_SEED,
+    REASON_ABORTED,
+    REASON_BLOCKED,
+    REASON_ERROR,
     SURFACE_APPEND,
     TOOL_RESULT,
     TURN_END,
@@ -144,13 +150,13 @@ def result_text(data: dict[str, Any]) -> str:
 def reason_text(reason: dict[str, Any]) -> str:
     """Return a one-line description of a `turn/end` reason (untrusted: print it with `safe`)."""
     kind = ident(reason.get("kind"), MAX_NAME_CHARS)
-    if kind == "error":
+    if kind == REASON_ERROR:
         error = reason.get("error", {})
         code = ident(error.get("code"), MAX_NAME_CHARS)
         return f"error [{code}]: {short_text(str(error.get('message')), _MAX_MESSAGE_CHARS)}"
-    if kind == "aborted":
+    if kind == REASON_ABORTED:
         return f"aborted ({ident(reason.get('reason', {}).get('kind', 'user'), MAX_NAME_CHARS)})"
-    if kind == "blocked" and reason.get("message"):
+    if kind == REASON_BLOCKED and reason.get("message"):
         return f"blocked: {short_text(str(reason['message']), _MAX_MESSAGE_CHARS)}"
     return kind
 
@@ -216,13 +222,13 @@ def render_transcript(console: Console, events: Sequence[Event], *, running: boo
 
 def _print_assistant(console: Console, data: dict[str, Any]) -> None:
     for block in data.get("message", {}).get("content", []):
-        if block.get("type") == "text":
+        if block.get("type") == BLOCK_TEXT:
             console.print(styled(("assistant:", "bold magenta"), " ", str(block.get("text", ""))))
-        elif block.get("type") == "reasoning":
+        elif block.get("type") == BLOCK_REASONING:
             console.print(
                 styled(("thinking: " + short_text(str(block.get("text", "")), 200), "dim"))
             )
-        elif block.get("type") == "tool-call":
+        elif block.get("type") == BLOCK_TOOL_CALL:
             name = ident(block.get("name", ""), MAX_NAME_CHARS)
             call_id = ident(block.get("id", ""), MAX_NAME_CHARS)
             console.print(

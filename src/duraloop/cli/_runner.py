@@ -17,6 +17,7 @@ from rich.console import Console
 
 from ..errors import UsageError
 from ..log import Message
+from ..log.vocabulary import REASON_COMPLETED, REASON_MAX_TOKENS
 from ..loop import AgentLoop, TurnResult
 from ..tools._bash_tool import kill_running_commands
 from ._live import LiveRenderer
@@ -143,7 +144,7 @@ def exit_code_for(kind: str) -> int:
     Returns:
         0 for `completed` and `max-tokens`, else 1.
     """
-    return 0 if kind in ("completed", "max-tokens") else 1
+    return 0 if kind in (REASON_COMPLETED, REASON_MAX_TOKENS) else 1
 
 
 def os_error_text(exc: OSError) -> str:

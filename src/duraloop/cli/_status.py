@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 
 from ..log import Event
-from ..log._vocabulary import (
+from ..log.vocabulary import (
     ASSISTANT_MESSAGE,
     STEP_START,
     TOOL_CALL,

@@ -14,10 +14,24 @@ from typing import Any, assert_never
 from ..errors import LlmError
 from ..log._json import JsonValue
 from ..log._messages import ContentBlock, Message, assistant_message
-from ._chunks import FINISH_MAX_TOKENS, FinishReason, StreamChunk, TokenUsage
-from ._errors import MALFORMED_RESPONSE
+from ..log.vocabulary import (
+    BLOCK_END,
+    BLOCK_REASONING,
+    BLOCK_START,
+    BLOCK_TEXT,
+    BLOCK_TOOL_CALL,
+    FINISH,
+    FINISH_MAX_TOKENS,
+    FINISH_STOP,
+    MALFORMED_RESPONSE,
+    REASONING_DELTA,
+    TEXT_DELTA,
+    TOOL_CALL_DELTA,
+    USAGE,
+)
+from ._chunks import FinishReason, StreamChunk, TokenUsage
 
-_STOP: FinishReason = {"kind": "stop"}
+_STOP: FinishReason = {"kind": FINISH_STOP}
 
 
 logger = logging.getLogger(__name__)
@@ -62,16 +76,16 @@ class BlockAssembler:
         Raises:
             LlmError: `MALFORMED_RESPONSE` if a delta addresses a block of another type.
         """
-        if chunk["type"] == "text-delta":
+        if chunk["type"] == TEXT_DELTA:
             partial = self._open(chunk["index"], "text")
             if partial is not None:
                 partial.text.append(chunk["text"])
-        elif chunk["type"] == "reasoning-delta":
+        elif chunk["type"] == REASONING_DELTA:
             partial = self._open(chunk["index"], "reasoning")
             if partial is not None:
                 partial.text.append(chunk["text"])
-        elif chunk["type"] == "tool-call-delta":
-            partial = self._open(chunk["index"], "tool-call")
+        elif chunk["type"] == TOOL_CALL_DELTA:
+            partial = self._open(chunk["index"], BLOCK_TOOL_CALL)
             if partial is not None:
                 if chunk["id"]:
                     partial.call_id = chunk["id"]
@@ -79,20 +93,20 @@ class BlockAssembler:
                 if name:
                     partial.name = name
                 partial.arguments.append(chunk["argumentsDelta"])
-        elif chunk["type"] == "block-start":
+        elif chunk["type"] == BLOCK_START:
             index = chunk["index"]
             if index not in self._partials and index not in self._closed:
                 self._order.append(index)
                 self._partials[index] = _Partial(chunk["blockType"])
-        elif chunk["type"] == "block-end":
+        elif chunk["type"] == BLOCK_END:
             index = chunk["index"]
             if index not in self._closed:
                 if index not in self._partials:
                     self._order.append(index)
                 self._closed[index] = chunk["block"]
-        elif chunk["type"] == "usage":
+        elif chunk["type"] == USAGE:
             self._usage = chunk["usage"]
-        elif chunk["type"] == "finish":
+        elif chunk["type"] == FINISH:
             self._finish = chunk["reason"]
             self._replay_state = chunk.get("replayState")
         else:
@@ -132,11 +146,11 @@ class BlockAssembler:
         if closed is not None:
             return closed
         partial = self._partials[index]
-        if partial.block_type in ("text", "reasoning"):
+        if partial.block_type in (BLOCK_TEXT, BLOCK_REASONING):
             return {"type": partial.block_type, "text": "".join(partial.text)}
-        if partial.block_type == "tool-call":
+        if partial.block_type == BLOCK_TOOL_CALL:
             return {
-                "type": "tool-call",
+                "type": BLOCK_TOOL_CALL,
                 "id": partial.call_id or f"call-{index}",
                 "name": partial.name,
                 "arguments": "".join(partial.arguments),
@@ -163,7 +177,7 @@ class BlockAssembler:
         """
         blocks = self._all_blocks()
         if self.finish["kind"] == FINISH_MAX_TOKENS:
-            return [block for block in blocks if block.get("type") != "tool-call"]
+            return [block for block in blocks if block.get("type") != BLOCK_TOOL_CALL]
         return unique_tool_call_ids(blocks)
 
     @property
@@ -182,7 +196,9 @@ class BlockAssembler:
         if self.finish["kind"] != FINISH_MAX_TOKENS:
             return envelope
         all_blocks = self._all_blocks()
-        kept = [e for e, b in zip(entries, all_blocks, strict=True) if b.get("type") != "tool-call"]
+        kept = [
+            e for e, b in zip(entries, all_blocks, strict=True) if b.get("type") != BLOCK_TOOL_CALL
+        ]
         return {**envelope, "blocks": kept}
 
     def interrupted_blocks(self) -> list[ContentBlock]:
@@ -200,10 +216,13 @@ class BlockAssembler:
                 block = closed
             else:
                 partial = self._partials[index]
-                if partial.block_type not in ("text", "reasoning"):
+                if partial.block_type not in (BLOCK_TEXT, BLOCK_REASONING):
                     continue
                 block = {"type": partial.block_type, "text": "".join(partial.text)}
-            if block.get("type") in ("text", "reasoning") and str(block.get("text", "")).strip():
+            if (
+                block.get("type") in (BLOCK_TEXT, BLOCK_REASONING)
+                and str(block.get("text", "")).strip()
+            ):
                 out.append(block)
         return out
 
@@ -242,7 +261,7 @@ def unique_tool_call_ids(blocks: list[ContentBlock]) -> list[ContentBlock]:
         `blocks` itself when every tool-call id is unique, else a new list in which the
         renamed tool-call blocks are copies.
     """
-    ids = [block.get("id") for block in blocks if block.get("type") == "tool-call"]
+    ids = [block.get("id") for block in blocks if block.get("type") == BLOCK_TOOL_CALL]
     if len(ids) == len(set(ids)):
         return blocks
     taken = set(ids)
@@ -250,7 +269,7 @@ def unique_tool_call_ids(blocks: list[ContentBlock]) -> list[ContentBlock]:
     out: list[ContentBlock] = []
     for block in blocks:
         call_id = block.get("id")
-        if block.get("type") == "tool-call" and call_id in seen:
+        if block.get("type") == BLOCK_TOOL_CALL and call_id in seen:
             suffix = 2
             while f"{call_id}_{suffix}" in taken:
                 suffix += 1

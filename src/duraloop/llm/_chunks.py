@@ -3,7 +3,8 @@
 A model stream is a sequence of chunks, each a lossless JSON dict logged verbatim as
 `assistant/chunk.data.chunk`, so the key names are dsh's (`blockType`, `argumentsDelta`,
 `inputTokens`). The TypedDicts document the shapes for type checkers; the union is closed
-and consumers switch on `type`.
+and consumers switch on `type`. The chunk types and finish kinds are defined in
+`duraloop.log.vocabulary`.
 
 Contract (docs/providers.md#stream-contract): block indices are allocated in first-seen order; at
     most one
@@ -13,25 +14,22 @@ left open only when the finish is `error` or `aborted`; tool arguments are raw s
 
 from __future__ import annotations
 
-from typing import Final, Literal, NotRequired, TypeAlias, TypedDict
+from typing import Literal, NotRequired, TypeAlias, TypedDict
 
 from ..errors import UsageError
 from ..log._json import JsonObject, JsonValue
 from ..log._messages import ContentBlock
-
-BLOCK_START: Final = "block-start"
-TEXT_DELTA: Final = "text-delta"
-REASONING_DELTA: Final = "reasoning-delta"
-TOOL_CALL_DELTA: Final = "tool-call-delta"
-BLOCK_END: Final = "block-end"
-USAGE: Final = "usage"
-FINISH: Final = "finish"
-
-FINISH_STOP: Final = "stop"
-FINISH_TOOL_CALLS: Final = "tool-calls"
-FINISH_MAX_TOKENS: Final = "max-tokens"
-FINISH_ERROR: Final = "error"
-FINISH_ABORTED: Final = "aborted"
+from ..log.vocabulary import (
+    BLOCK_END,
+    BLOCK_START,
+    FINISH,
+    FINISH_ABORTED,
+    FINISH_ERROR,
+    REASONING_DELTA,
+    TEXT_DELTA,
+    TOOL_CALL_DELTA,
+    USAGE,
+)
 
 FinishKind: TypeAlias = Literal["stop", "tool-calls", "max-tokens", "error", "aborted"]
 BlockType: TypeAlias = Literal["text", "reasoning", "image", "tool-call", "tool-result"]
@@ -140,7 +138,7 @@ def block_start(index: int, block_type: BlockType) -> BlockStartChunk:
     Returns:
         `{"type": "block-start", "index": index, "blockType": block_type}`.
     """
-    return {"type": "block-start", "index": index, "blockType": block_type}
+    return {"type": BLOCK_START, "index": index, "blockType": block_type}
 
 
 def text_delta(index: int, text: str) -> TextDeltaChunk:
@@ -153,7 +151,7 @@ def text_delta(index: int, text: str) -> TextDeltaChunk:
     Returns:
         `{"type": "text-delta", "index": index, "text": text}`.
     """
-    return {"type": "text-delta", "index": index, "text": text}
+    return {"type": TEXT_DELTA, "index": index, "text": text}
 
 
 def reasoning_delta(index: int, text: str) -> ReasoningDeltaChunk:
@@ -166,7 +164,7 @@ def reasoning_delta(index: int, text: str) -> ReasoningDeltaChunk:
     Returns:
         `{"type": "reasoning-delta", "index": index, "text": text}`.
     """
-    return {"type": "reasoning-delta", "index": index, "text": text}
+    return {"type": REASONING_DELTA, "index": index, "text": text}
 
 
 def tool_call_delta(
@@ -184,7 +182,7 @@ def tool_call_delta(
         `{"type": "tool-call-delta", "index", "id", "name"?, "argumentsDelta"}`.
     """
     chunk: ToolCallDeltaChunk = {
-        "type": "tool-call-delta",
+        "type": TOOL_CALL_DELTA,
         "index": index,
         "id": call_id,
         "argumentsDelta": arguments_delta,
@@ -204,7 +202,7 @@ def block_end(index: int, block: ContentBlock) -> BlockEndChunk:
     Returns:
         `{"type": "block-end", "index": index, "block": block}`.
     """
-    return {"type": "block-end", "index": index, "block": block}
+    return {"type": BLOCK_END, "index": index, "block": block}
 
 
 def usage_chunk(
@@ -234,7 +232,7 @@ def usage_chunk(
         usage["cacheWriteTokens"] = cache_write_tokens
     if reasoning_tokens is not None:
         usage["reasoningTokens"] = reasoning_tokens
-    return {"type": "usage", "usage": usage}
+    return {"type": USAGE, "usage": usage}
 
 
 def finish_chunk(
@@ -261,7 +259,7 @@ def finish_chunk(
     reason: FinishReason = {"kind": kind}
     if failure is not None:
         reason["failure"] = failure
-    chunk: FinishChunk = {"type": "finish", "reason": reason}
+    chunk: FinishChunk = {"type": FINISH, "reason": reason}
     if replay_state is not None:
         chunk["replayState"] = replay_state
     return chunk

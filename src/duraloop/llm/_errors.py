@@ -3,7 +3,8 @@
 See docs/providers.md#errors, #error-codes.
 
 `LlmError` itself lives in `duraloop.errors`; this module holds the shared classifiers every
-adapter uses so a status or wording maps to the same stable code everywhere.
+adapter uses so a status or wording maps to the same stable code everywhere. The codes
+themselves are wire names, defined in `duraloop.log.vocabulary`.
 """
 
 from __future__ import annotations
@@ -13,27 +14,29 @@ import re
 import time
 from typing import Final
 
-RATE_LIMIT: Final = "RATE_LIMIT"
-SERVER: Final = "SERVER"
-AUTH: Final = "AUTH"
-QUOTA: Final = "QUOTA"
-INVALID_REQUEST: Final = "INVALID_REQUEST"
-CONTEXT_WINDOW_EXCEEDED: Final = "CONTEXT_WINDOW_EXCEEDED"
-TIMEOUT: Final = "TIMEOUT"
-TRANSPORT: Final = "TRANSPORT"
-EMPTY_RESPONSE: Final = "EMPTY_RESPONSE"
-STREAM_CLOSED: Final = "STREAM_CLOSED"
-MALFORMED_RESPONSE: Final = "MALFORMED_RESPONSE"
-UNSUPPORTED_CONTENT: Final = "UNSUPPORTED_CONTENT"
-SCRIPT_EXHAUSTED: Final = "SCRIPT_EXHAUSTED"
-ABORTED: Final = "ABORTED"
-UNKNOWN: Final = "UNKNOWN"
-PAIRING_VIOLATION: Final = "PAIRING_VIOLATION"
-REPLAY_EXHAUSTED: Final = "REPLAY_EXHAUSTED"
-REFUSAL: Final = "REFUSAL"
-UNSUPPORTED_OPTION: Final = "UNSUPPORTED_OPTION"
-CONTENT_FILTER: Final = "CONTENT_FILTER"
-INSUFFICIENT_SYSTEM_RESOURCE: Final = "INSUFFICIENT_SYSTEM_RESOURCE"
+from ..log.vocabulary import (
+    ABORTED,
+    AUTH,
+    CONTENT_FILTER,
+    CONTEXT_WINDOW_EXCEEDED,
+    EMPTY_RESPONSE,
+    INSUFFICIENT_SYSTEM_RESOURCE,
+    INVALID_REQUEST,
+    MALFORMED_RESPONSE,
+    PAIRING_VIOLATION,
+    QUOTA,
+    RATE_LIMIT,
+    REFUSAL,
+    REPLAY_EXHAUSTED,
+    SCRIPT_EXHAUSTED,
+    SERVER,
+    STREAM_CLOSED,
+    TIMEOUT,
+    TRANSPORT,
+    UNKNOWN,
+    UNSUPPORTED_CONTENT,
+    UNSUPPORTED_OPTION,
+)
 
 LLM_ERROR_CODES: Final = {
     RATE_LIMIT: "HTTP 429 not about quota; retried by default",

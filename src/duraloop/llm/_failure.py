@@ -23,7 +23,7 @@ import traceback
 
 from ..errors import LlmError, PairingError
 from ..log import JsonObject
-from ._errors import PAIRING_VIOLATION, UNKNOWN
+from ..log.vocabulary import PAIRING_VIOLATION, UNKNOWN
 
 
 def unknown_failure(message: str) -> JsonObject:

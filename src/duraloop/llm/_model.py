@@ -15,8 +15,8 @@ from typing import Protocol
 
 from ..log._json import JsonObject, well_formed_json
 from ..log._messages import Message
-from ._chunks import FINISH_ABORTED, FINISH_ERROR, FinishKind, StreamChunk, finish_chunk
-from ._errors import ABORTED
+from ..log.vocabulary import ABORTED, FINISH, FINISH_ABORTED, FINISH_ERROR
+from ._chunks import FinishKind, StreamChunk, finish_chunk
 from ._failure import failure_from_exception
 
 logger = logging.getLogger(__name__)
@@ -115,7 +115,7 @@ async def stream_chunks(model: Model, request: ModelRequest) -> AsyncGenerator[S
         async for chunk in iterator:
             chunk = well_formed_json(chunk)
             yield chunk
-            if chunk["type"] == "finish":
+            if chunk["type"] == FINISH:
                 return
     # docs/providers.md#stream-contract: every adapter raise becomes a finish
     except Exception as exc:  # noqa: BLE001

@@ -28,7 +28,8 @@ from typing import Final
 from urllib.parse import unquote, urlsplit
 
 from ..errors import LlmError
-from ._chunks import FINISH, StreamChunk
+from ..log.vocabulary import FINISH
+from ._chunks import StreamChunk
 
 REDACTED: Final = "[redacted]"
 MIN_SECRET_CHARS: Final = 4

@@ -34,11 +34,20 @@ from ..errors import ConfigError, LlmError
 from ..log._event import Event
 from ..log._json import JsonObject
 from ..log._messages import Message, tool_calls_of
-from ..log._vocabulary import ASSISTANT_CHUNK, ASSISTANT_MESSAGE
-from ._chunks import (
+from ..log.vocabulary import (
+    ASSISTANT_CHUNK,
+    ASSISTANT_MESSAGE,
+    BLOCK_REASONING,
+    BLOCK_TEXT,
+    BLOCK_TOOL_CALL,
+    FINISH,
     FINISH_MAX_TOKENS,
     FINISH_STOP,
     FINISH_TOOL_CALLS,
+    REPLAY_EXHAUSTED,
+    USAGE,
+)
+from ._chunks import (
     FinishKind,
     StreamChunk,
     TokenUsage,
@@ -49,7 +58,6 @@ from ._chunks import (
     text_delta,
     tool_call_delta,
 )
-from ._errors import REPLAY_EXHAUSTED
 from ._model import ModelRequest
 
 """The `LlmError` code of a request made after every recorded response was replayed."""
@@ -58,7 +66,7 @@ PROVIDER: Final = "replay"
 """The provider route of a replay model, recorded in the sources of its messages."""
 
 _FINISHES: Final[tuple[FinishKind, ...]] = (FINISH_STOP, FINISH_TOOL_CALLS, FINISH_MAX_TOKENS)
-_STREAMED_BLOCKS: Final = frozenset({"text", "reasoning", "tool-call", "image"})
+_STREAMED_BLOCKS: Final = frozenset({"text", "reasoning", BLOCK_TOOL_CALL, "image"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +131,7 @@ def _recorded_finish(events: Sequence[Event], seqs: Sequence[int]) -> FinishKind
         if not 0 <= seq < len(events) or events[seq].type != ASSISTANT_CHUNK:
             continue
         chunk = events[seq].data.get("chunk") if isinstance(events[seq].data, dict) else None
-        if isinstance(chunk, dict) and chunk.get("type") == "finish":
+        if isinstance(chunk, dict) and chunk.get("type") == FINISH:
             reason = chunk.get("reason")
             kind = reason.get("kind") if isinstance(reason, dict) else None
             return cast(FinishKind, kind) if kind in _FINISHES else None
@@ -244,7 +252,7 @@ class ReplayModel:
             for chunk in _block_chunks(index, block):
                 yield chunk
         if response.usage is not None:
-            yield {"type": "usage", "usage": copy.deepcopy(response.usage)}
+            yield {"type": USAGE, "usage": copy.deepcopy(response.usage)}
         finish = response.finish
         if finish is None:
             finish = FINISH_TOOL_CALLS if tool_calls_of(response.message) else FINISH_STOP
@@ -254,11 +262,11 @@ class ReplayModel:
 def _block_chunks(index: int, block: dict[str, Any]) -> list[StreamChunk]:
     kind = block["type"]
     chunks: list[StreamChunk] = [block_start(index, kind)]
-    if kind == "text":
+    if kind == BLOCK_TEXT:
         chunks.append(text_delta(index, block["text"]))
-    elif kind == "reasoning":
+    elif kind == BLOCK_REASONING:
         chunks.append(reasoning_delta(index, block["text"]))
-    elif kind == "tool-call":
+    elif kind == BLOCK_TOOL_CALL:
         chunks.append(
             tool_call_delta(
                 index, call_id=block["id"], name=block["name"], arguments_delta=block["arguments"]
@@ -286,10 +294,10 @@ def _checked(response: RecordedResponse, *, where: str) -> RecordedResponse:
         fields: tuple[str, ...] = {
             "text": ("text",),
             "reasoning": ("text",),
-            "tool-call": ("id", "name", "arguments"),
+            BLOCK_TOOL_CALL: ("id", "name", "arguments"),
         }.get(kind, ())
         bad = [field for field in fields if not isinstance(block.get(field), str)]
-        if bad or (kind == "tool-call" and not (block["id"] and block["name"])):
+        if bad or (kind == BLOCK_TOOL_CALL and not (block["id"] and block["name"])):
             raise ConfigError(
                 f"{where}, block {number} ({kind}): {', '.join(bad) or 'id and name'} must be "
                 f"{'strings' if bad else 'non-empty'}, got {_short(block)}"

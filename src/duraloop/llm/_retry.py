@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Final, Literal, TypeAlias
 
 from ..errors import ConfigError, LlmError
-from ._errors import PAIRING_VIOLATION
+from ..log.vocabulary import PAIRING_VIOLATION
 
 RetryMode: TypeAlias = Literal["normal", "always"]
 RETRY_NORMAL: Final = "normal"

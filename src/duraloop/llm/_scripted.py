@@ -32,9 +32,17 @@ import anyio
 from ..errors import ConfigError, LlmError
 from ..log._json import JsonValue
 from ..log._messages import Message
-from ._chunks import (
+from ..log.vocabulary import (
+    BLOCK_REASONING,
+    BLOCK_TEXT,
+    BLOCK_TOOL_CALL,
+    BLOCK_TOOL_RESULT,
+    FINISH_MAX_TOKENS,
     FINISH_STOP,
     FINISH_TOOL_CALLS,
+    SCRIPT_EXHAUSTED,
+)
+from ._chunks import (
     FinishKind,
     StreamChunk,
     block_end,
@@ -45,11 +53,11 @@ from ._chunks import (
     tool_call_delta,
     usage_chunk,
 )
-from ._errors import LLM_ERROR_CODES, SCRIPT_EXHAUSTED, is_llm_error_code
+from ._errors import LLM_ERROR_CODES, is_llm_error_code
 from ._model import ModelRequest
 
 _KEYS: Final = frozenset({"text", "reasoning", "tool_calls", "finish", "error", "delay_ms"})
-_FINISHES: Final = ("stop", "tool-calls", "max-tokens")
+_FINISHES: Final = (FINISH_STOP, FINISH_TOOL_CALLS, FINISH_MAX_TOKENS)
 _PIECES: Final = 4
 _CHARS_PER_TOKEN: Final = 4
 
@@ -168,27 +176,27 @@ class ScriptedModel:
             yield block_start(index, "reasoning")
             for piece in _split_words(response.reasoning):
                 yield reasoning_delta(index, piece)
-            yield block_end(index, {"type": "reasoning", "text": response.reasoning})
+            yield block_end(index, {"type": BLOCK_REASONING, "text": response.reasoning})
             index += 1
         if response.text:
             yield block_start(index, "text")
             for piece in _split_words(response.text):
                 yield text_delta(index, piece)
             if response.error is None:
-                yield block_end(index, {"type": "text", "text": response.text})
+                yield block_end(index, {"type": BLOCK_TEXT, "text": response.text})
             index += 1
         if response.error is not None:
             code, message = response.error
             raise LlmError(message, code=code)
         for call in response.calls:
-            yield block_start(index, "tool-call")
+            yield block_start(index, BLOCK_TOOL_CALL)
             yield tool_call_delta(index, call_id=call.call_id, name=call.name, arguments_delta="")
             for piece in _split_even(call.arguments):
                 yield tool_call_delta(
                     index, call_id=call.call_id, name=call.name, arguments_delta=piece
                 )
             block = {
-                "type": "tool-call",
+                "type": BLOCK_TOOL_CALL,
                 "id": call.call_id,
                 "name": call.name,
                 "arguments": call.arguments,
@@ -237,11 +245,11 @@ def _message_chars(message: Mapping[str, JsonValue]) -> int:
     total = 0
     for block in message.get("content", ()):
         kind = block.get("type")
-        if kind in ("text", "reasoning"):
+        if kind in (BLOCK_TEXT, BLOCK_REASONING):
             total += len(block.get("text", ""))
-        elif kind == "tool-call":
+        elif kind == BLOCK_TOOL_CALL:
             total += len(block.get("arguments", "")) + len(block.get("name", ""))
-        elif kind == "tool-result":
+        elif kind == BLOCK_TOOL_RESULT:
             total += _message_chars(block)
     return total
 

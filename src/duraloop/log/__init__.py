@@ -3,7 +3,6 @@
 Pure and synchronous: no I/O and no concurrency (ARCHITECTURE.md, layer `log/`).
 """
 
-from . import _vocabulary as vocabulary
 from ._check import LogCheckReport as LogCheckReport
 from ._check import check_log as check_log
 from ._check import rescue_command as rescue_command
@@ -88,5 +87,4 @@ __all__ = [
     "tool_result_message",
     "unanswered_tool_result",
     "user_message",
-    "vocabulary",
 ]

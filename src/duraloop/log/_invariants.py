@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from ..errors import InvariantError
 from ._event import Event
 from ._pending import PendingToolCalls
-from ._vocabulary import (
+from .vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
     REQUEST_CONTEXT,

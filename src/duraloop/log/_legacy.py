@@ -23,7 +23,7 @@ from typing import Any, Final
 import msgspec
 
 from ..errors import CorruptLogError, EventRejectedError, SessionFormatUnsupportedError
-from . import _vocabulary as v
+from . import vocabulary as v
 from ._event import Event
 from ._validate import check_vocabulary
 
@@ -188,7 +188,7 @@ def _legacy_failure(reason: dict[str, Any]) -> dict[str, Any]:
             )
         return failure
     if keys in ({"kind", "step", "message"}, {"kind", "step", "message", "code"}):
-        message, code = reason["message"], reason.get("code", v.UNKNOWN_ERROR_CODE)
+        message, code = reason["message"], reason.get("code", v.UNKNOWN)
         if not isinstance(message, str) or not isinstance(code, str):
             raise _MalformedError(f"message and code must be strings, got {message!r} and {code!r}")
         return {"message": message, "code": code}
@@ -255,7 +255,7 @@ def _tool_result(event: Event, data: dict[str, Any], events: list[Event], sessio
         raise _MalformedError(f"callId must be a non-empty string, got {call_id!r}")
     if not isinstance(content, list):
         raise _MalformedError(f"content must be an array, got {content!r}")
-    block: dict[str, Any] = {"type": "tool-result", "toolCallId": call_id, "content": content}
+    block: dict[str, Any] = {"type": v.BLOCK_TOOL_RESULT, "toolCallId": call_id, "content": content}
     if "isError" in data:
         block["isError"] = data["isError"]
     rest = {

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
 from ._json import JsonObject
+from .vocabulary import BLOCK_TEXT, BLOCK_TOOL_CALL, BLOCK_TOOL_RESULT
 
 
 class TextBlock(TypedDict):
@@ -92,7 +93,7 @@ def user_message(content: str | list[Any], *, source: JsonObject | None = None) 
     Returns:
         `{id, role: "user", content, source}` with a fresh id.
     """
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+    blocks = [{"type": BLOCK_TEXT, "text": content}] if isinstance(content, str) else list(content)
     return {
         "id": new_message_id(),
         "role": "user",
@@ -139,7 +140,12 @@ def tool_result_message(
         "id": message_id or new_message_id(),
         "role": "user",
         "content": [
-            {"type": "tool-result", "toolCallId": call_id, "content": content, "isError": is_error}
+            {
+                "type": BLOCK_TOOL_RESULT,
+                "toolCallId": call_id,
+                "content": content,
+                "isError": is_error,
+            }
         ],
         "source": {"kind": "tool", "callId": call_id},
     }
@@ -147,9 +153,11 @@ def tool_result_message(
 
 def tool_calls_of(message: Mapping[str, Any]) -> list[ToolCallBlock]:
     """Return the tool-call blocks of an assistant message, in content (model) order."""
-    return [block for block in message.get("content", ()) if block.get("type") == "tool-call"]
+    return [block for block in message.get("content", ()) if block.get("type") == BLOCK_TOOL_CALL]
 
 
 def text_of(message: Mapping[str, Any]) -> str:
     """Return the concatenated text blocks of a message (reasoning excluded)."""
-    return "".join(b.get("text", "") for b in message.get("content", ()) if b.get("type") == "text")
+    return "".join(
+        b.get("text", "") for b in message.get("content", ()) if b.get("type") == BLOCK_TEXT
+    )

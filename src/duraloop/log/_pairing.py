@@ -24,6 +24,7 @@ from typing import Final
 
 from ..errors import PairingError
 from ._messages import Message
+from .vocabulary import BLOCK_TOOL_CALL
 
 UNANSWERED_TOOL_CALL: Final = "UNANSWERED_TOOL_CALL"
 """A call has no result where the dialect requires one."""
@@ -203,7 +204,7 @@ class PairingCheck:
             # A foreign log's block may lack its id: `None` is then expected and unmatched.
             group.open(index)
             for block in message.get("content", ()):
-                if isinstance(block, dict) and block.get("type") == "tool-call":
+                if isinstance(block, dict) and block.get("type") == BLOCK_TOOL_CALL:
                     group.add_call(block.get("id"))
 
 

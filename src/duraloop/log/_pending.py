@@ -14,8 +14,10 @@ from typing import Any
 from ._event import Event
 from ._json import JsonObject
 from ._messages import Message, tool_result_message
-from ._vocabulary import (
+from .vocabulary import (
     ASSISTANT_MESSAGE,
+    BLOCK_TEXT,
+    BLOCK_TOOL_CALL,
     NOT_STARTED_ERROR,
     NOT_STARTED_TEXT,
     OUTCOME_UNKNOWN_ERROR,
@@ -69,7 +71,7 @@ class PendingToolCalls:
             if not isinstance(message, dict):
                 return
             for block in message.get("content") or ():
-                if isinstance(block, dict) and block.get("type") == "tool-call":
+                if isinstance(block, dict) and block.get("type") == BLOCK_TOOL_CALL:
                     call_id = block.get("id")
                     if isinstance(call_id, str):
                         self._pending[call_id] = PendingCall(call_id, data.get("step", 0))
@@ -201,7 +203,7 @@ def unanswered_tool_result(call: PendingCall, *, turn: int, seq: int) -> Recover
     text = OUTCOME_UNKNOWN_TEXT if started else NOT_STARTED_TEXT
     message = tool_result_message(
         call.call_id,
-        [{"type": "text", "text": text}],
+        [{"type": BLOCK_TEXT, "text": text}],
         is_error=True,
         message_id=f"{RECOVERY_MESSAGE_ID_PREFIX}{call.call_id}-{seq}",
     )

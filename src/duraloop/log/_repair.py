@@ -22,7 +22,7 @@ from ._event import Event
 from ._pending import unanswered_tool_result
 from ._turns import TurnScan, open_turn_start, scan_turns
 from ._validate import check_message_shape
-from ._vocabulary import REASON_INTERRUPTED, STEP_END, SURFACE_APPEND, TOOL_RESULT, TURN_END
+from .vocabulary import REASON_INTERRUPTED, STEP_END, SURFACE_APPEND, TOOL_RESULT, TURN_END
 
 
 def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:

@@ -22,7 +22,7 @@ from ._json import MAX_SAFE_INTEGER, JsonValue, check_lossless, lossless_copy
 from ._messages import Message
 from ._surface import Surface
 from ._validate import check_message_shape, check_vocabulary
-from ._vocabulary import ASSISTANT_CHUNK, ASSISTANT_MESSAGE, END_SEED, TOOL_RESULT, USER_MESSAGE
+from .vocabulary import ASSISTANT_CHUNK, ASSISTANT_MESSAGE, END_SEED, TOOL_RESULT, USER_MESSAGE
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import EventRejectedError
 from ._event import Event
 from ._json import is_safe_int
-from ._vocabulary import ASSISTANT_MESSAGE, SURFACE_APPEND, SURFACE_TYPES, TOOL_RESULT
+from .vocabulary import ASSISTANT_MESSAGE, SURFACE_APPEND, SURFACE_TYPES, TOOL_RESULT
 
 
 @dataclass(frozen=True, slots=True)

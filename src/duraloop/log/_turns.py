@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from ..errors import EventRejectedError
 from ._event import Event
 from ._pending import PendingCall, PendingToolCalls, UnansweredStep
-from ._vocabulary import STEP_END, STEP_START, TURN_END, TURN_START
+from .vocabulary import STEP_END, STEP_START, TURN_END, TURN_START
 
 
 def last_turn_boundary(events: Sequence[Event]) -> int | None:

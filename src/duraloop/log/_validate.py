@@ -16,8 +16,10 @@ from typing import Any
 
 from ..errors import EventRejectedError
 from ._event import Event
-from ._vocabulary import (
+from .vocabulary import (
     ASSISTANT_MESSAGE,
+    BLOCK_TOOL_CALL,
+    BLOCK_TOOL_RESULT,
     LEGACY_REJECTED_TYPES,
     REASON_ABORTED,
     REASON_ERROR,
@@ -87,7 +89,7 @@ def check_message_shape(event: Event) -> None:
         if (
             len(content) != 1
             or not isinstance(content[0], dict)
-            or content[0].get("type") != "tool-result"
+            or content[0].get("type") != BLOCK_TOOL_RESULT
             or content[0].get("toolCallId") != call_id
             or not isinstance(content[0].get("content"), list)
         ):
@@ -132,8 +134,8 @@ _BLOCK_FIELDS: dict[str, tuple[tuple[str, type, bool], ...]] = {
     # (field, type, must be non-empty)
     "text": (("text", str, False),),
     "reasoning": (("text", str, False),),
-    "tool-call": (("id", str, True), ("name", str, True), ("arguments", str, False)),
-    "tool-result": (("toolCallId", str, True), ("content", list, False)),
+    BLOCK_TOOL_CALL: (("id", str, True), ("name", str, True), ("arguments", str, False)),
+    BLOCK_TOOL_RESULT: (("toolCallId", str, True), ("content", list, False)),
     "image": (("attachment", dict, False),),
 }
 
@@ -153,7 +155,7 @@ def _check_blocks(event: Event, blocks: list[Any], where: str) -> None:
                     f"{event.type} at seq {event.seq}: {kind} block {at} needs "
                     f"{name!r} as {_wanted(expected, nonempty=nonempty)}"
                 )
-        if kind == "tool-result":
+        if kind == BLOCK_TOOL_RESULT:
             if "isError" in block and type(block["isError"]) is not bool:
                 raise EventRejectedError(
                     f"{event.type} at seq {event.seq}: tool-result block {at} has a "

@@ -35,7 +35,7 @@ from typing import Any, Literal
 from ..errors import UsageError
 from ..llm import Model
 from ..log import Event, Message, Session, user_message
-from ..log._vocabulary import INBOX_NEXT_STEP, INBOX_NEXT_TURN, REASON_COMPLETED, REASON_MAX_TOKENS
+from ..log.vocabulary import INBOX_NEXT_STEP, INBOX_NEXT_TURN, REASON_COMPLETED, REASON_MAX_TOKENS
 from ..tools import CancelSignal, Tool, ToolHooks, ToolPipeline, ToolRegistry
 from ._config import LoopConfig
 from ._driver import TurnDriver
@@ -135,7 +135,7 @@ class AgentLoop:
         return self._durability.writer
 
     def send(
-        self, message: str | Message, *, target: SendTarget = "next-turn", wakeup: bool = True
+        self, message: str | Message, *, target: SendTarget = INBOX_NEXT_TURN, wakeup: bool = True
     ) -> Message:
         """Queue a user message and, if `wakeup`, wake the driver.
 

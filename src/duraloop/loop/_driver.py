@@ -18,7 +18,7 @@ import anyio.abc
 
 from ..errors import UsageError
 from ..log import Message
-from ..log._vocabulary import REASON_COMPLETED, REASON_MAX_TOKENS
+from ..log.vocabulary import DISPOSED, REASON_COMPLETED, REASON_MAX_TOKENS
 from ..tools import CancelSignal
 from ._inbox import Inbox
 from ._turn import Turn, TurnResult, run_guarded
@@ -78,7 +78,7 @@ class TurnDriver:
         """
         signal = self.signal
         if signal is not None:
-            if after_abort and (signal.reason or {}).get("kind") != "disposed":
+            if after_abort and (signal.reason or {}).get("kind") != DISPOSED:
                 self._wake_requested = True
             return True
         if self._group is None:
@@ -97,7 +97,7 @@ class TurnDriver:
         """Cancel the running turn as `{"kind": "disposed"}` and wait for it to close."""
         signal, done = self.signal, self.turn_done
         if signal is not None and done is not None:
-            signal.cancel({"kind": "disposed"})
+            signal.cancel({"kind": DISPOSED})
             await done.wait()
 
     async def wait_idle(self) -> list[TurnResult]:

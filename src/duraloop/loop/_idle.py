@@ -7,8 +7,7 @@ from collections.abc import AsyncGenerator
 import anyio
 
 from ..llm import StreamChunk, finish_chunk, watching_stream_activity
-from ..llm._chunks import FINISH_ERROR
-from ..llm._errors import TIMEOUT
+from ..log.vocabulary import FINISH_ERROR, TIMEOUT
 
 
 async def next_chunk(

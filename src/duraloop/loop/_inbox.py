@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import DuplicateMessageError, EventRejectedError, UsageError
 from ..log import Event, Message, Session
-from ..log._vocabulary import (
+from ..log.vocabulary import (
     INBOX_NEXT_STEP,
     INBOX_NEXT_TURN,
     INBOX_OUTCOME_DISCARDED,

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from ..log import PendingToolCalls, Session, unanswered_tool_result
-from ..log._vocabulary import SURFACE_APPEND, TOOL_RESULT
+from ..log.vocabulary import SURFACE_APPEND, TOOL_RESULT
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import UsageError
 from ..llm import Model, ToolSchema
 from ..log import Session
-from ..log._vocabulary import REQUEST_CONTEXT, REQUEST_HEADER
+from ..log.vocabulary import REQUEST_CONTEXT, REQUEST_HEADER
 
 
 @dataclass

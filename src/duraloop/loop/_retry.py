@@ -18,7 +18,7 @@ from ..errors import LlmError
 from ..llm._retry import RETRY_ALWAYS, RETRY_NORMAL
 from ..log import Session
 from ..log._messages import new_message_id
-from ..log._vocabulary import LLM_RETRY, LLM_RETRY_STARTED, RETRY_ORIGIN_HOOK, STEP_START
+from ..log.vocabulary import LLM_RETRY, LLM_RETRY_STARTED, RETRY_ORIGIN_HOOK, STEP_START
 from ._hooks import HOOK_RETRY
 from ._state import StepSettings, TurnDeps
 

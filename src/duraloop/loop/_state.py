@@ -16,7 +16,7 @@ from typing import Any
 
 from ..llm import Model, ToolSchema
 from ..log import PairingCheck, Session
-from ..log._vocabulary import REQUEST_CONTEXT, REQUEST_HEADER, TURN_START
+from ..log.vocabulary import REQUEST_CONTEXT, REQUEST_HEADER, TURN_START
 from ..tools import CancelSignal, ToolPipeline, ToolRegistry
 from ._config import LoopConfig
 from ._durability import LogDurability

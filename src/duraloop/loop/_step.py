@@ -25,12 +25,14 @@ from typing import Any
 import anyio
 
 from ..llm import BlockAssembler, ModelRequest, stream_chunks
-from ..llm._chunks import FINISH, FINISH_ABORTED, FINISH_ERROR
 from ..llm._failure import unknown_failure
 from ..log import Message, assistant_message, tool_calls_of
-from ..log._vocabulary import (
+from ..log.vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
+    FINISH,
+    FINISH_ABORTED,
+    FINISH_ERROR,
     INBOX_NEXT_STEP,
     REASON_COMPLETED,
     REASON_MAX_TOKENS,

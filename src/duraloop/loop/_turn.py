@@ -21,7 +21,7 @@ import anyio
 from ..llm import ToolSchema
 from ..llm._failure import turn_failure, unknown_failure
 from ..log import Message, Session, text_of
-from ..log._vocabulary import (
+from ..log.vocabulary import (
     REASON_ABORTED,
     REASON_BLOCKED,
     REASON_COMPLETED,

@@ -14,7 +14,7 @@ from ..log._invariants import InvariantChecker
 from ..log._messages import tool_calls_of
 from ..log._pairing import check_pairing
 from ..log._session import Session
-from ..log._vocabulary import (
+from ..log.vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
     REQUEST_CONTEXT,

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Final
 
 from ..log._event import Event
-from ..log._vocabulary import (
+from ..log.vocabulary import (
     LLM_RETRY,
     LLM_RETRY_STARTED,
     REQUEST_HEADER,

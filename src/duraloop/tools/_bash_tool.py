@@ -20,16 +20,10 @@ import anyio
 from anyio.abc import Process
 from pydantic import Field
 
-from ..log._vocabulary import ABORTED_ERROR, ABORTED_TEXT
+from ..log.vocabulary import ABORTED_ERROR, ABORTED_TEXT, TOOL_TIMEOUT_ERROR
 from ._context import ToolContext
 from ._definition import tool
-from ._outcome import (
-    DEFAULT_MAX_OUTPUT_BYTES,
-    TOOL_TIMEOUT_ERROR,
-    ToolOutcome,
-    text_block,
-    truncation_note,
-)
+from ._outcome import DEFAULT_MAX_OUTPUT_BYTES, ToolOutcome, text_block, truncation_note
 
 MAX_OUTPUT_BYTES: Final = DEFAULT_MAX_OUTPUT_BYTES
 """The cap on the command output kept, in bytes; the rest is read and dropped."""

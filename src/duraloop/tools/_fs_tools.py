@@ -19,18 +19,12 @@ from typing import Annotated, Final
 from pydantic import Field
 
 from ..errors import ToolError
+from ..log.vocabulary import FS_AMBIGUOUS_EDIT, FS_EDIT_NOT_FOUND, FS_NOT_TEXT, GREP_INVALID_PATTERN
 from ._context import ToolContext
 from ._definition import Tool, tool
 from ._fsopen import Opened, open_in_workspace
 from ._fstree import TreeSkips, walk_regular_files
-from ._workspace import (
-    FS_AMBIGUOUS_EDIT,
-    FS_EDIT_NOT_FOUND,
-    FS_NOT_TEXT,
-    GREP_INVALID_PATTERN,
-    raise_os_error,
-    truncate_utf8,
-)
+from ._workspace import raise_os_error, truncate_utf8
 
 MAX_OUTPUT_BYTES: Final = 256 * 1024
 """The cap on what one file tool returns, in bytes."""

@@ -30,7 +30,7 @@ from types import TracebackType
 from typing import Final, Literal, NoReturn
 
 from ..errors import ToolError
-from ._workspace import (
+from ..log.vocabulary import (
     FS_HARD_LINK,
     FS_NOT_A_DIRECTORY,
     FS_NOT_A_FILE,
@@ -38,8 +38,8 @@ from ._workspace import (
     FS_UNSUPPORTED,
     PATH_INVALID,
     PATH_OUTSIDE_WORKSPACE,
-    raise_os_error,
 )
+from ._workspace import raise_os_error
 
 Want = Literal["read", "write", "edit", "directory", "entry"]
 """What the last component must be: a regular file opened to read, to write (created if

@@ -21,15 +21,16 @@ from pydantic import BaseModel
 from ..errors import EventRejectedError
 from ..log._json import JsonValue, lossless_copy, well_formed_json
 from ..log._messages import ContentBlock, Message
-from ..log._vocabulary import (
+from ..log.vocabulary import (
     ABORTED_AFTER_COMPLETION_TEXT,
     ABORTED_BEFORE_DISPATCH_ERROR,
     ABORTED_BEFORE_DISPATCH_TEXT,
     ABORTED_ERROR,
     ABORTED_TEXT,
+    BLOCK_TEXT,
+    INVALID_TOOL_OUTPUT_ERROR,
     NOT_INTERRUPTED_TEXT,
     OUTCOME_UNKNOWN_ERROR,
-    TOOL_TIMEOUT,
 )
 
 DEFAULT_MAX_OUTPUT_BYTES: Final = 256 * 1024
@@ -42,19 +43,6 @@ output at the cap keeps its notes (`[exit code: n]`, where to read on) uncut."""
 MIN_MAX_OUTPUT_BYTES: Final = 256
 """The smallest output cap accepted, in bytes: room for the truncation note and some output."""
 
-TOOL_TIMEOUT_ERROR: Final = {"name": "ToolTimeoutError", "code": TOOL_TIMEOUT}
-"""Error info of a call whose declared `timeout_seconds` expired.
-
-See docs/scheduler.md#tool-error-codes.
-"""
-
-INVALID_TOOL_OUTPUT: Final = "INVALID_TOOL_OUTPUT"
-INVALID_TOOL_OUTPUT_ERROR: Final = {"name": "ToolOutputError", "code": INVALID_TOOL_OUTPUT}
-"""Error info of a result that is not lossless JSON content (docs/scheduler.md#tool-error-codes)."""
-
-TOOL_ERROR_NAME: Final = "ToolError"
-"""The error name recorded for a `duraloop.errors.ToolError` raised by a tool body."""
-
 
 def text_block(text: str) -> ContentBlock:
     """Return a text content block.
@@ -65,7 +53,7 @@ def text_block(text: str) -> ContentBlock:
     Returns:
         `{"type": "text", "text": text}`.
     """
-    return {"type": "text", "text": text}
+    return {"type": BLOCK_TEXT, "text": text}
 
 
 @dataclass(frozen=True)
@@ -168,7 +156,11 @@ class ToolOutcome:
             its meta and additional contexts are kept.
         """
         content = list(completed.content)
-        if content and content[0].get("type") == "text" and isinstance(content[0].get("text"), str):
+        if (
+            content
+            and content[0].get("type") == BLOCK_TEXT
+            and isinstance(content[0].get(BLOCK_TEXT), str)
+        ):
             first = text_block(f"{ABORTED_AFTER_COMPLETION_TEXT}\n{content[0]['text']}")
             content = [first, *content[1:]]
         else:
@@ -203,7 +195,7 @@ class ToolOutcome:
         return "".join(
             block["text"]
             for block in self.content
-            if block.get("type") == "text" and isinstance(block.get("text"), str)
+            if block.get("type") == BLOCK_TEXT and isinstance(block.get(BLOCK_TEXT), str)
         )
 
 
@@ -300,7 +292,7 @@ def capped(outcome: ToolOutcome, max_bytes: int) -> ToolOutcome:
     kept_bytes = 0
     for block, size in zip(outcome.content, sizes, strict=True):
         room = max_bytes - kept_bytes
-        text = block.get("text") if block.get("type") == "text" else None
+        text = block.get(BLOCK_TEXT) if block.get("type") == BLOCK_TEXT else None
         if isinstance(text, str):
             cut = _cut_utf8(text, room)
             if cut:
@@ -310,7 +302,7 @@ def capped(outcome: ToolOutcome, max_bytes: int) -> ToolOutcome:
             kept.append(block)
             kept_bytes += size
     note = truncation_note(total - kept_bytes)
-    if kept and kept[-1].get("type") == "text":
+    if kept and kept[-1].get("type") == BLOCK_TEXT:
         kept[-1] = {**kept[-1], "text": f"{kept[-1]['text']}\n{note}"}
     else:
         kept.append(text_block(note))
@@ -318,7 +310,7 @@ def capped(outcome: ToolOutcome, max_bytes: int) -> ToolOutcome:
 
 
 def _block_bytes(block: ContentBlock) -> int:
-    text = block.get("text") if block.get("type") == "text" else None
+    text = block.get(BLOCK_TEXT) if block.get("type") == BLOCK_TEXT else None
     if isinstance(text, str):
         return len(text.encode("utf-8"))
     return len(json.dumps(block, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))

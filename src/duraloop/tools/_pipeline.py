@@ -29,7 +29,12 @@ import anyio
 from pydantic import ValidationError
 
 from ..errors import ToolError
-from ..log._vocabulary import INVALID_ARGS_ERROR, UNKNOWN_TOOL_ERROR
+from ..log.vocabulary import (
+    INVALID_ARGS_ERROR,
+    TOOL_ERROR_NAME,
+    TOOL_TIMEOUT_ERROR,
+    UNKNOWN_TOOL_ERROR,
+)
 from ._blocking import (
     DEFAULT_CANCEL_GRACE_SECONDS,
     BodyNotInterruptedError,
@@ -41,8 +46,6 @@ from ._definition import Tool
 from ._hooks import Deny, ToolHooks
 from ._outcome import (
     DEFAULT_MAX_OUTPUT_BYTES,
-    TOOL_ERROR_NAME,
-    TOOL_TIMEOUT_ERROR,
     ToolOutcome,
     capped,
     checked_outcome,

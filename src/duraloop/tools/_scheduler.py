@@ -34,9 +34,10 @@ from anyio.abc import TaskGroup
 
 from ..log import Message, Session
 from ..log._messages import ToolCallBlock, tool_result_message
-from ..log._vocabulary import (
+from ..log.vocabulary import (
     ABORTED_BEFORE_DISPATCH_ERROR,
     ABORTED_BEFORE_DISPATCH_TEXT,
+    BLOCK_TEXT,
     SURFACE_APPEND,
     TOOL_CALL,
     TOOL_RESULT,
@@ -98,7 +99,7 @@ def _append_skipped_pair(session: Session, call: ToolCallRequest) -> None:
     call_seq = _append_call(session, call)
     outcome = ToolOutcome(
         is_error=True,
-        content=[{"type": "text", "text": ABORTED_BEFORE_DISPATCH_TEXT}],
+        content=[{"type": BLOCK_TEXT, "text": ABORTED_BEFORE_DISPATCH_TEXT}],
         error=dict(ABORTED_BEFORE_DISPATCH_ERROR),
     )
     commit_result(session, call, outcome, call_seq=call_seq)

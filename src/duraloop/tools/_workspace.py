@@ -1,29 +1,24 @@
-"""The error codes of the file tools, and the helpers their messages share.
+"""The helpers the file tools' coded errors share.
 
-This module is the one home of the file tools' codes. How a path is confined to the
-workspace is in `_fsopen` (component by component through directory descriptors).
+The file tools' codes are defined in `duraloop.log.vocabulary` (STYLE D7). How a path is
+confined to the workspace is in `_fsopen` (component by component through directory
+descriptors).
 """
 
 from __future__ import annotations
 
 import errno
-from typing import Final, NoReturn
+from typing import NoReturn
 
 from ..errors import ToolError
-
-PATH_OUTSIDE_WORKSPACE: Final = "PATH_OUTSIDE_WORKSPACE"
-PATH_INVALID: Final = "PATH_INVALID"
-FS_NOT_FOUND: Final = "FS_NOT_FOUND"
-FS_NOT_A_FILE: Final = "FS_NOT_A_FILE"
-FS_NOT_A_DIRECTORY: Final = "FS_NOT_A_DIRECTORY"
-FS_NOT_TEXT: Final = "FS_NOT_TEXT"
-FS_PERMISSION_DENIED: Final = "FS_PERMISSION_DENIED"
-FS_IO_ERROR: Final = "FS_IO_ERROR"
-FS_EDIT_NOT_FOUND: Final = "FS_EDIT_NOT_FOUND"
-FS_AMBIGUOUS_EDIT: Final = "FS_AMBIGUOUS_EDIT"
-FS_HARD_LINK: Final = "FS_HARD_LINK"
-FS_UNSUPPORTED: Final = "FS_UNSUPPORTED"
-GREP_INVALID_PATTERN: Final = "GREP_INVALID_PATTERN"
+from ..log.vocabulary import (
+    FS_IO_ERROR,
+    FS_NOT_A_DIRECTORY,
+    FS_NOT_A_FILE,
+    FS_NOT_FOUND,
+    FS_PERMISSION_DENIED,
+    PATH_INVALID,
+)
 
 
 def raise_os_error(exc: OSError, shown: str) -> NoReturn:

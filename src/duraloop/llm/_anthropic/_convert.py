@@ -36,7 +36,14 @@ import msgspec
 from ...errors import LlmError
 from ...log._json import JsonObject
 from ...log._messages import Message
-from .._errors import UNSUPPORTED_CONTENT
+from ...log.vocabulary import (
+    BLOCK_IMAGE,
+    BLOCK_REASONING,
+    BLOCK_TEXT,
+    BLOCK_TOOL_CALL,
+    BLOCK_TOOL_RESULT,
+    UNSUPPORTED_CONTENT,
+)
 from .._tool_ids import ToolIdMap
 
 logger = logging.getLogger(__name__)
@@ -113,12 +120,12 @@ class MessageConverter:
         out: list[JsonObject] = []
         for position, block in enumerate(message.get("content", [])):
             kind = block.get("type")
-            if kind == "text":
+            if kind == BLOCK_TEXT:
                 _append_text(out, block.get("text", ""))
-            elif kind == "reasoning":
+            elif kind == BLOCK_REASONING:
                 entry = entries[position] if entries is not None else None
                 out.append(_reasoning_block(block.get("text", ""), entry))
-            elif kind == "tool-call":
+            elif kind == BLOCK_TOOL_CALL:
                 out.append(
                     {
                         "type": "tool_use",
@@ -127,7 +134,7 @@ class MessageConverter:
                         "input": parse_input(block.get("arguments", ""), block["id"]),
                     }
                 )
-            elif kind == "image":
+            elif kind == BLOCK_IMAGE:
                 raise _unsupported_image(message)
         return [block for block in out if block]
 
@@ -155,7 +162,7 @@ class MessageConverter:
         part = ConvertedMessage("user")
         for block in message.get("content", []):
             kind = block.get("type")
-            if kind == "tool-result":
+            if kind == BLOCK_TOOL_RESULT:
                 text = _result_text(block.get("content", []), message)
                 result: JsonObject = {
                     "type": "tool_result",
@@ -166,9 +173,9 @@ class MessageConverter:
                 if block.get("isError"):
                     result["is_error"] = True  # absent means false (Messages API)
                 part.results.append(result)
-            elif kind == "text":
+            elif kind == BLOCK_TEXT:
                 _append_text(part.blocks, block.get("text", ""))
-            elif kind == "image":
+            elif kind == BLOCK_IMAGE:
                 raise _unsupported_image(message)
         return part
 
@@ -251,9 +258,9 @@ def _result_text(blocks: list[Any], message: Message) -> str:
     parts: list[str] = []
     for block in blocks:
         kind = block.get("type")
-        if kind == "text":
+        if kind == BLOCK_TEXT:
             parts.append(block["text"])
-        elif kind == "image":
+        elif kind == BLOCK_IMAGE:
             raise _unsupported_image(message)
     return "\n".join(parts)
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 from ...errors import LlmError
-from .._errors import (
+from ...log.vocabulary import (
     AUTH,
     CONTEXT_WINDOW_EXCEEDED,
     INVALID_REQUEST,
@@ -27,10 +27,8 @@ from .._errors import (
     TIMEOUT,
     TRANSPORT,
     UNKNOWN,
-    code_for_status,
-    is_context_window_exceeded,
-    parse_retry_after_ms,
 )
+from .._errors import code_for_status, is_context_window_exceeded, parse_retry_after_ms
 
 if TYPE_CHECKING:
     import anthropic

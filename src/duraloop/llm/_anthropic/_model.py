@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Final
 
 from ...errors import ConfigError, LlmError
 from ...log._json import JsonObject
+from ...log.vocabulary import MALFORMED_RESPONSE, UNSUPPORTED_OPTION
 from .._chunks import StreamChunk
-from .._errors import MALFORMED_RESPONSE, UNSUPPORTED_OPTION
 from .._model import ModelRequest
 from .._options import DEFAULT_TIMEOUT_SECONDS, AdapterOptions
 from .._redact import SecretRedactor, redacted_stream

@@ -37,11 +37,21 @@ from typing import Any, Final
 
 from ...errors import LlmError
 from ...log._json import JsonObject
-from .._chunks import (
+from ...log.vocabulary import (
+    BLOCK_REASONING,
+    BLOCK_TEXT,
+    BLOCK_TOOL_CALL,
+    CONTEXT_WINDOW_EXCEEDED,
+    EMPTY_RESPONSE,
     FINISH_ERROR,
     FINISH_MAX_TOKENS,
     FINISH_STOP,
     FINISH_TOOL_CALLS,
+    MALFORMED_RESPONSE,
+    REFUSAL,
+    STREAM_CLOSED,
+)
+from .._chunks import (
     BlockType,
     FinishKind,
     StreamChunk,
@@ -52,13 +62,6 @@ from .._chunks import (
     text_delta,
     tool_call_delta,
     usage_chunk,
-)
-from .._errors import (
-    CONTEXT_WINDOW_EXCEEDED,
-    EMPTY_RESPONSE,
-    MALFORMED_RESPONSE,
-    REFUSAL,
-    STREAM_CLOSED,
 )
 from ._errors import error_event
 
@@ -102,18 +105,18 @@ class _Block:
 
     def block(self) -> JsonObject:
         if self.kind == "text":
-            return {"type": "text", "text": "".join(self.text)}
+            return {"type": BLOCK_TEXT, "text": "".join(self.text)}
         if self.kind == "tool_use":
             arguments = "".join(self.arguments)
             if not arguments and isinstance(self.initial_input, dict) and self.initial_input:
                 arguments = json.dumps(self.initial_input, ensure_ascii=False)
             return {
-                "type": "tool-call",
+                "type": BLOCK_TOOL_CALL,
                 "id": self.call_id,
                 "name": self.name,
                 "arguments": arguments or "{}",
             }
-        return {"type": "reasoning", "text": "".join(self.text)}
+        return {"type": BLOCK_REASONING, "text": "".join(self.text)}
 
     def replay_entry(self) -> JsonObject:
         if self.kind == "thinking":
@@ -137,7 +140,7 @@ _BLOCK_TYPES: Final[dict[str, BlockType]] = {
     "text": "text",
     "thinking": "reasoning",
     "redacted_thinking": "reasoning",
-    "tool_use": "tool-call",
+    "tool_use": BLOCK_TOOL_CALL,
 }
 _DELTA_KINDS: Final = {
     "text_delta": "text",

@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
 from ...errors import LlmError
-from .._errors import TIMEOUT, TRANSPORT, UNKNOWN, code_for_status, parse_retry_after_ms
+from ...log.vocabulary import TIMEOUT, TRANSPORT, UNKNOWN
+from .._errors import code_for_status, parse_retry_after_ms
 
 if TYPE_CHECKING:
     import openai

@@ -35,7 +35,14 @@ import msgspec
 from ...errors import LlmError, WirePairingError
 from ...log._json import JsonObject
 from ...log._messages import Message
-from .._errors import UNSUPPORTED_CONTENT
+from ...log.vocabulary import (
+    BLOCK_IMAGE,
+    BLOCK_REASONING,
+    BLOCK_TEXT,
+    BLOCK_TOOL_CALL,
+    BLOCK_TOOL_RESULT,
+    UNSUPPORTED_CONTENT,
+)
 from .._model import ModelRequest, ToolSchema
 from .._tool_ids import CHAT_COMPLETIONS_IDS, ToolIdMap
 from ._pairing import check_chat_completions_messages
@@ -319,14 +326,14 @@ def _convert_assistant(
     calls: list[JsonObject] = []
     for block in message.get("content", []):
         kind = block.get("type")
-        if kind == "text":
+        if kind == BLOCK_TEXT:
             text.append(block["text"])
-        elif kind == "reasoning":
+        elif kind == BLOCK_REASONING:
             reasoning.append(block["text"])
-        elif kind == "tool-call":
+        elif kind == BLOCK_TOOL_CALL:
             function = {"name": block["name"], "arguments": block["arguments"]}
             calls.append({"id": wire_id(block["id"]), "type": "function", "function": function})
-        elif kind == "image":
+        elif kind == BLOCK_IMAGE:
             raise _unsupported_image(message)
     out: JsonObject = {"role": "assistant", "content": "".join(text)}
     if echo != "never" and (reasoning or echo == "always"):
@@ -345,16 +352,16 @@ def _convert_user(message: Message, *, wire_id: Callable[[str], str]) -> list[Js
     has_results = False
     for block in message.get("content", []):
         kind = block.get("type")
-        if kind == "tool-result":
+        if kind == BLOCK_TOOL_RESULT:
             has_results = True
             content = _joined_text(block.get("content", []), message, sep="\n") or NO_OUTPUT
             if block.get("isError") and not content.startswith("Error"):
                 content = ERROR_PREFIX + content
             call_id = wire_id(block["toolCallId"])
             out.append({"role": "tool", "tool_call_id": call_id, "content": content})
-        elif kind == "text":
+        elif kind == BLOCK_TEXT:
             text.append(block["text"])
-        elif kind == "image":
+        elif kind == BLOCK_IMAGE:
             raise _unsupported_image(message)
     if text or not has_results:
         out.append({"role": "user", "content": "".join(text)})
@@ -365,9 +372,9 @@ def _joined_text(blocks: list[Any], message: Message, *, sep: str) -> str:
     parts: list[str] = []
     for block in blocks:
         kind = block.get("type")
-        if kind == "text":
+        if kind == BLOCK_TEXT:
             parts.append(block["text"])
-        elif kind == "image":
+        elif kind == BLOCK_IMAGE:
             raise _unsupported_image(message)
     return sep.join(parts)
 

@@ -24,11 +24,23 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from ...errors import LlmError
-from .._chunks import (
+from ...log.vocabulary import (
+    AUTH,
+    BLOCK_REASONING,
+    BLOCK_TOOL_CALL,
+    CONTEXT_WINDOW_EXCEEDED,
+    EMPTY_RESPONSE,
     FINISH_ERROR,
     FINISH_MAX_TOKENS,
     FINISH_STOP,
     FINISH_TOOL_CALLS,
+    INVALID_REQUEST,
+    MALFORMED_RESPONSE,
+    QUOTA,
+    RATE_LIMIT,
+    SERVER,
+)
+from .._chunks import (
     FinishKind,
     StreamChunk,
     block_end,
@@ -39,19 +51,7 @@ from .._chunks import (
     tool_call_delta,
     usage_chunk,
 )
-from .._errors import (
-    AUTH,
-    CONTEXT_WINDOW_EXCEEDED,
-    EMPTY_RESPONSE,
-    INVALID_REQUEST,
-    MALFORMED_RESPONSE,
-    QUOTA,
-    RATE_LIMIT,
-    SERVER,
-    code_for_status,
-    is_context_window_exceeded,
-    is_quota_exceeded,
-)
+from .._errors import code_for_status, is_context_window_exceeded, is_quota_exceeded
 
 _FINISH_KINDS: Final[dict[str, FinishKind]] = {
     "stop": FINISH_STOP,
@@ -195,9 +195,9 @@ class ChunkTranslator:
             raise self._malformed("`tool_calls[].id` or `.function` has the wrong type")
         call = self.calls.get(key)
         if call is None or (wire_id and call.wire_id and call.wire_id != wire_id):
-            call = self.calls[key] = _Call(self._open("tool-call"))
+            call = self.calls[key] = _Call(self._open(BLOCK_TOOL_CALL))
             self.by_block[call.index] = call
-            out.append(block_start(call.index, "tool-call"))
+            out.append(block_start(call.index, BLOCK_TOOL_CALL))
         if wire_id and wire_id != call.wire_id:
             call.wire_id = wire_id
             call.call_id = self.original_id(wire_id)
@@ -232,16 +232,16 @@ class ChunkTranslator:
         """
         out: list[StreamChunk] = []
         for index, block_type in self.opened:
-            if block_type == "tool-call":
+            if block_type == BLOCK_TOOL_CALL:
                 call = self.by_block[index]
                 block = {
-                    "type": "tool-call",
+                    "type": BLOCK_TOOL_CALL,
                     "id": call.call_id or f"call_{uuid.uuid4().hex}",
                     "name": call.name,
                     "arguments": "".join(call.arguments),
                 }
             else:
-                parts = self.reasoning if block_type == "reasoning" else self.text
+                parts = self.reasoning if block_type == BLOCK_REASONING else self.text
                 block = {"type": block_type, "text": "".join(parts)}
             out.append(block_end(index, block))
         if self.usage is not None:

@@ -44,9 +44,9 @@ import msgspec
 
 from ...errors import LlmError
 from ...log._json import JsonObject
+from ...log.vocabulary import EMPTY_RESPONSE, MALFORMED_RESPONSE, STREAM_CLOSED, UNKNOWN
 from .._activity import note_stream_activity
 from .._chunks import StreamChunk
-from .._errors import EMPTY_RESPONSE, MALFORMED_RESPONSE, STREAM_CLOSED, UNKNOWN
 from .._model import ModelRequest
 from .._options import AdapterOptions
 from .._redact import SecretRedactor, redacted_stream

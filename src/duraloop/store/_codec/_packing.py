@@ -26,9 +26,9 @@ ROW_TYPES = frozenset({TEXT_ROW, REASONING_ROW, TOOL_CALL_ROW})
 MIN_RUN_EVENTS = 3
 _MAX_SAFE = 2**53 - 1
 _ROW_OF_DELTA = {
-    "text-delta": TEXT_ROW,
-    "reasoning-delta": REASONING_ROW,
-    "tool-call-delta": TOOL_CALL_ROW,
+    v.TEXT_DELTA: TEXT_ROW,
+    v.REASONING_DELTA: REASONING_ROW,
+    v.TOOL_CALL_DELTA: TOOL_CALL_ROW,
 }
 _DELTA_OF_ROW = {row: delta for delta, row in _ROW_OF_DELTA.items()}
 _TEXT_KEYS = frozenset({"type", "index", "text"})
@@ -71,11 +71,11 @@ def _run_key(event: Event) -> tuple[Any, ...] | None:
     kind = chunk.get("type")
     if type(chunk.get("index")) is not int:
         return None
-    if kind in ("text-delta", "reasoning-delta"):
+    if kind in (v.TEXT_DELTA, v.REASONING_DELTA):
         if chunk.keys() != _TEXT_KEYS or type(chunk["text"]) is not str:
             return None
         return (kind, data["turn"], data["step"], chunk["index"])
-    if kind == "tool-call-delta":
+    if kind == v.TOOL_CALL_DELTA:
         keys = chunk.keys() - {"name"}
         name = chunk.get("name", _ABSENT)
         if (
@@ -220,9 +220,9 @@ class _ToolCallRow(msgspec.Struct, forbid_unknown_fields=True, tag_field="type",
 
 _row_decoder = msgspec.json.Decoder(_TextRow | _ReasoningRow | _ToolCallRow)
 _DELTA_OF_ROW_TYPE: dict[type, str] = {
-    _TextRow: "text-delta",
-    _ReasoningRow: "reasoning-delta",
-    _ToolCallRow: "tool-call-delta",
+    _TextRow: v.TEXT_DELTA,
+    _ReasoningRow: v.REASONING_DELTA,
+    _ToolCallRow: v.TOOL_CALL_DELTA,
 }
 
 

@@ -1,7 +1,8 @@
 """Wire names: event types, surface ops, turn-end reasons and recovery codes and texts.
 
-Every dsh wire string duraloop writes is defined here once (STYLE D7). The two recovery
-texts are quoted verbatim from docs/recovery.md#crash-tail-repair /
+A public module, like `duraloop.errors`: its whole content is public API, reached as
+`duraloop.log.vocabulary`. Every dsh wire string duraloop writes is defined here once
+(STYLE D7). The two recovery texts are quoted verbatim from docs/recovery.md#crash-tail-repair /
 docs/loop.md#unanswered-tool-results; they are model-visible.
 """
 
@@ -41,6 +42,29 @@ SURFACE_TYPES: Final = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
 
 SURFACE_APPEND: Final = "append"
 
+# Content block types of a message (docs/providers.md#messages; `log/_messages.py`).
+BLOCK_TEXT: Final = "text"
+BLOCK_REASONING: Final = "reasoning"
+BLOCK_IMAGE: Final = "image"
+BLOCK_TOOL_CALL: Final = "tool-call"
+BLOCK_TOOL_RESULT: Final = "tool-result"
+
+# Stream chunk types and finish kinds (docs/providers.md#stream-contract), logged verbatim as
+# `assistant/chunk.data.chunk`.
+BLOCK_START: Final = "block-start"
+TEXT_DELTA: Final = "text-delta"
+REASONING_DELTA: Final = "reasoning-delta"
+TOOL_CALL_DELTA: Final = "tool-call-delta"
+BLOCK_END: Final = "block-end"
+USAGE: Final = "usage"
+FINISH: Final = "finish"
+
+FINISH_STOP: Final = "stop"
+FINISH_TOOL_CALLS: Final = "tool-calls"
+FINISH_MAX_TOKENS: Final = "max-tokens"
+FINISH_ERROR: Final = "error"
+FINISH_ABORTED: Final = "aborted"
+
 # Turn-end reason kinds (docs/log.md#event-types).
 REASON_COMPLETED: Final = "completed"
 REASON_ABORTED: Final = "aborted"
@@ -65,6 +89,9 @@ ABORTED: Final = "ABORTED"
 UNKNOWN_TOOL: Final = "UNKNOWN_TOOL"
 INVALID_ARGS: Final = "INVALID_ARGS"
 TOOL_TIMEOUT: Final = "TOOL_TIMEOUT"
+INVALID_TOOL_OUTPUT: Final = "INVALID_TOOL_OUTPUT"
+UNKNOWN: Final = "UNKNOWN"
+"""The code of a failure no other code describes (a tool's, a model's or a legacy reason's)."""
 
 OUTCOME_UNKNOWN_ERROR: Final = {"name": "ToolOutcomeUnknownError", "code": TOOL_OUTCOME_UNKNOWN}
 NOT_STARTED_ERROR: Final = {"name": "ToolNotStartedError", "code": TOOL_NOT_STARTED}
@@ -72,6 +99,52 @@ ABORTED_BEFORE_DISPATCH_ERROR: Final = {"name": "AbortError", "code": ABORTED_BE
 ABORTED_ERROR: Final = {"name": "AbortError", "code": ABORTED}
 UNKNOWN_TOOL_ERROR: Final = {"name": "ToolNotFoundError", "code": UNKNOWN_TOOL}
 INVALID_ARGS_ERROR: Final = {"name": "ToolArgsError", "code": INVALID_ARGS}
+TOOL_TIMEOUT_ERROR: Final = {"name": "ToolTimeoutError", "code": TOOL_TIMEOUT}
+"""Error info of a call whose declared `timeout_seconds` expired.
+
+See docs/scheduler.md#tool-error-codes.
+"""
+INVALID_TOOL_OUTPUT_ERROR: Final = {"name": "ToolOutputError", "code": INVALID_TOOL_OUTPUT}
+"""Error info of a result that is not lossless JSON content (docs/scheduler.md#tool-error-codes)."""
+TOOL_ERROR_NAME: Final = "ToolError"
+"""The error name recorded for a `duraloop.errors.ToolError` raised by a tool body."""
+
+# The file tools' error codes (docs/scheduler.md#tool-error-codes), recorded in `tool/result`.
+PATH_OUTSIDE_WORKSPACE: Final = "PATH_OUTSIDE_WORKSPACE"
+PATH_INVALID: Final = "PATH_INVALID"
+FS_NOT_FOUND: Final = "FS_NOT_FOUND"
+FS_NOT_A_FILE: Final = "FS_NOT_A_FILE"
+FS_NOT_A_DIRECTORY: Final = "FS_NOT_A_DIRECTORY"
+FS_NOT_TEXT: Final = "FS_NOT_TEXT"
+FS_PERMISSION_DENIED: Final = "FS_PERMISSION_DENIED"
+FS_IO_ERROR: Final = "FS_IO_ERROR"
+FS_EDIT_NOT_FOUND: Final = "FS_EDIT_NOT_FOUND"
+FS_AMBIGUOUS_EDIT: Final = "FS_AMBIGUOUS_EDIT"
+FS_HARD_LINK: Final = "FS_HARD_LINK"
+FS_UNSUPPORTED: Final = "FS_UNSUPPORTED"
+GREP_INVALID_PATTERN: Final = "GREP_INVALID_PATTERN"
+
+# `LlmError` codes (docs/providers.md#error-codes), recorded as `LlmFailure.code`; what each
+# means is `duraloop.llm._errors.LLM_ERROR_CODES`. `ABORTED` and `UNKNOWN` are above.
+RATE_LIMIT: Final = "RATE_LIMIT"
+SERVER: Final = "SERVER"
+AUTH: Final = "AUTH"
+QUOTA: Final = "QUOTA"
+INVALID_REQUEST: Final = "INVALID_REQUEST"
+CONTEXT_WINDOW_EXCEEDED: Final = "CONTEXT_WINDOW_EXCEEDED"
+TIMEOUT: Final = "TIMEOUT"
+TRANSPORT: Final = "TRANSPORT"
+EMPTY_RESPONSE: Final = "EMPTY_RESPONSE"
+STREAM_CLOSED: Final = "STREAM_CLOSED"
+MALFORMED_RESPONSE: Final = "MALFORMED_RESPONSE"
+UNSUPPORTED_CONTENT: Final = "UNSUPPORTED_CONTENT"
+SCRIPT_EXHAUSTED: Final = "SCRIPT_EXHAUSTED"
+PAIRING_VIOLATION: Final = "PAIRING_VIOLATION"
+REPLAY_EXHAUSTED: Final = "REPLAY_EXHAUSTED"
+REFUSAL: Final = "REFUSAL"
+UNSUPPORTED_OPTION: Final = "UNSUPPORTED_OPTION"
+CONTENT_FILTER: Final = "CONTENT_FILTER"
+INSUFFICIENT_SYSTEM_RESOURCE: Final = "INSUFFICIENT_SYSTEM_RESOURCE"
 
 OUTCOME_UNKNOWN_TEXT: Final = (
     "The tool call was interrupted after it was recorded, but no result was durably recorded. "
@@ -168,5 +241,7 @@ LEGACY_REJECTED_TYPES: Final = frozenset({"request/header-delta", "mode/set"})
 STEERING_MESSAGE: Final = "steering/message"
 LEGACY_MESSAGE_ID_PREFIX: Final = "legacy-message:"
 LEGACY_ABORT_CAUSE: Final = "legacy"
+
 DISPOSED: Final = "disposed"
-UNKNOWN_ERROR_CODE: Final = "UNKNOWN"
+"""The abort cause of a turn cut by `dispose()` (`{"kind": "aborted", "reason": {"kind":
+"disposed"}}`), and a legacy turn-end reason kind imported as that shape."""
