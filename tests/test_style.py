@@ -2,8 +2,8 @@
 
 These rules are the kind a review forgets: module size, banned module names, the purity of
 `log/` (no I/O or concurrency imports, no `async def`), banned spellings, logic-free
-`__init__.py` files, and wire names spelled only in `log/vocabulary.py`. Each check walks the source tree (AST where syntax matters), so a
-violation names the file and line.
+`__init__.py` files, and wire names spelled only in `log/vocabulary.py`. Each check walks
+the source tree (AST where syntax matters), so a violation names the file and line.
 """
 
 from __future__ import annotations
