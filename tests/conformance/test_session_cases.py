@@ -248,11 +248,11 @@ def test_case_45_bad_envelope_is_rejected(raw: str) -> None:
 @pytest.mark.parametrize(
     "event",
     [
-        Event("x/y", "0", 0, {}),
+        Event("x/y", "0", 0, {}),  # type: ignore[arg-type]
         Event("x/y", -1, 0, {}),
         Event("x/y", 0, 0.5, {}),  # type: ignore[arg-type]
-        Event("x/y", 0, "1", {}),
-    ],  # type: ignore[arg-type]
+        Event("x/y", 0, "1", {}),  # type: ignore[arg-type]
+    ],
 )
 def test_case_45_bad_envelope_in_a_seed_is_rejected(event: Event) -> None:
     with pytest.raises(EventRejectedError, match="invalid event envelope|contiguous"):
