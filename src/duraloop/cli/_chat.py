@@ -35,11 +35,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from rich.console import Console
 
 from ..errors import UsageError
-from ..log import Event
+from ..log import Event, last_turn_end, turn_count, turn_starts
 from ..log.vocabulary import (
     REASON_BLOCKED,
-    TURN_END,
-    TURN_START,
 )
 from ..loop import AgentLoop
 from ..store import SessionStore
@@ -69,15 +67,13 @@ _Item = str | None
 
 def last_closed_turn_seq(events: Sequence[Event]) -> int | None:
     """Return the seq of the last `turn/end`, or None before the first turn closed."""
-    for event in reversed(events):
-        if event.type == TURN_END:
-            return event.seq
-    return None
+    end = last_turn_end(events, before=len(events))
+    return None if end is None else events[end].seq
 
 
 def recent_history(events: Sequence[Event], turns: int = HISTORY_TURNS) -> list[Event]:
     """Return the events from the start of the last `turns` turns on."""
-    starts = [index for index, event in enumerate(events) if event.type == TURN_START]
+    starts = turn_starts(events)
     if not starts:
         return []
     return list(events[starts[-turns] if len(starts) >= turns else starts[0] :])
@@ -131,8 +127,8 @@ class Chat:
         recent = recent_history(events)
         if not recent:
             return
-        total = sum(1 for event in events if event.type == TURN_START)
-        shown = sum(1 for event in recent if event.type == TURN_START)
+        total = turn_count(events)
+        shown = turn_count(recent)
         self.console.print(
             safe(
                 f"── recent history: the last {shown} of {total} turn(s); "

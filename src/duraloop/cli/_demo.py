@@ -22,7 +22,7 @@ from rich.console import Console
 
 from ..errors import DuraloopError, UsageError
 from ..llm import ScriptedModel
-from ..log import Event, check_log, check_pairing
+from ..log import Event, check_log, check_pairing, result_call_id
 from ..log.vocabulary import TOOL_RESULT
 from ..loop import SessionSetup, resume_session, start_session
 from ..store import JsonlStore
@@ -142,7 +142,7 @@ def _audit_hook_failing_once(target_call: str) -> Any:
     def audit(event: Event) -> None:
         if event.type != TOOL_RESULT or state["failed"]:
             return
-        if event.data["message"]["source"]["callId"] == target_call:
+        if result_call_id(event.data["message"]) == target_call:
             state["failed"] = True
             raise AuditHookError("audit hook crashed: the policy service is unreachable")
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ..log import Event
+from ..log import Event, result_call_id
 from ..log.vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
@@ -111,7 +111,7 @@ class LiveRenderer:
 
     def _render_result(self, event: Event, data: dict[str, Any]) -> None:
         self._newline()
-        call_id = str(data.get("message", {}).get("source", {}).get("callId"))
+        call_id = str(result_call_id(data.get("message", {})))
         started, name = self._call_started.pop(
             call_id, (event.time, self._call_names.get(call_id, "tool"))
         )

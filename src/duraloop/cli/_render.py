@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import UsageError
-from ..log import Event, SessionHeader
+from ..log import Event, SessionHeader, result_call_id
 from ..log.vocabulary import (
     ASSISTANT_MESSAGE,
     BLOCK_REASONING,
@@ -200,7 +200,7 @@ def render_transcript(console: Console, events: Sequence[Event], *, running: boo
         elif kind == TOOL_RESULT and event.surface_op == SURFACE_APPEND:
             error = data.get("error") or {}
             code = f" {code_label(error).strip()}" if error.get("code") else ""
-            call_id = ident(data.get("message", {}).get("source", {}).get("callId"), MAX_NAME_CHARS)
+            call_id = ident(result_call_id(data.get("message", {})), MAX_NAME_CHARS)
             is_error = bool(data.get("message", {}).get("content", [{}])[0].get("isError"))
             mark = ("✗", "red") if is_error else ("✓", "green")
             console.print(
@@ -372,7 +372,7 @@ def repair_text(repair: RepairReport) -> str:
             if event.type == TOOL_RESULT:
                 kinds.append(
                     f"tool/result {event.data['error']['code']} for "
-                    f"{event.data['message']['source']['callId']}"
+                    f"{result_call_id(event.data['message'])}"
                 )
             elif event.type == TURN_END:
                 kinds.append("turn/end interrupted")

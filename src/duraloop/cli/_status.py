@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ..log import Event
+from ..log import Event, result_call_id
 from ..log.vocabulary import (
     ASSISTANT_MESSAGE,
     STEP_START,
@@ -66,7 +66,7 @@ class StatusLine:
             self.running_tools.add(str(data.get("callId")))
             self.show()
         elif kind == TOOL_RESULT:
-            call_id = str(data.get("message", {}).get("source", {}).get("callId"))
+            call_id = str(result_call_id(data.get("message", {})))
             if call_id in self.running_tools:
                 self.running_tools.discard(call_id)
                 self.show()

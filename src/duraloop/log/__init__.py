@@ -21,6 +21,7 @@ from ._json import JsonValue as JsonValue
 from ._json import lossless_copy as lossless_copy
 from ._messages import Message as Message
 from ._messages import assistant_message as assistant_message
+from ._messages import result_call_id as result_call_id
 from ._messages import text_of as text_of
 from ._messages import tool_calls_of as tool_calls_of
 from ._messages import tool_result_message as tool_result_message
@@ -43,6 +44,11 @@ from ._pending import unanswered_tool_result as unanswered_tool_result
 from ._repair import interrupted_turn_closers as interrupted_turn_closers
 from ._session import Session as Session
 from ._session import now_ms as now_ms
+from ._turns import last_turn_and_latest as last_turn_and_latest
+from ._turns import last_turn_end as last_turn_end
+from ._turns import step_start as step_start
+from ._turns import turn_count as turn_count
+from ._turns import turn_starts as turn_starts
 from ._validate import check_vocabulary as check_vocabulary
 
 __all__ = [
@@ -79,12 +85,18 @@ __all__ = [
     "fork_header",
     "fork_seed",
     "interrupted_turn_closers",
+    "last_turn_and_latest",
+    "last_turn_end",
     "lossless_copy",
     "now_ms",
     "rescue_command",
+    "result_call_id",
+    "step_start",
     "text_of",
     "tool_calls_of",
     "tool_result_message",
+    "turn_count",
+    "turn_starts",
     "unanswered_tool_result",
     "user_message",
 ]

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from ..errors import InvariantError
 from ._event import Event
+from ._messages import result_call_id
 from ._pending import PendingToolCalls
 from .vocabulary import (
     ASSISTANT_CHUNK,
@@ -129,7 +130,7 @@ class InvariantChecker:
         elif kind == TOOL_CALL:
             self.pending_calls.add(data.get("callId"))
         elif kind == TOOL_RESULT and event.surface_op == SURFACE_APPEND:
-            self.pending_calls.discard(_call_id(data))
+            self.pending_calls.discard(result_call_id(data.get("message")))
 
     def _require_step(self, event: Event, data: dict[str, object]) -> None:
         turn, step = data.get("turn"), data.get("step")
@@ -146,7 +147,7 @@ class InvariantChecker:
                 self._fail(event, "tool/result surface replacement appended outside any open turn")
             return
         self._require_step(event, data)
-        call_id = _call_id(data)
+        call_id = result_call_id(data.get("message"))
         if call_id in self.pending_calls:
             return
         error = data.get("error")
@@ -164,12 +165,6 @@ class InvariantChecker:
 
 def _text(value: object) -> str:
     return "null" if value is None else str(value)
-
-
-def _call_id(data: dict[str, object]) -> object:
-    message = data.get("message")
-    source = message.get("source") if isinstance(message, dict) else None
-    return source.get("callId") if isinstance(source, dict) else None
 
 
 def _is_error(data: dict[str, object]) -> bool:

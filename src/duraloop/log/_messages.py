@@ -151,6 +151,24 @@ def tool_result_message(
     }
 
 
+def result_call_id(message: object) -> Any:
+    """Return the id of the call a tool-result message answers: its `source.callId`.
+
+    The one reading of the id `tool_result_message` writes; every reader of a `tool/result`
+    (the pending-call tracker, the invariants, the pairing check, the torn-tail rule) asks
+    here.
+
+    Args:
+        message: a message as stored, or any JSON value (a malformed event's `message`).
+
+    Returns:
+        `message["source"]["callId"]` exactly as stored (any JSON value: callers that need
+        a string check it), or None when the message or its source is not an object.
+    """
+    source = message.get("source") if isinstance(message, dict) else None
+    return source.get("callId") if isinstance(source, dict) else None
+
+
 def tool_calls_of(message: Mapping[str, Any]) -> list[ToolCallBlock]:
     """Return the tool-call blocks of an assistant message, in content (model) order."""
     return [block for block in message.get("content", ()) if block.get("type") == BLOCK_TOOL_CALL]

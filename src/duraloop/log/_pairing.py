@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from ..errors import PairingError
-from ._messages import Message
+from ._messages import Message, result_call_id
 from .vocabulary import BLOCK_TOOL_CALL
 
 UNANSWERED_TOOL_CALL: Final = "UNANSWERED_TOOL_CALL"
@@ -135,7 +135,7 @@ class CallGroup:
 def _result_call_id(message: Message) -> str | None:
     source = message.get("source")
     if isinstance(source, dict) and source.get("kind") == "tool":
-        call_id = source.get("callId")
+        call_id = result_call_id(message)
         return call_id if isinstance(call_id, str) else None
     return None
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from ._event import Event
 from ._json import JsonObject
-from ._messages import Message, tool_result_message
+from ._messages import Message, result_call_id, tool_result_message
 from .vocabulary import (
     ASSISTANT_MESSAGE,
     BLOCK_TEXT,
@@ -81,8 +81,9 @@ class PendingToolCalls:
             if entry is not None:
                 self._pending[entry.call_id] = PendingCall(entry.call_id, entry.step, event.seq)
         elif kind == TOOL_RESULT:
-            call_id = _result_call_id(event.data)
-            if call_id is not None:
+            data = event.data
+            call_id = result_call_id(data.get("message")) if isinstance(data, dict) else None
+            if isinstance(call_id, str):
                 self._pending.pop(call_id, None)
         elif kind in (TURN_START, TURN_END, STEP_END):
             self._pending.clear()
@@ -155,17 +156,6 @@ _MAX_ID_CHARS = 80
 
 def _bounded(call_id: str) -> str:
     return call_id if len(call_id) <= _MAX_ID_CHARS else call_id[:_MAX_ID_CHARS] + "…"
-
-
-def _result_call_id(data: Any) -> str | None:
-    if not isinstance(data, dict):
-        return None
-    message = data.get("message")
-    if not isinstance(message, dict):
-        return None
-    source = message.get("source")
-    call_id = source.get("callId") if isinstance(source, dict) else None
-    return call_id if isinstance(call_id, str) else None
 
 
 @dataclass(frozen=True, slots=True)

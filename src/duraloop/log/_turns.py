@@ -5,10 +5,10 @@ See docs/recovery.md#crash-tail-repair.
 A turn runs from its `turn/start` to its `turn/end`; only the final turn of a log can be
 open. Crash repair, the check, fork, a store's claim and its listing, the loop and the chat
 all ask these questions, and this module is where they are answered: the backward walks
-(`open_turn_start`, `last_turn_boundary`, `last_turn_start`, `last_turn_end`, `step_start`),
-which read only the end of the log; `turn_starts` and `turn_count`; and the one forward pass
-of the pending-call tracker (`scan_turns`), which also finds the open step and the closed
-steps left with calls unanswered.
+(`open_turn_start`, `last_turn_boundary`, `last_turn_start`, `last_turn_and_latest`,
+`last_turn_end`, `step_start`), which read only the end of the log; `turn_starts` and
+`turn_count`; and the one forward pass of the pending-call tracker (`scan_turns`), which
+also finds the open step and the closed steps left with calls unanswered.
 """
 
 from __future__ import annotations
@@ -103,6 +103,37 @@ def last_turn_start(events: Sequence[Event]) -> int | None:
         if events[index].type == TURN_START:
             return index
     return None
+
+
+def last_turn_and_latest(
+    events: Sequence[Event], kinds: tuple[str, ...]
+) -> tuple[int, dict[str, Event]]:
+    """Return the last turn's number and the latest event of each of `kinds`, in one walk.
+
+    The loop's resume reads these together (the last turn number and its request
+    bookkeeping), so they are found by one backward walk that stops once it has them all.
+
+    Args:
+        events: a log in seq order.
+        kinds: the event types wanted besides `turn/start` (not `turn/start` itself).
+
+    Returns:
+        The last `turn/start`'s number (0 before the first turn), and for each kind found
+        its latest event.
+    """
+    last_turn = 0
+    latest: dict[str, Event] = {}
+    wanted = len(kinds)
+    for event in reversed(events):
+        kind = event.type
+        if kind == TURN_START:
+            if last_turn == 0:
+                last_turn = int(event.data.get("turn", 0))
+        elif kind in kinds and kind not in latest:
+            latest[kind] = event
+        if last_turn and len(latest) == wanted:
+            break
+    return last_turn, latest
 
 
 def turn_starts(events: Sequence[Event]) -> list[int]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import EventRejectedError
 from ._event import Event
+from ._messages import result_call_id
 from .vocabulary import (
     ASSISTANT_MESSAGE,
     BLOCK_TOOL_CALL,
@@ -80,7 +81,7 @@ def check_message_shape(event: Event) -> None:
         if not isinstance(message, dict):
             raise EventRejectedError(f"tool/result at seq {event.seq} lacks an identified message")
         _check_message(event, message, role="user")
-        call_id = message["source"].get("callId")
+        call_id = result_call_id(message)
         content = message["content"]
         if message["source"].get("kind") != "tool" or not _nonempty(call_id):
             raise EventRejectedError(

@@ -30,7 +30,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 from ..errors import UsageError
 from ..llm import Model
@@ -43,14 +43,12 @@ from ._durability import Durability, GroupCommit
 from ._events import session_events
 from ._hooks import LoopHooks
 from ._inbox import Inbox
+from ._sends import NamedSends, SendTarget
 from ._state import LoopState, TurnDeps
 from ._turn import Turn, TurnResult
 
-SendTarget = Literal["next-turn", "next-step"]
-"""Where `send` queues a message: the next turn's prompt queue, or the next step."""
 
-
-class AgentLoop:
+class AgentLoop(NamedSends):
     """Drive a model through turns and steps over a session, running the tools it calls.
 
     Args:
@@ -178,61 +176,6 @@ class AgentLoop:
         if self._driver.signal is None:
             self.flush()  # idle: nothing else will make the queued message durable soon
         return stored
-
-    def followup(self, message: str | Message) -> Message:
-        """Queue a follow-up (`next-turn`, waking): the prompt of its own later turn.
-
-        Same as `send(message, target="next-turn", wakeup=True)`; never merged into the
-        running turn.
-
-        Args:
-            message: the text, or a complete user message (its id must not be pending).
-
-        Returns:
-            The queued message as logged.
-
-        Raises:
-            UsageError, DuplicateMessageError, EventRejectedError: as `send`.
-        """
-        return self.send(message, target=INBOX_NEXT_TURN, wakeup=True)
-
-    def steer(self, message: str | Message) -> Message:
-        """Queue steering (`next-step`, waking): it enters the running turn at its next step.
-
-        Same as `send(message, target="next-step", wakeup=True)`. A running turn claims it
-        before its next step (it follows `step/start` as a `user/message`, B44) and keeps
-        going even if the model had finished. While idle it starts a turn (background) or
-        waits for the next `run_turn()`. After `cancel()` of the running turn it goes to
-        `next-turn` instead (docs/loop.md#send-and-cancel).
-
-        Args:
-            message: the text, or a complete user message (its id must not be pending).
-
-        Returns:
-            The queued message as logged.
-
-        Raises:
-            UsageError, DuplicateMessageError, EventRejectedError: as `send`.
-        """
-        return self.send(message, target=INBOX_NEXT_STEP, wakeup=True)
-
-    def inject(self, message: str | Message) -> Message:
-        """Queue context for the next step (`next-step`, not waking).
-
-        Same as `send(message, target="next-step", wakeup=False)`. A running turn claims it
-        at its next step boundary; while idle it only records the splice and waits (B46),
-        also across persist and resume (B58).
-
-        Args:
-            message: the text, or a complete user message (its id must not be pending).
-
-        Returns:
-            The queued message as logged.
-
-        Raises:
-            UsageError, DuplicateMessageError, EventRejectedError: as `send`.
-        """
-        return self.send(message, target=INBOX_NEXT_STEP, wakeup=False)
 
     def cancel(self, reason: dict[str, Any] | None = None, *, keep_inbox: bool = False) -> None:
         """Cancel the running turn and, unless `keep_inbox`, discard every pending message.

@@ -16,9 +16,9 @@ import anyio
 
 from ..errors import LlmError
 from ..llm._retry import RETRY_ALWAYS, RETRY_NORMAL
-from ..log import Session
+from ..log import Session, step_start
 from ..log._messages import new_message_id
-from ..log.vocabulary import LLM_RETRY, LLM_RETRY_STARTED, RETRY_ORIGIN_HOOK, STEP_START
+from ..log.vocabulary import LLM_RETRY, LLM_RETRY_STARTED, RETRY_ORIGIN_HOOK
 from ._hooks import HOOK_RETRY
 from ._state import StepSettings, TurnDeps
 
@@ -117,11 +117,10 @@ def _last_retry_of_chain(
     step's end closes it. With no retry yet, `(0, <a fresh id>)`.
     """
     events = session.events
-    for index in range(len(events) - 1, -1, -1):
+    start = step_start(events, turn=turn, step=step)
+    for index in range(len(events) - 1, -1 if start is None else start, -1):
         event = events[index]
         data = event.data
-        if event.type == STEP_START and data.get("turn") == turn and data.get("step") == step:
-            break
         if (
             event.type == LLM_RETRY
             and data.get("turn") == turn

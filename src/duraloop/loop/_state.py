@@ -15,14 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from ..llm import Model, ToolSchema
-from ..log import PairingCheck, Session
-from ..log.vocabulary import REQUEST_CONTEXT, REQUEST_HEADER, TURN_START
+from ..log import PairingCheck, Session, last_turn_and_latest
+from ..log.vocabulary import REQUEST_CONTEXT, REQUEST_HEADER
 from ..tools import CancelSignal, ToolPipeline, ToolRegistry
 from ._config import LoopConfig
 from ._durability import LogDurability
 from ._hooks import LoopHooks, Steering
 from ._inbox import Inbox
 from ._request import RequestState
+
+_REQUEST_KINDS = (REQUEST_HEADER, REQUEST_CONTEXT)
 
 
 @dataclass
@@ -95,17 +97,15 @@ class StepSettings:
 
 
 def _scan_log(session: Session) -> tuple[int, dict[str, Any] | None, dict[str, Any] | None]:
-    """Return the last `turn/start` number and the latest request header and context."""
-    last_turn = 0
-    header: dict[str, Any] | None = None
-    context: dict[str, Any] | None = None
-    for event in reversed(session.events):
-        if event.type == TURN_START and last_turn == 0:
-            last_turn = int(event.data.get("turn", 0))
-        elif event.type == REQUEST_HEADER and header is None:
-            header = event.data.get("header")
-        elif event.type == REQUEST_CONTEXT and context is None:
-            context = event.data
-        if last_turn and header is not None and context is not None:
-            break
-    return last_turn, header, context
+    """Return the last `turn/start` number and the latest request header and context.
+
+    One backward walk (`log`'s `last_turn_and_latest`) that stops once it has all three.
+    """
+    last_turn, latest = last_turn_and_latest(session.events, _REQUEST_KINDS)
+    header = latest.get(REQUEST_HEADER)
+    context = latest.get(REQUEST_CONTEXT)
+    return (
+        last_turn,
+        None if header is None else header.data.get("header"),
+        None if context is None else context.data,
+    )

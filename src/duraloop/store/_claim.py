@@ -23,6 +23,9 @@ from duraloop.log import Event, Session
 from duraloop.log import vocabulary as v
 from duraloop.log._repair import final_turn_closers as repair_final_turn
 
+from ._backend import StorageBackend
+from ._validation import readable
+
 MAX_REMEMBERED_LOADS = 4
 """Loads a store remembers for a read-free claim; the oldest is dropped first."""
 
@@ -86,6 +89,60 @@ def check_claim(session: Session, *, cwd: str | None, stored: list[Event]) -> No
             f'resume_session("{session.id}", ...) or open_session("{session.id}", ...) from '
             "duraloop.loop, which load, repair and claim it"
         )
+
+
+def claim(backend: StorageBackend, loads: RememberedLoads, session: Session) -> int:
+    """Claim the stored log of `session` for a new writer; return where the writer starts.
+
+    A remembered load whose revision is unchanged is compared without a read; otherwise the
+    stored log is read and compared, and a torn tail is cut.
+
+    Args:
+        backend: the store's backend (the session's lock is held).
+        loads: the store's remembered loads (the session's entry is taken).
+        session: the live session.
+
+    Returns:
+        The number of stored events the writer must not write again (0 if none is stored).
+
+    Raises:
+        SessionExistsError: if the session is not a resume of the stored log (`check_claim`).
+        CorruptLogError: if the stored log is damaged.
+    """
+    loaded = loads.take(session.id)
+    if loaded is not None and backend.revision(session.id) == loaded.revision:
+        check_claim(session, cwd=loaded.cwd, stored=loaded.events)
+        return len(loaded.events)
+    if not backend.exists(session.id):
+        return 0
+    stored = backend.read(session.id)
+    check_claim(session, cwd=stored.header.cwd, stored=readable(stored))
+    # Only the torn tail is cut (no closers: the live session writes its own). Events
+    # recovered from a torn zstd frame go with it; the writer's first batch stores them again.
+    if stored.torn is not None:
+        backend.repair(session.id, stored.torn, [])
+    return len(stored.events) - stored.recovered_events
+
+
+def remember_load(
+    backend: StorageBackend,
+    loads: RememberedLoads,
+    session_id: str,
+    cwd: str | None,
+    events: list[Event],
+) -> None:
+    """Remember what a load returned, with the backend's revision right after its repair.
+
+    Args:
+        backend: the store's backend.
+        loads: the store's remembered loads.
+        session_id: the loaded session.
+        cwd: the stored header's cwd.
+        events: the events the load returned (copied: the list, not the events).
+    """
+    revision = backend.revision(session_id)
+    if revision is not None:
+        loads.remember(session_id, RememberedLoad(revision, cwd, list(events)))
 
 
 def final_turn_closers(events: list[Event], *, path: str | None = None) -> list[Event]:

@@ -1,4 +1,6 @@
-"""Where a fork cuts its source, and when a live writer forbids the cut (docs/recovery.md#fork).
+"""Where a fork cuts its source, when a live writer forbids the cut, and the child's one write.
+
+See docs/recovery.md#fork.
 
 The source is read as stored (no closers) and validated like every load. A default fork cuts
 at the last event, or, when the final turn is open, at the end of the last closed turn: a
@@ -11,13 +13,20 @@ unanswered is refused with the rescue cut, since the child could not be continue
 
 from __future__ import annotations
 
-from duraloop.errors import SessionForkError, SessionNotFoundError
-from duraloop.log import Event, SessionHeader, fork_seed
+import logging
+import uuid
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from duraloop.errors import SessionExistsError, SessionForkError, SessionNotFoundError
+from duraloop.log import Event, Session, SessionHeader, fork_header, fork_seed, now_ms
 from duraloop.log._fork import closed_history_boundary
 from duraloop.log._turns import open_turn_start, scan_turns
 
 from ._backend import StorageBackend
 from ._validation import judge, readable, refuse_unanswered
+
+logger = logging.getLogger(__name__)
 
 
 def fork_cut(
@@ -60,6 +69,50 @@ def fork_cut(
     seed = fork_seed(events, session_id=source_id, boundary=boundary, close_open_turn=True)
     refuse_unanswered(scan_turns(seed).unanswered, session_id=source_id)
     return header, seed
+
+
+def fork_session(
+    backend: StorageBackend,
+    open_writer: Callable[[Session], AbstractContextManager[object]],
+    source_id: str,
+    *,
+    boundary: int | None,
+    child_id: str | None,
+) -> str:
+    """Persist a new session seeded with the cut of `source_id`; see `SessionStore.fork`.
+
+    Args:
+        backend: the store's backend.
+        open_writer: the store's `open_writer`; the child is written by opening and closing
+            one writer (its seed plus `session/end-seed`, once).
+        source_id: the session to fork.
+        boundary: the last inherited seq (inclusive), or None for the default cut.
+        child_id: the child id; a UUID4 is minted when None.
+
+    Returns:
+        The child id.
+
+    Raises:
+        SessionForkError, SessionLockedError, UnpairedHistoryError, CorruptLogError: as
+            `SessionStore.fork`.
+    """
+    if child_id is not None and backend.exists(child_id):
+        raise SessionForkError(
+            f'session "{child_id}" already exists', code="SESSION_ALREADY_EXISTS"
+        )
+    source, seed = fork_cut(backend, source_id, boundary=boundary)
+    child = child_id if child_id is not None else str(uuid.uuid4())
+    header = fork_header(source, child_id=child, seed_length=len(seed), created_at=now_ms())
+    session = Session(child, seed=seed, header=header)
+    try:
+        with open_writer(session):
+            pass
+    except SessionExistsError as exc:
+        raise SessionForkError(
+            f'session "{child}" already exists', code="SESSION_ALREADY_EXISTS"
+        ) from exc
+    logger.info("forked session %s from %s at %d events", child, source_id, len(seed))
+    return child
 
 
 def _read(backend: StorageBackend, source_id: str) -> tuple[SessionHeader, list[Event]]:

@@ -16,13 +16,10 @@ from __future__ import annotations
 import bisect
 import builtins
 import logging
-import uuid
 from collections.abc import Sequence
 from dataclasses import replace
 
 from duraloop.errors import (
-    SessionExistsError,
-    SessionForkError,
     SessionNotFoundError,
     StoreError,
     UsageError,
@@ -33,15 +30,13 @@ from duraloop.log import (
     Session,
     SessionHeader,
     check_log,
-    fork_header,
     lossless_copy,
-    now_ms,
 )
 from duraloop.log._json import is_safe_int
 
 from ._backend import StorageBackend
-from ._claim import RememberedLoad, RememberedLoads, check_claim, final_turn_closers
-from ._fork_cut import fork_cut
+from ._claim import RememberedLoads, claim, final_turn_closers, remember_load
+from ._fork_cut import fork_session
 from ._loaded import LoadedSession, RepairReport
 from ._summary import SessionSummary, list_summaries
 from ._validation import judge, readable, refuse_closing_unanswered, refuse_unanswered
@@ -83,7 +78,7 @@ class SessionStore:
             raise StoreError(f'session "{session.id}" already has an open writer in this store')
         release = self.backend.lock(session.id, cwd=session.header.cwd)
         try:
-            cursor = self._claim(session)
+            cursor = claim(self.backend, self._loaded, session)
         except BaseException:
             release()
             raise
@@ -96,26 +91,6 @@ class SessionStore:
     def _closed(self, writer: SessionWriter) -> None:
         if self._writers.get(writer.session.id) is writer:
             del self._writers[writer.session.id]
-
-    def _claim(self, session: Session) -> int:
-        loaded = self._loaded.take(session.id)
-        if loaded is not None and self.backend.revision(session.id) == loaded.revision:
-            check_claim(session, cwd=loaded.cwd, stored=loaded.events)
-            return len(loaded.events)
-        if not self.backend.exists(session.id):
-            return 0
-        stored = self.backend.read(session.id)
-        check_claim(session, cwd=stored.header.cwd, stored=readable(stored))
-        # Only the torn tail is cut (no closers: the live session writes its own). Events
-        # recovered from a torn zstd frame go with it; the writer's first batch stores them again.
-        if stored.torn is not None:
-            self.backend.repair(session.id, stored.torn, [])
-        return len(stored.events) - stored.recovered_events
-
-    def _remember_load(self, session_id: str, cwd: str | None, events: list[Event]) -> None:
-        revision = self.backend.revision(session_id)
-        if revision is not None:
-            self._loaded.remember(session_id, RememberedLoad(revision, cwd, list(events)))
 
     def append(self, session_id: str, events: Sequence[Event]) -> None:
         """Append a contiguous batch to a stored session durably, under its writer lock.
@@ -135,7 +110,10 @@ class SessionStore:
         if not batch:
             return
         for event in batch:
-            what = f'session event batch is not losslessly JSON-serializable: "{event.type}" seq {event.seq}'
+            what = (
+                "session event batch is not losslessly JSON-serializable: "
+                f'"{event.type}" seq {event.seq}'
+            )
             lossless_copy([event.data, event.surface_op, event.source_event_seqs], what=what)
         release = self.backend.lock(session_id, cwd=None)
         try:
@@ -230,7 +208,7 @@ class SessionStore:
                     "session %s: closed interrupted turn with %d closers", session_id, len(closers)
                 )
             events = committed + closers
-            self._remember_load(session_id, stored.header.cwd, events)
+            remember_load(self.backend, self._loaded, session_id, stored.header.cwd, events)
         finally:
             release()
         repair = RepairReport(stored.torn_bytes, closers, stored.cut, torn_copy)
@@ -394,20 +372,6 @@ class SessionStore:
                 unanswered.
             CorruptLogError: if the source log is damaged.
         """
-        if child_id is not None and self.backend.exists(child_id):
-            raise SessionForkError(
-                f'session "{child_id}" already exists', code="SESSION_ALREADY_EXISTS"
-            )
-        source, seed = fork_cut(self.backend, source_id, boundary=boundary)
-        child = child_id if child_id is not None else str(uuid.uuid4())
-        header = fork_header(source, child_id=child, seed_length=len(seed), created_at=now_ms())
-        session = Session(child, seed=seed, header=header)
-        try:
-            with self.open_writer(session):
-                pass
-        except SessionExistsError as exc:
-            raise SessionForkError(
-                f'session "{child}" already exists', code="SESSION_ALREADY_EXISTS"
-            ) from exc
-        logger.info("forked session %s from %s at %d events", child, source_id, len(seed))
-        return child
+        return fork_session(
+            self.backend, self.open_writer, source_id, boundary=boundary, child_id=child_id
+        )

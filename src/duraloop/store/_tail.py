@@ -39,7 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from duraloop.log import Event
+from duraloop.log import Event, result_call_id
 from duraloop.log import vocabulary as v
 from duraloop.log._turns import last_turn_start
 
@@ -159,7 +159,7 @@ def fsync_evidence(prefix: Sequence[Event], later: Sequence[Event]) -> str | Non
                     "which is not before the damage"
                 )
         elif event.type == v.TOOL_RESULT and _dispatched(event):
-            call_id = _result_call_id(event)
+            call_id = result_call_id(_field(event, "message"))
             if call_id not in open_calls:
                 return (
                     f"the tool/result for call {call_id} at seq {event.seq} comes from a body that "
@@ -199,12 +199,6 @@ def _dispatched(result: Event) -> bool:
     error = _field(result, "error")
     code = error.get("code") if isinstance(error, dict) else None
     return isinstance(code, str) and code not in _NOT_DISPATCHED
-
-
-def _result_call_id(result: Event) -> Any:
-    message = _field(result, "message")
-    source = message.get("source") if isinstance(message, dict) else None
-    return source.get("callId") if isinstance(source, dict) else None
 
 
 def _field(event: Event, key: str) -> Any:

@@ -27,14 +27,13 @@ from duraloop.errors import (
     ConfigError,
     CorruptLogError,
     SessionExistsError,
-    SessionFormatUnsupportedError,
     SessionNotFoundError,
     StoreError,
 )
 from duraloop.log import Event, SessionHeader
 
 from .._backend import DamagedLog, StoredLog, WriteReceipt
-from .._codec._records import decode_header, encode_batch, encode_header
+from .._codec._records import encode_batch, encode_header
 from .._files import (
     file_revision,
     fsync_dir,
@@ -43,22 +42,21 @@ from .._files import (
     write_all,
     write_private_copy,
 )
+from ._listing import list_logs
 from ._paths import (
     LOCK_FILE_NAME,
     LOG_FILE_NAME,
     ZSTD_LOG_FILE_NAME,
     check_session_id,
-    decode_segment,
     encode_segment,
     session_dir,
 )
-from ._scan import header_frame_line, scan_log, scan_zstd_log
-from ._zstd import FrameCodec, decompress_complete, scan_frames
+from ._scan import scan_log, scan_zstd_log
+from ._zstd import FrameCodec
 
 logger = logging.getLogger(__name__)
 _DIR_MODE = 0o700
 _FILE_MODE = 0o600
-_HEADER_READ_BYTES = 64 * 1024
 Compression = Literal["none", "zstd"]
 """How a JSONL store encodes its files (docs/store.md#jsonl-layout)."""
 
@@ -333,72 +331,12 @@ class JsonlBackend:
         line (raw) or first frame (zstd) is missing, incomplete or unreadable is damaged: it
         is a `DamagedLog` entry named by its directory, and the other logs are still listed.
         """
-        if not self.root.is_dir():
-            return []
-        headers: list[SessionHeader | DamagedLog] = []
-        seen: dict[str, Path] = {}
-        for project in sorted(self.root.iterdir()):
-            if not project.is_dir():
-                continue
-            for directory in sorted(project.iterdir()):
-                path = directory / self._file_name
-                if not path.is_file():
-                    if directory.is_dir():
-                        self._check_encoding(directory)
-                    continue
-                try:
-                    header = self._read_header(path)
-                except (CorruptLogError, SessionFormatUnsupportedError, StoreError) as exc:
-                    reason = str(exc).replace(f" of {path}", "")
-                    headers.append(DamagedLog(decode_segment(directory.name), reason, str(path)))
-                else:
-                    if session_dir(self.root, header.id, header.cwd) != directory:
-                        reason = f'its header (id "{header.id}", cwd {header.cwd!r}) does not map to this file'
-                        headers.append(
-                            DamagedLog(decode_segment(directory.name), reason, str(path))
-                        )
-                        continue
-                    headers.append(self._unique(header, path, seen))
-        return headers
-
-    @staticmethod
-    def _unique(
-        header: SessionHeader, path: Path, seen: dict[str, Path]
-    ) -> SessionHeader | DamagedLog:
-        if header.id in seen:
-            return DamagedLog(
-                header.id, f"the id is stored twice (also at {seen[header.id]})", str(path)
-            )
-        seen[header.id] = path
-        return header
-
-    def _read_header(self, path: Path) -> SessionHeader:
-        first = self._header_line(path)
-        if first is None:
-            if path.stat().st_size == 0:
-                raise CorruptLogError("the log file is empty (no header)")
-            raise CorruptLogError("the log has no complete header record")
-        return decode_header(first, path=str(path))
-
-    def _header_line(self, path: Path) -> bytes | None:
-        """Return the header line without its newline, or None if it is not complete yet."""
-        try:
-            with path.open("rb") as handle:
-                if self._codec is None:
-                    first = handle.readline()
-                    return first[:-1] if first.endswith(b"\n") else None
-                data = handle.read(_HEADER_READ_BYTES)
-                scan = scan_frames(data, path=str(path), max_frames=1)
-                if not scan.frames and len(data) == _HEADER_READ_BYTES:
-                    data += handle.read()
-                    scan = scan_frames(data, path=str(path), max_frames=1)
-        except OSError as exc:
-            raise StoreError(f"cannot read the header of {path}: {exc}") from exc
-        if not scan.frames:
-            return None
-        start, end = scan.frames[0]
-        text = decompress_complete(data[start:end], path=str(path), offset=start)
-        return header_frame_line(text, path=str(path))
+        return list_logs(
+            self.root,
+            self._file_name,
+            framed=self._codec is not None,
+            check_encoding=self._check_encoding,
+        )
 
     def lock(self, session_id: str, *, cwd: str | None) -> Callable[[], None]:
         """Take an exclusive `flock` on `session.lock`; see `StorageBackend.lock`.

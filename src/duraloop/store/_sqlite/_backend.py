@@ -16,7 +16,6 @@ of one database are written by different processes, serialized by SQLite's own l
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import sqlite3
@@ -26,22 +25,20 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from duraloop.errors import (
-    AppendConflictError,
     CorruptLogError,
     SessionExistsError,
     SessionFormatUnsupportedError,
     SessionNotFoundError,
     StoreError,
-    UsageError,
 )
 from duraloop.log import Event, SessionHeader
 
 from .._backend import DamagedLog, StoredLog, WriteReceipt
 from .._codec._records import RecordError
-from .._files import lock_session_file, write_private_copy
-from .._jsonl._paths import check_session_id
+from .._files import write_private_copy
 from .._writer import check_batch
 from ._file import check_same_file, check_sessions, damaged_store_error
+from ._locks import check_id, lock_session
 from ._rows import (
     EVENT_COLUMNS,
     SESSION_COLUMNS,
@@ -50,14 +47,11 @@ from ._rows import (
     decode_header_row,
     encode_rows,
     header_values,
-    row_member_count,
 )
-from ._scan import rows_as_json_lines, scan_rows
+from ._scan import rows_as_json_lines, scan_rows, stored_next_seq
 from ._schema import check_schema, connect, store_id
 
 logger = logging.getLogger(__name__)
-_LOCK_DIR_MODE = 0o700
-_LOCK_FILE_MODE = 0o600
 _INSERT_EVENT = (
     "INSERT INTO events (session_id, seq, type, time, data, source_event_seqs, surface_op, "
     "ignorable) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
@@ -67,16 +61,6 @@ _INSERT_SESSION = (
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)"
 )
 _BUMP_REVISION = "UPDATE sessions SET revision = revision + 1 WHERE id = ?"
-
-
-def _check_id(session_id: str) -> None:
-    check_session_id(session_id)
-    try:
-        session_id.encode()
-    except UnicodeEncodeError as exc:
-        raise UsageError(
-            f"session id {session_id!r} is not valid Unicode text (a lone surrogate)"
-        ) from exc
 
 
 def _bytes_of(rows: Sequence[EventRow]) -> int:
@@ -128,7 +112,10 @@ class SqliteBackend:
             self._schema_version = check_schema(connection, self.path)
             info = os.stat(self.path)
             birth_ns = getattr(info, "st_birthtime_ns", 0)
-            self._identity = f"file:{info.st_dev}:{info.st_ino}:{birth_ns}:store:{store_id(connection, self.path)}"
+            self._identity = (
+                f"file:{info.st_dev}:{info.st_ino}:{birth_ns}"
+                f":store:{store_id(connection, self.path)}"
+            )
         except (sqlite3.Error, UnicodeDecodeError) as exc:
             connection.close()
             raise damaged_store_error(self.path, "open", exc) from exc
@@ -265,11 +252,15 @@ class SqliteBackend:
             ).fetchone()
         if row is None:
             return None
-        return f"{self._identity}:incarnation:{bytes(row[0]).decode(errors='backslashreplace')}:revision:{row[1]}"
+        incarnation = bytes(row[0]).decode(errors="backslashreplace")
+        return f"{self._identity}:incarnation:{incarnation}:revision:{row[1]}"
 
     def materialize(self, header: SessionHeader, batch: Sequence[Event]) -> WriteReceipt:
-        """Insert the session row and first batch in one transaction; see `StorageBackend.materialize`."""
-        _check_id(header.id)
+        """Insert the session row and first batch in one transaction.
+
+        See `StorageBackend.materialize`.
+        """
+        check_id(header.id)
         check_batch(header.id, batch, 0)
         rows = encode_rows(header.id, batch, pack_chunks=self.pack_chunks)
         with self._transaction(f'create session "{header.id}"', write=True) as connection:
@@ -289,28 +280,6 @@ class SqliteBackend:
             connection.execute(_BUMP_REVISION, (header.id,))
         return WriteReceipt(_bytes_of(rows), 1)
 
-    def _next_seq(self, connection: sqlite3.Connection, session_id: str) -> int:
-        """Return the stored next seq, from the physical tail row."""
-        tail = connection.execute(
-            f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
-            (session_id,),
-        ).fetchone()
-        if tail is None:
-            return 0
-        if type(tail[0]) is not int:
-            raise CorruptLogError(
-                f'session "{session_id}": the last events row has a seq of SQLite type '
-                f"{type(tail[0]).__name__}, not an integer; the database is damaged",
-                path=str(self.path),
-            )
-        try:
-            return int(tail[0]) + row_member_count(tail)
-        except RecordError as exc:
-            raise AppendConflictError(
-                f'session "{session_id}" ends in an undecodable row at seq {tail[0]} ({exc}); load '
-                "it to repair the torn tail before appending"
-            ) from exc
-
     def append(self, session_id: str, batch: Sequence[Event]) -> WriteReceipt:
         """Append one batch as one transaction; see `StorageBackend.append`.
 
@@ -328,7 +297,7 @@ class SqliteBackend:
                 "SELECT 1 FROM sessions WHERE id = ?", (session_id,)
             ).fetchone():
                 raise SessionNotFoundError(session_id)
-            check_batch(session_id, batch, self._next_seq(connection, session_id))
+            check_batch(session_id, batch, stored_next_seq(connection, session_id, path=self.path))
             connection.executemany(_INSERT_EVENT, rows)
             connection.execute(_BUMP_REVISION, (session_id,))
         return WriteReceipt(_bytes_of(rows), 1)
@@ -363,7 +332,7 @@ class SqliteBackend:
                 deleted = connection.execute(
                     "DELETE FROM events WHERE session_id = ? AND seq >= ?", (session_id, torn)
                 ).rowcount
-            check_batch(session_id, events, self._next_seq(connection, session_id))
+            check_batch(session_id, events, stored_next_seq(connection, session_id, path=self.path))
             connection.executemany(_INSERT_EVENT, rows)
             connection.execute(_BUMP_REVISION, (session_id,))
         if deleted:
@@ -399,15 +368,9 @@ class SqliteBackend:
         return headers
 
     def lock(self, session_id: str, *, cwd: str | None) -> Callable[[], None]:
-        """Take an exclusive `flock` on the session's file in `<db>.locks/`; see `StorageBackend.lock`."""
+        """Take an exclusive `flock` on the session's file in `<db>.locks/`.
+
+        See `StorageBackend.lock`.
+        """
         del cwd
-        _check_id(session_id)
-        digest = hashlib.sha256(session_id.encode()).hexdigest()
-        lock_path = self._locks_dir / f"{digest}.lock"
-        try:
-            with contextlib.suppress(FileExistsError):
-                self._locks_dir.mkdir(mode=_LOCK_DIR_MODE)
-            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, _LOCK_FILE_MODE)
-        except OSError as exc:
-            raise StoreError(f"cannot open the lock file {lock_path}: {exc}") from exc
-        return lock_session_file(fd, lock_path, session_id)
+        return lock_session(self._locks_dir, session_id)

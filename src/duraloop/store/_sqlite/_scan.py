@@ -5,25 +5,27 @@ discontinuity at or before it is corruption, after it the start of a torn tail, 
 later row proves the damaged one was durable (`fsync_evidence`, the same rule as JSONL: a
 response after its request's flush, a dispatched result after its `tool/call`'s flush).
 A SQLite transaction is atomic, so a crash itself never leaves a bad row; the rule keeps what
-dsh's reader accepts as a tail and refuses what no crash of either writer could leave.
+dsh's reader accepts as a tail and refuses what no crash of either writer could leave. A
+writer reads only the physical tail row, for the stored next seq (`stored_next_seq`).
 """
 
 from __future__ import annotations
 
 import base64
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
-from duraloop.errors import CorruptLogError
+from duraloop.errors import AppendConflictError, CorruptLogError
 from duraloop.log import Event
 from duraloop.log import vocabulary as v
 
 from .._codec._records import RecordError
 from .._tail import TornTail, fsync_evidence
-from ._rows import EVENT_COLUMNS, PACKED, SqlRow, decode_row
+from ._rows import EVENT_COLUMNS, PACKED, SqlRow, decode_row, row_member_count
 
 _TURN_END = v.TURN_END.encode()
 _COLUMN_NAMES = [name.strip() for name in EVENT_COLUMNS.split(",")]
@@ -114,6 +116,42 @@ def scan_rows(session_id: str, rows: list[SqlRow], *, path: Path) -> RowScan:
         cut = TornTail.of(len(rows) - index, problem, readable, unreadable_count=unreadable)
         return RowScan(events, row[0], len(rows) - index, cut)
     return RowScan(events, None, 0)
+
+
+def stored_next_seq(connection: sqlite3.Connection, session_id: str, *, path: Path) -> int:
+    """Return the stored next seq of a session, from its physical tail row.
+
+    Args:
+        connection: the store's connection, inside the writing transaction.
+        session_id: the session.
+        path: the database file, for messages.
+
+    Returns:
+        The seq after the last row's last member (0 for a session without rows).
+
+    Raises:
+        CorruptLogError: if the last row's seq is not an integer.
+        AppendConflictError: if the last row cannot be decoded (a torn tail to repair first).
+    """
+    tail = connection.execute(
+        f"SELECT {EVENT_COLUMNS} FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+        (session_id,),
+    ).fetchone()
+    if tail is None:
+        return 0
+    if type(tail[0]) is not int:
+        raise CorruptLogError(
+            f'session "{session_id}": the last events row has a seq of SQLite type '
+            f"{type(tail[0]).__name__}, not an integer; the database is damaged",
+            path=str(path),
+        )
+    try:
+        return int(tail[0]) + row_member_count(tail)
+    except RecordError as exc:
+        raise AppendConflictError(
+            f'session "{session_id}" ends in an undecodable row at seq {tail[0]} ({exc}); load '
+            "it to repair the torn tail before appending"
+        ) from exc
 
 
 def rows_as_json_lines(session_id: str, rows: list[SqlRow], torn: int) -> bytes:
