@@ -252,3 +252,37 @@ def test_wire_names_are_spelled_only_in_the_vocabulary() -> None:
         if node.value in KEYED_WIRE_NAMES and (_rel(path), node.value) not in WIRE_LITERAL_ALLOWED
     ]
     assert hits == []
+
+
+def _absolute(path: Path, node: ast.ImportFrom) -> str:
+    package = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    package = package[:-1]  # a module's package; an __init__'s package is its folder
+    if node.level:
+        package = package[: len(package) - (node.level - 1)]
+        return ".".join([*package, *([node.module] if node.module else [])])
+    return node.module or ""
+
+
+def _top(parts: list[str]) -> str:
+    return parts[1] if len(parts) > 1 else ""
+
+
+@pytest.mark.parametrize("path", MODULES, ids=_rel)
+def test_cross_package_imports_go_through_the_package_face(path: Path) -> None:
+    """`from ..<package>._<module> import X` across packages is refused (issue 10, point 3).
+
+    A package's private modules are its own; another package imports the names its
+    `__init__` re-exports (or a public module such as `duraloop.log.vocabulary`).
+    """
+    own = list(path.relative_to(SRC.parent).with_suffix("").parts)
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    offenders = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        target = _absolute(path, node).split(".")
+        if target[0] != "duraloop" or _top(target) == _top(own) and len(own) > 2:
+            continue
+        if any(part.startswith("_") for part in target[2:]):
+            offenders.append(f"line {node.lineno}: {'.'.join(target)}")
+    assert offenders == [], f"{_rel(path)} imports another package's private module"

@@ -41,7 +41,7 @@ from ..log.vocabulary import (
 )
 from ..loop import AgentLoop
 from ..store import SessionStore
-from ..tools._bash_tool import kill_running_commands
+from ..tools import kill_running_commands
 from ._live import LiveRenderer
 from ._render import ident, render_transcript, safe, styled
 from ._runner import close_model, utf8_text

@@ -34,18 +34,17 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..errors import ConfigError, UsageError
-from ..llm import Model
-from ..llm._model_spec import (
+from ..llm import (
     PROVIDERS,
     SPEC_FORMS,
+    Model,
     ProviderSettings,
     parse_model_spec,
     setting_problem,
     spec_problem,
 )
 from ..log import Event
-from ..store import read_log_file
-from ..store._jsonl._paths import LOG_FILE_NAME, ZSTD_LOG_FILE_NAME
+from ..store import LOG_FILE_NAME, ZSTD_LOG_FILE_NAME, read_log_file
 from ._stores import session_log_file
 
 CONFIG_FILE_NAME: Final = "config.toml"

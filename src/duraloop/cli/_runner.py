@@ -19,7 +19,7 @@ from ..errors import UsageError
 from ..log import Message
 from ..log.vocabulary import REASON_COMPLETED, REASON_MAX_TOKENS
 from ..loop import AgentLoop, TurnResult
-from ..tools._bash_tool import kill_running_commands
+from ..tools import kill_running_commands
 from ._live import LiveRenderer
 
 EXIT_AT_ONCE = 130

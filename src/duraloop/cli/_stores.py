@@ -27,8 +27,7 @@ from typing import Literal, cast
 import typer
 
 from ..errors import ConfigError, UsageError
-from ..store import JsonlStore, SessionStore
-from ..store._jsonl._paths import LOG_FILE_NAME, ZSTD_LOG_FILE_NAME
+from ..store import LOG_FILE_NAME, ZSTD_LOG_FILE_NAME, JsonlStore, SessionStore
 
 StoreKind = Literal["jsonl", "jsonl+zstd", "sqlite"]
 """The kinds `--store` accepts before a colon."""

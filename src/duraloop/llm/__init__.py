@@ -30,12 +30,18 @@ from ._errors import is_context_window_exceeded as is_context_window_exceeded
 from ._errors import is_quota_exceeded as is_quota_exceeded
 from ._errors import parse_retry_after_ms as parse_retry_after_ms
 from ._failure import failure_from_exception as failure_from_exception
+from ._failure import turn_failure as turn_failure
+from ._failure import unknown_failure as unknown_failure
 from ._model import Model as Model
 from ._model import ModelRequest as ModelRequest
 from ._model import ToolSchema as ToolSchema
 from ._model import stream_chunks as stream_chunks
+from ._model_spec import PROVIDERS as PROVIDERS
+from ._model_spec import SPEC_FORMS as SPEC_FORMS
 from ._model_spec import ProviderSettings as ProviderSettings
 from ._model_spec import parse_model_spec as parse_model_spec
+from ._model_spec import setting_problem as setting_problem
+from ._model_spec import spec_problem as spec_problem
 from ._replay import RecordedResponse as RecordedResponse
 from ._replay import ReplayModel as ReplayModel
 from ._retry import RetryPolicy as RetryPolicy
@@ -59,11 +65,13 @@ __all__ = [
     "Model",
     "ModelRequest",
     "OpenAIChatModel",
+    "PROVIDERS",
     "ProviderSettings",
     "ReasoningDeltaChunk",
     "RecordedResponse",
     "ReplayModel",
     "RetryPolicy",
+    "SPEC_FORMS",
     "ScriptedModel",
     "StreamChunk",
     "TextDeltaChunk",
@@ -86,9 +94,13 @@ __all__ = [
     "parse_model_spec",
     "parse_retry_after_ms",
     "reasoning_delta",
+    "setting_problem",
+    "spec_problem",
     "stream_chunks",
     "text_delta",
     "tool_call_delta",
+    "turn_failure",
+    "unknown_failure",
     "usage_chunk",
     "watching_stream_activity",
     "wire_tool_id",

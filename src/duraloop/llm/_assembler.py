@@ -12,8 +12,7 @@ import logging
 from typing import Any, assert_never
 
 from ..errors import LlmError
-from ..log._json import JsonValue
-from ..log._messages import ContentBlock, Message, assistant_message
+from ..log import ContentBlock, JsonValue, Message, assistant_message
 from ..log.vocabulary import (
     BLOCK_END,
     BLOCK_REASONING,

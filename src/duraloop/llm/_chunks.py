@@ -17,8 +17,7 @@ from __future__ import annotations
 from typing import Literal, NotRequired, TypeAlias, TypedDict
 
 from ..errors import UsageError
-from ..log._json import JsonObject, JsonValue
-from ..log._messages import ContentBlock
+from ..log import ContentBlock, JsonObject, JsonValue
 from ..log.vocabulary import (
     BLOCK_END,
     BLOCK_START,

@@ -13,8 +13,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..log._json import JsonObject, well_formed_json
-from ..log._messages import Message
+from ..log import JsonObject, Message, well_formed_json
 from ..log.vocabulary import ABORTED, FINISH, FINISH_ABORTED, FINISH_ERROR
 from ._chunks import FinishKind, StreamChunk, finish_chunk
 from ._failure import failure_from_exception

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
 from ..errors import ConfigError
-from ..log._event import Event
+from ..log import Event
 from ._model import Model
 from ._options import SETTING_OPTIONS
 from ._replay import ReplayModel

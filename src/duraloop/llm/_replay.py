@@ -31,9 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Final, cast
 
 from ..errors import ConfigError, LlmError
-from ..log._event import Event
-from ..log._json import JsonObject
-from ..log._messages import Message, tool_calls_of
+from ..log import Event, JsonObject, Message, tool_calls_of
 from ..log.vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,

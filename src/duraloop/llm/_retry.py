@@ -15,11 +15,9 @@ from decimal import Decimal
 from typing import Final, Literal, TypeAlias
 
 from ..errors import ConfigError, LlmError
-from ..log.vocabulary import PAIRING_VIOLATION
+from ..log.vocabulary import PAIRING_VIOLATION, RETRY_ALWAYS, RETRY_NORMAL
 
 RetryMode: TypeAlias = Literal["normal", "always"]
-RETRY_NORMAL: Final = "normal"
-RETRY_ALWAYS: Final = "always"
 NEVER_RETRIED_CODES: Final = frozenset({PAIRING_VIOLATION})
 """Codes no mode retries: the request itself is wrong (a pairing violation found before
 sending is a duraloop bug), so sending it again would fail the same way, forever."""

@@ -30,8 +30,7 @@ from typing import Final
 import anyio
 
 from ..errors import ConfigError, LlmError
-from ..log._json import JsonValue
-from ..log._messages import Message
+from ..log import JsonValue, Message
 from ..log.vocabulary import (
     BLOCK_REASONING,
     BLOCK_TEXT,

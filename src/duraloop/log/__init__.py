@@ -6,21 +6,30 @@ Pure and synchronous: no I/O and no concurrency (ARCHITECTURE.md, layer `log/`).
 from ._check import LogCheckReport as LogCheckReport
 from ._check import check_log as check_log
 from ._check import rescue_command as rescue_command
+from ._check import validate_log as validate_log
 from ._event import Event as Event
 from ._event import decode_event as decode_event
 from ._event import encode_event as encode_event
 from ._event import encode_events_lines as encode_events_lines
 from ._event import event_to_json as event_to_json
+from ._fork import closed_history_boundary as closed_history_boundary
 from ._fork import fork_header as fork_header
 from ._fork import fork_seed as fork_seed
 from ._header import SESSION_FORMAT_VERSION as SESSION_FORMAT_VERSION
 from ._header import SessionHeader as SessionHeader
 from ._invariants import InvariantChecker as InvariantChecker
+from ._json import MAX_JSON_DEPTH as MAX_JSON_DEPTH
 from ._json import JsonObject as JsonObject
 from ._json import JsonValue as JsonValue
+from ._json import is_safe_int as is_safe_int
 from ._json import lossless_copy as lossless_copy
+from ._json import well_formed_json as well_formed_json
+from ._legacy import readable_events as readable_events
+from ._messages import ContentBlock as ContentBlock
 from ._messages import Message as Message
+from ._messages import ToolCallBlock as ToolCallBlock
 from ._messages import assistant_message as assistant_message
+from ._messages import new_message_id as new_message_id
 from ._messages import result_call_id as result_call_id
 from ._messages import text_of as text_of
 from ._messages import tool_calls_of as tool_calls_of
@@ -40,12 +49,18 @@ from ._pairing import check_pairing as check_pairing
 from ._pending import PendingCall as PendingCall
 from ._pending import PendingToolCalls as PendingToolCalls
 from ._pending import RecoveryResult as RecoveryResult
+from ._pending import UnansweredStep as UnansweredStep
 from ._pending import unanswered_tool_result as unanswered_tool_result
+from ._repair import final_turn_closers as final_turn_closers
 from ._repair import interrupted_turn_closers as interrupted_turn_closers
 from ._session import Session as Session
 from ._session import now_ms as now_ms
 from ._turns import last_turn_and_latest as last_turn_and_latest
+from ._turns import last_turn_boundary as last_turn_boundary
 from ._turns import last_turn_end as last_turn_end
+from ._turns import last_turn_start as last_turn_start
+from ._turns import open_turn_start as open_turn_start
+from ._turns import scan_turns as scan_turns
 from ._turns import step_start as step_start
 from ._turns import turn_count as turn_count
 from ._turns import turn_starts as turn_starts
@@ -53,44 +68,57 @@ from ._validate import check_vocabulary as check_vocabulary
 
 __all__ = [
     "ASSISTANT_CONTENT_MISSING",
+    "CallGroup",
+    "ContentBlock",
     "DUPLICATE_TOOL_CALL_ID",
     "DUPLICATE_TOOL_RESULT",
-    "INVALID_TOOL_CALL_ID",
-    "SESSION_FORMAT_VERSION",
-    "TOOL_RESULTS_NOT_FIRST",
-    "TOOL_RESULT_ORDER",
-    "UNANSWERED_TOOL_CALL",
-    "UNEXPECTED_TOOL_RESULT",
-    "CallGroup",
     "Event",
+    "INVALID_TOOL_CALL_ID",
     "InvariantChecker",
     "JsonObject",
     "JsonValue",
     "LogCheckReport",
+    "MAX_JSON_DEPTH",
     "Message",
     "PairingCheck",
     "PendingCall",
     "PendingToolCalls",
     "RecoveryResult",
+    "SESSION_FORMAT_VERSION",
     "Session",
     "SessionHeader",
+    "TOOL_RESULTS_NOT_FIRST",
+    "TOOL_RESULT_ORDER",
+    "ToolCallBlock",
+    "UNANSWERED_TOOL_CALL",
+    "UNEXPECTED_TOOL_RESULT",
+    "UnansweredStep",
     "assistant_message",
     "check_log",
     "check_pairing",
     "check_vocabulary",
+    "closed_history_boundary",
     "decode_event",
     "encode_event",
     "encode_events_lines",
     "event_to_json",
+    "final_turn_closers",
     "fork_header",
     "fork_seed",
     "interrupted_turn_closers",
+    "is_safe_int",
     "last_turn_and_latest",
+    "last_turn_boundary",
     "last_turn_end",
+    "last_turn_start",
     "lossless_copy",
+    "new_message_id",
     "now_ms",
+    "open_turn_start",
+    "readable_events",
     "rescue_command",
     "result_call_id",
+    "scan_turns",
     "step_start",
     "text_of",
     "tool_calls_of",
@@ -99,4 +127,6 @@ __all__ = [
     "turn_starts",
     "unanswered_tool_result",
     "user_message",
+    "validate_log",
+    "well_formed_json",
 ]

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 from ..llm import RetryPolicy
-from ..tools._blocking import DEFAULT_CANCEL_GRACE_SECONDS
-from ..tools._outcome import DEFAULT_MAX_OUTPUT_BYTES, MIN_MAX_OUTPUT_BYTES
+from ..tools import DEFAULT_CANCEL_GRACE_SECONDS, DEFAULT_MAX_OUTPUT_BYTES, MIN_MAX_OUTPUT_BYTES
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,14 @@ from typing import Any
 import anyio
 
 from ..errors import LlmError
-from ..llm._retry import RETRY_ALWAYS, RETRY_NORMAL
-from ..log import Session, step_start
-from ..log._messages import new_message_id
-from ..log.vocabulary import LLM_RETRY, LLM_RETRY_STARTED, RETRY_ORIGIN_HOOK
+from ..log import Session, new_message_id, step_start
+from ..log.vocabulary import (
+    LLM_RETRY,
+    LLM_RETRY_STARTED,
+    RETRY_ALWAYS,
+    RETRY_NORMAL,
+    RETRY_ORIGIN_HOOK,
+)
 from ._hooks import HOOK_RETRY
 from ._state import StepSettings, TurnDeps
 

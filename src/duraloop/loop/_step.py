@@ -24,8 +24,7 @@ from typing import Any
 
 import anyio
 
-from ..llm import BlockAssembler, ModelRequest, stream_chunks
-from ..llm._failure import unknown_failure
+from ..llm import BlockAssembler, ModelRequest, stream_chunks, unknown_failure
 from ..log import Message, assistant_message, tool_calls_of
 from ..log.vocabulary import (
     ASSISTANT_CHUNK,

@@ -18,8 +18,7 @@ from typing import Any
 
 import anyio
 
-from ..llm import ToolSchema
-from ..llm._failure import turn_failure, unknown_failure
+from ..llm import ToolSchema, turn_failure, unknown_failure
 from ..log import Message, Session, text_of
 from ..log.vocabulary import (
     REASON_ABORTED,

@@ -7,6 +7,8 @@ from ._backend import StorageBackend as StorageBackend
 from ._backend import StoredLog as StoredLog
 from ._backend import WriteReceipt as WriteReceipt
 from ._jsonl._backend import JsonlBackend as JsonlBackend
+from ._jsonl._paths import LOG_FILE_NAME as LOG_FILE_NAME
+from ._jsonl._paths import ZSTD_LOG_FILE_NAME as ZSTD_LOG_FILE_NAME
 from ._loaded import LoadedSession as LoadedSession
 from ._loaded import RepairReport as RepairReport
 from ._loose_file import read_log_file as read_log_file
@@ -24,6 +26,7 @@ from ._writer import WriterStatistics as WriterStatistics
 __all__ = [
     "JsonlBackend",
     "JsonlStore",
+    "LOG_FILE_NAME",
     "LoadedSession",
     "MemoryBackend",
     "MemoryStore",
@@ -38,5 +41,6 @@ __all__ = [
     "TornTail",
     "WriteReceipt",
     "WriterStatistics",
+    "ZSTD_LOG_FILE_NAME",
     "read_log_file",
 ]

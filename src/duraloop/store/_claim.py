@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from duraloop.errors import CorruptLogError, EventRejectedError, SessionExistsError
 from duraloop.log import Event, Session
+from duraloop.log import final_turn_closers as repair_final_turn
 from duraloop.log import vocabulary as v
-from duraloop.log._repair import final_turn_closers as repair_final_turn
 
 from ._backend import StorageBackend
 from ._validation import readable

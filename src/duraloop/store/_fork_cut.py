@@ -19,9 +19,17 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 
 from duraloop.errors import SessionExistsError, SessionForkError, SessionNotFoundError
-from duraloop.log import Event, Session, SessionHeader, fork_header, fork_seed, now_ms
-from duraloop.log._fork import closed_history_boundary
-from duraloop.log._turns import open_turn_start, scan_turns
+from duraloop.log import (
+    Event,
+    Session,
+    SessionHeader,
+    closed_history_boundary,
+    fork_header,
+    fork_seed,
+    now_ms,
+    open_turn_start,
+    scan_turns,
+)
 
 from ._backend import StorageBackend
 from ._validation import judge, readable, refuse_unanswered

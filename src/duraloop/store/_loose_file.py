@@ -12,8 +12,7 @@ import logging
 import os
 from pathlib import Path
 
-from duraloop.log import Event, SessionHeader
-from duraloop.log._legacy import readable_events
+from duraloop.log import Event, SessionHeader, readable_events
 
 from ._jsonl._scan import scan_log, scan_zstd_log
 

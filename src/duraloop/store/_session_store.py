@@ -30,9 +30,9 @@ from duraloop.log import (
     Session,
     SessionHeader,
     check_log,
+    is_safe_int,
     lossless_copy,
 )
-from duraloop.log._json import is_safe_int
 
 from ._backend import StorageBackend
 from ._claim import RememberedLoads, claim, final_turn_closers, remember_load

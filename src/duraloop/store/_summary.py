@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from duraloop.errors import CorruptLogError, SessionFormatUnsupportedError
-from duraloop.log import SessionHeader
+from duraloop.log import SessionHeader, last_turn_boundary, turn_count
 from duraloop.log import vocabulary as v
-from duraloop.log._turns import last_turn_boundary, turn_count
 
 from ._backend import DamagedLog, StorageBackend, StoredLog
 from ._validation import judge, readable

@@ -39,9 +39,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from duraloop.log import Event, result_call_id
+from duraloop.log import Event, last_turn_start, result_call_id
 from duraloop.log import vocabulary as v
-from duraloop.log._turns import last_turn_start
 
 _RESPONSES = frozenset({v.ASSISTANT_CHUNK, v.ASSISTANT_MESSAGE})
 _BEFORE_A_REQUEST = frozenset(

@@ -15,10 +15,17 @@ import shlex
 from collections.abc import Sequence
 
 from duraloop.errors import CorruptLogError, InvariantError, UnpairedHistoryError
-from duraloop.log import Event, LogCheckReport, PendingToolCalls, Session, SessionHeader
-from duraloop.log._check import rescue_command, validate_log
-from duraloop.log._legacy import readable_events
-from duraloop.log._pending import UnansweredStep
+from duraloop.log import (
+    Event,
+    LogCheckReport,
+    PendingToolCalls,
+    Session,
+    SessionHeader,
+    UnansweredStep,
+    readable_events,
+    rescue_command,
+    validate_log,
+)
 
 from ._backend import StoredLog
 

@@ -12,9 +12,8 @@ from typing import Any
 
 import anyio
 
-from ..log._json import JsonValue
-from ..tools._context import ToolContext
-from ..tools._definition import Tool
+from ..log import JsonValue
+from ..tools import Tool, ToolContext
 
 
 @dataclass

@@ -9,11 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..log._event import Event
-from ..log._invariants import InvariantChecker
-from ..log._messages import tool_calls_of
-from ..log._pairing import check_pairing
-from ..log._session import Session
+from ..log import Event, InvariantChecker, Session, check_pairing, tool_calls_of
 from ..log.vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,

@@ -27,7 +27,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Final
 
-from ..log._event import Event
+from ..log import Event
 from ..log.vocabulary import (
     LLM_RETRY,
     LLM_RETRY_STARTED,

@@ -1,11 +1,15 @@
 """Tools: definition and registry, the execution pipeline, the scheduler, built-in tools."""
 
+from ._bash_tool import kill_running_commands as kill_running_commands
+from ._blocking import DEFAULT_CANCEL_GRACE_SECONDS as DEFAULT_CANCEL_GRACE_SECONDS
 from ._builtins import builtin_tools as builtin_tools
 from ._context import ToolContext as ToolContext
 from ._definition import Tool as Tool
 from ._definition import tool as tool
 from ._hooks import Deny as Deny
 from ._hooks import ToolHooks as ToolHooks
+from ._outcome import DEFAULT_MAX_OUTPUT_BYTES as DEFAULT_MAX_OUTPUT_BYTES
+from ._outcome import MIN_MAX_OUTPUT_BYTES as MIN_MAX_OUTPUT_BYTES
 from ._outcome import ToolOutcome as ToolOutcome
 from ._pipeline import Prepared as Prepared
 from ._pipeline import ToolPipeline as ToolPipeline
@@ -18,7 +22,10 @@ from ._signal import TurnCancelled as TurnCancelled
 
 __all__ = [
     "CancelSignal",
+    "DEFAULT_CANCEL_GRACE_SECONDS",
+    "DEFAULT_MAX_OUTPUT_BYTES",
     "Deny",
+    "MIN_MAX_OUTPUT_BYTES",
     "Prepared",
     "SchedulerOutcome",
     "Tool",
@@ -31,5 +38,6 @@ __all__ = [
     "TurnCancelled",
     "builtin_tools",
     "execute_tool_calls",
+    "kill_running_commands",
     "tool",
 ]

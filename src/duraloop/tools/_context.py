@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..log._messages import Message, user_message
+from ..log import Message, user_message
 from ._blocking import DEFAULT_CANCEL_GRACE_SECONDS
 from ._signal import CancelSignal
 

@@ -21,7 +21,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, Field, PydanticUserError
 
 from ..errors import ToolDefinitionError
-from ..log._json import JsonObject, JsonValue
+from ..log import JsonObject, JsonValue
 from ._blocking import run_blocking
 from ._context import ToolContext
 from ._docstring import parse_docstring

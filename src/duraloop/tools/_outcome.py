@@ -19,8 +19,7 @@ from typing import Final
 from pydantic import BaseModel
 
 from ..errors import EventRejectedError
-from ..log._json import JsonValue, lossless_copy, well_formed_json
-from ..log._messages import ContentBlock, Message
+from ..log import ContentBlock, JsonValue, Message, lossless_copy, well_formed_json
 from ..log.vocabulary import (
     ABORTED_AFTER_COMPLETION_TEXT,
     ABORTED_BEFORE_DISPATCH_ERROR,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from ..errors import ToolDefinitionError, UsageError
-from ..log._json import JsonObject
+from ..log import JsonObject
 from ._definition import Tool
 
 

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 import msgspec
 
-from ..log._json import JsonValue
+from ..log import JsonValue
 
 
 def parse_tool_arguments(raw: str) -> JsonValue:

@@ -32,8 +32,7 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.abc import TaskGroup
 
-from ..log import Message, Session
-from ..log._messages import ToolCallBlock, tool_result_message
+from ..log import Message, Session, ToolCallBlock, tool_result_message
 from ..log.vocabulary import (
     ABORTED_BEFORE_DISPATCH_ERROR,
     ABORTED_BEFORE_DISPATCH_TEXT,

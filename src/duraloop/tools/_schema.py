@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..log._json import JsonObject
+from ..log import JsonObject
 
 _SCHEMA_MAPS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
 _SCHEMA_LISTS = frozenset({"anyOf", "allOf", "oneOf", "prefixItems"})

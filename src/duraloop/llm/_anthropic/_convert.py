@@ -34,8 +34,7 @@ from typing import Any, Final
 import msgspec
 
 from ...errors import LlmError
-from ...log._json import JsonObject
-from ...log._messages import Message
+from ...log import JsonObject, Message
 from ...log.vocabulary import (
     BLOCK_IMAGE,
     BLOCK_REASONING,

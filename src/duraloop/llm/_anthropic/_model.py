@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Final
 
 from ...errors import ConfigError, LlmError
-from ...log._json import JsonObject
+from ...log import JsonObject
 from ...log.vocabulary import MALFORMED_RESPONSE, UNSUPPORTED_OPTION
 from .._chunks import StreamChunk
 from .._model import ModelRequest

@@ -32,8 +32,7 @@ from typing import Final, Protocol
 import msgspec
 
 from ...errors import WirePairingError
-from ...log._json import JsonObject
-from ...log._messages import Message
+from ...log import JsonObject, Message
 from .._model import ModelRequest, ToolSchema
 from ._convert import THINKING_TYPES, ConvertedMessage, MessageConverter, place_thinking
 from ._pairing import check_anthropic_messages

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from ...errors import LlmError
-from ...log._json import JsonObject
+from ...log import JsonObject
 from ...log.vocabulary import (
     BLOCK_REASONING,
     BLOCK_TEXT,

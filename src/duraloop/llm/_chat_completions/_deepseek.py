@@ -31,7 +31,7 @@ from functools import partial
 from typing import Final
 
 from ...errors import ConfigError
-from ...log._json import JsonObject
+from ...log import JsonObject
 from .._options import DEFAULT_TIMEOUT_SECONDS, AdapterOptions
 from ._request import ReasoningEcho, body_options
 from ._transport import ChatCompletionsModel

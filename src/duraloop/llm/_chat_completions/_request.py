@@ -33,8 +33,7 @@ from typing import Any, Final, Literal, TypeAlias
 import msgspec
 
 from ...errors import LlmError, WirePairingError
-from ...log._json import JsonObject
-from ...log._messages import Message
+from ...log import JsonObject, Message
 from ...log.vocabulary import (
     BLOCK_IMAGE,
     BLOCK_REASONING,

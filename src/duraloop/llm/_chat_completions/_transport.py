@@ -43,7 +43,7 @@ import anyio
 import msgspec
 
 from ...errors import LlmError
-from ...log._json import JsonObject
+from ...log import JsonObject
 from ...log.vocabulary import EMPTY_RESPONSE, MALFORMED_RESPONSE, STREAM_CLOSED, UNKNOWN
 from .._activity import note_stream_activity
 from .._chunks import StreamChunk

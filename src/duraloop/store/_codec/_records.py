@@ -13,8 +13,7 @@ from typing import Any, Final
 import msgspec
 
 from duraloop.errors import CorruptLogError, EventRejectedError, SessionFormatUnsupportedError
-from duraloop.log import SESSION_FORMAT_VERSION, Event, SessionHeader
-from duraloop.log._json import MAX_JSON_DEPTH
+from duraloop.log import MAX_JSON_DEPTH, SESSION_FORMAT_VERSION, Event, SessionHeader
 
 from ._packing import ROW_TYPES, MalformedRowError, decode_row_line, pack_events, unpack_row
 

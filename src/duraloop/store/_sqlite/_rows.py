@@ -24,8 +24,7 @@ from typing import Any, NamedTuple
 import msgspec
 
 from duraloop.errors import EventRejectedError
-from duraloop.log import SESSION_FORMAT_VERSION, Event, SessionHeader
-from duraloop.log._json import MAX_JSON_DEPTH
+from duraloop.log import MAX_JSON_DEPTH, SESSION_FORMAT_VERSION, Event, SessionHeader
 
 from .._codec._packing import ROW_TYPES, MalformedRowError, pack_events, unpack_row
 from .._codec._records import RecordError, checked, depth_error, too_deep, unsupported_version
