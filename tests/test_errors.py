@@ -1,4 +1,4 @@
-"""STYLE D11/D13: one exception tree under `DuraloopError`, every class documented.
+"""style rule D11/D13: one exception tree under `DuraloopError`, every class documented.
 
 Callers catch `DuraloopError` to catch everything duraloop raises, so every exception class
 in `duraloop.errors` must derive from it; the control-flow signal `TurnCancelled` is the

@@ -1,4 +1,4 @@
-"""STYLE D3: each public namespace lists exactly its public names; the root stays small.
+"""style rule D3: each public namespace lists exactly its public names; the root stays small.
 
 A name importable without an underscore is public API; `__all__` must say so, so a new
 export is a deliberate choice and an accidental one (a helper leaking out) fails here.

@@ -1,4 +1,4 @@
-"""The README's examples run as written and print what their `#>` lines say (STYLE D16).
+"""The README's examples run as written and print what their `#>` lines say (style rule D16).
 
 The library example runs on a scripted model; the provider example runs its real
 `AnthropicMessagesModel` against the wire-level Messages server of `tests/llm`, which checks

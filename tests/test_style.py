@@ -1,4 +1,4 @@
-"""STYLE D1, D2, D3, D4, D6 and D7 as cheap static checks over `src/duraloop`.
+"""style rule D1, D2, D3, D4, D6 and D7 as cheap static checks over `src/duraloop`.
 
 These rules are the kind a review forgets: module size (at most 400 lines, every module, no
 exception), banned module names, the purity of `log/` (no I/O or concurrency imports, no
@@ -35,7 +35,7 @@ BANNED_LOG_IMPORTS = {
 BANNED_TERMS = ("canceled", "canceling", "max_turns")
 WIRE_SPELLING_MARK = "# dsh wire spelling"
 """Marks the one line of `log/vocabulary.py` defining a dsh wire value spelled with a banned
-term (`agent/inbox/spliced` outcome "canceled"); wire strings are defined once (STYLE D7)."""
+term (`agent/inbox/spliced` outcome "canceled"); wire strings are defined once (style rule D7)."""
 SIZE_LIMIT_LINES = 400
 """The most lines any module in `src/` may have (no `Size:` exception)."""
 
@@ -234,7 +234,7 @@ def test_vocabulary_wire_names_are_found() -> None:
 
 
 def test_wire_names_are_spelled_only_in_the_vocabulary() -> None:
-    """STYLE D7: every wire name is a constant of `duraloop.log.vocabulary`, spelled once."""
+    """style rule D7: every wire name is a constant of `duraloop.log.vocabulary`, spelled once."""
     names = _vocabulary_wire_names()
     home = SRC / "log" / "vocabulary.py"
     hits = [

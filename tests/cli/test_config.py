@@ -5,7 +5,7 @@ line and the dotted key; a missing file is fine), the precedence flags > environ
 config file > defaults, and the model fallback `--model` > `DURALOOP_MODEL` >
 `default_model`. The line numbers asserted below were counted by hand in the TOML texts.
 Library-level tests call `load_config`/`build_model` with explicit env mappings; a few run
-the real command line in a subprocess to pin exit codes and stderr (STYLE D21).
+the real command line in a subprocess to pin exit codes and stderr (style rule D21).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""STYLE D21/D16: every command and option has help, and every command is in the README.
+"""style rule D21/D16: every command and option has help, and every command is in the README.
 
 The README's CLI table is the user contract; a command missing from it, or an option
 without help text, is a documentation bug this test catches.

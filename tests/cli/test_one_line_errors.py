@@ -1,4 +1,4 @@
-"""STYLE D21: a failure the user or the machine causes is one line on stderr, never a traceback.
+"""Style rule D21: a failure the user or the machine causes is one line on stderr, not a trace.
 
 Real `python -m duraloop` processes against real file system failures: a full tmpfs (ENOSPC)
 and a file size limit (EFBIG, `RLIMIT_FSIZE`, which needs no privileges), a read-only mount,

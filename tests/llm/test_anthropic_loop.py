@@ -1,12 +1,12 @@
 """The loop's recovery scenarios replayed through the Anthropic adapter onto the wire server.
 
-ARCHITECTURE Law 4 says the log stays a conversation any provider accepts after a tool
-error, a failed step, a cancellation, a crash plus resume, and a fork; issue 5 asks to show
-it on the wire. Each test drives a real `AgentLoop` with `AnthropicMessagesModel` against
-the socket-level server, which validates every request against the Messages pairing rules
-(docs/providers.md#anthropic-pairing) independently of duraloop and fails the test on any violation.
-A session started on another provider (DeepSeek-style ids, one invalid for Anthropic) continues
-here.
+Law 4 of docs/architecture.md#laws says the log stays a conversation any provider accepts
+after a tool error, a failed step, a cancellation, a crash plus resume, and a fork; issue 5
+asks to show it on the wire. Each test drives a real `AgentLoop` with
+`AnthropicMessagesModel` against the socket-level server, which validates every request
+against the Messages pairing rules (docs/providers.md#anthropic-pairing) independently of
+duraloop and fails the test on any violation. A session started on another provider
+(DeepSeek-style ids, one invalid for Anthropic) continues here.
 """
 
 from __future__ import annotations

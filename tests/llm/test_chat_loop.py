@@ -3,7 +3,8 @@
 `AgentLoop` drives `OpenAIChatModel` and `DeepSeekChatModel` against the wire-level server,
 which validates every request it receives (docs/providers.md#chat-completions-pairing, and 3.3 for
 DeepSeek) and fails the test at teardown on a violation. Each scenario ends in a state the loop must
-repair or record (ARCHITECTURE Laws 4, 5 and 9) and then sends the next request: a failing tool with
+repair or record (Laws 4, 5 and 9 of docs/architecture.md#laws) and then sends the next
+request: a failing tool with
 transient faults retried on the way, a stalled stream cut by the loop's idle timeout
 (`LoopConfig.stream_idle_timeout_seconds`; the adapter has no timer of its own), a stream cut mid
 tool call (`STREAM_CLOSED`, not retried), a cancellation while tools run, a crash after `tool/call`

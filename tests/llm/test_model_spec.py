@@ -1,6 +1,6 @@
 """parse_model_spec: the model strings, settings precedence, and errors that say how to fix them.
 
-Issue 5 fixes the precedence (flags > environment > config file > defaults) and STYLE D13/D23
+Issue 5 fixes the precedence (flags > environment > config file > defaults) and style rule D13/D23
 the error shape (name the variable or origin and the fix). The resolution is observed by
 replacing the adapter constructor with a recorder, so these tests pin the merge itself and
 do not depend on adapter internals; a few tests build the real adapters (no network: a

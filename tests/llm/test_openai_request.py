@@ -1,4 +1,4 @@
-"""The incremental Chat Completions body encoder and its pairing check (PERFORMANCE.md).
+"""The incremental Chat Completions body encoder and its pairing check (README.md#performance).
 
 Three properties are pinned, for both dialects. Equivalence: the bytes `encode_request`
 builds from cached fragments decode to exactly the dict `payload` builds from scratch

@@ -1,6 +1,7 @@
 """The pre-send pairing check on provider payloads.
 
-See docs/providers.md#chat-completions-pairing, #anthropic-pairing; ARCHITECTURE Law 4.
+See docs/providers.md#chat-completions-pairing, #anthropic-pairing; Law 4 of
+docs/architecture.md#laws.
 
 A provider rejects an unpaired history with a 400 no retry can fix, so every adapter checks
 the exact wire `messages` before sending. Hypothesis builds payloads from random valid

@@ -1,6 +1,6 @@
 """The event envelope codec: dsh key names on disk, unknown types kept as opaque JSON.
 
-duraloop and dsh read each other's logs (ARCHITECTURE.md), so an event must decode and
+duraloop and dsh read each other's logs (docs/architecture.md), so an event must decode and
 re-encode without loss: known fields under dsh's camelCase names, absent optional keys
 omitted, and an unknown event type's nested data byte-identical after a round trip.
 """
@@ -85,7 +85,7 @@ def test_decode_rejects_unsafe_or_malformed_envelopes(raw: bytes) -> None:
 
 @pytest.mark.parametrize("raw", [b'{"type":"x","seq":0,"time":0,"data":{}', b"", b"\xff", "nope"])
 def test_decode_rejects_text_that_is_not_json_with_a_typed_error(raw: bytes | str) -> None:
-    # Law 9 / STYLE D14: a codec error becomes a duraloop error, never a bare msgspec one.
+    # Law 9 / style rule D14: a codec error becomes a duraloop error, never a bare msgspec one.
     with pytest.raises(EventRejectedError, match="not valid JSON"):
         decode_event(raw)
 

@@ -1,4 +1,4 @@
-"""`AgentLoop.events()`: a live feed of committed session events (STYLE D18)."""
+"""`AgentLoop.events()`: a live feed of committed session events (style rule D18)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Claiming a stored log for a writer: the remembered-load shortcut equals the full check.
 
-`open_writer` after `load` must not read the log again (PERFORMANCE.md scenario R), yet its
+`open_writer` after `load` must not read the log again (README.md#performance, the resume
+scenario), yet its
 answer must be exactly the full read-and-compare: these tests count backend reads, change
 the file between load and claim in the ways a token must notice, and break the seed in the
 middle, where a first/last identity check would not look.

@@ -11,7 +11,7 @@ A provider's settings are resolved field by field, first found wins (issue 5):
 4. the adapter's own defaults.
 
 Environment values are read only here, from the mapping the caller passes, never from
-`os.environ` (STYLE D23). Adapter modules are imported when a spec names them, so the SDKs
+`os.environ` (style rule D23). Adapter modules are imported when a spec names them, so the SDKs
 are not imported by `import duraloop`.
 """
 

@@ -1,6 +1,6 @@
 """The session log: events, Session, surface, derived messages, repair, invariants, fork.
 
-Pure and synchronous: no I/O and no concurrency (ARCHITECTURE.md, layer `log/`).
+Pure and synchronous: no I/O and no concurrency (docs/architecture.md#layers).
 """
 
 from ._check import LogCheckReport as LogCheckReport

@@ -33,7 +33,10 @@ UNEXPECTED_TOOL_RESULT: Final = "UNEXPECTED_TOOL_RESULT"
 DUPLICATE_TOOL_RESULT: Final = "DUPLICATE_TOOL_RESULT"
 """A call is answered twice."""
 TOOL_RESULT_ORDER: Final = "TOOL_RESULT_ORDER"
-"""Results out of the assistant's call order (duraloop's own rule, ARCHITECTURE Law 6)."""
+"""Results out of the assistant's call order.
+
+duraloop's own rule: Law 6 of docs/architecture.md#laws.
+"""
 TOOL_RESULTS_NOT_FIRST: Final = "TOOL_RESULTS_NOT_FIRST"
 """Anthropic results after other content in their message."""
 DUPLICATE_TOOL_CALL_ID: Final = "DUPLICATE_TOOL_CALL_ID"

@@ -2,8 +2,9 @@
 
 A public module, like `duraloop.errors`: its whole content is public API, reached as
 `duraloop.log.vocabulary`. Every dsh wire string duraloop writes is defined here once
-(STYLE D7). The two recovery texts are quoted verbatim from docs/recovery.md#crash-tail-repair /
-docs/loop.md#unanswered-tool-results; they are model-visible.
+(style rule D7). The two recovery texts are quoted verbatim from
+docs/recovery.md#crash-tail-repair / docs/loop.md#unanswered-tool-results; they are
+model-visible.
 """
 
 from __future__ import annotations

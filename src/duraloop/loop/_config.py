@@ -1,4 +1,4 @@
-"""Loop configuration: frozen, validated at construction (STYLE D23)."""
+"""Loop configuration: frozen, validated at construction (style rule D23)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A live feed of a session's committed events (`AgentLoop.events()`, STYLE D18).
+"""A live feed of a session's committed events (`AgentLoop.events()`, style rule D18).
 
 A session observer copies each committed event into an anyio memory object stream; the
 consumer reads it with `async for`. The buffer is unbounded: the observer runs inside

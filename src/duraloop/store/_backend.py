@@ -1,8 +1,9 @@
 """The storage primitives a backend provides; coordination lives in `SessionStore`.
 
 A backend only stores and reads bytes or rows. Seq checks, repair on load, the collision
-check and buffering are shared by every backend (ARCHITECTURE.md, "Backends differ only in
-storage"), so each backend stays small and one contract suite runs on all of them.
+check and buffering are shared by every backend (docs/architecture.md#layers, "Backends
+differ only in storage"), so each backend stays small and one contract suite runs on all of
+them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Gates: deterministic ordering for concurrent tool bodies and pipeline stages (STYLE D20).
+"""Gates: deterministic ordering for concurrent tool bodies and pipeline stages (style rule D20).
 
 A test decides the order in which concurrent work proceeds by releasing gates by key
 (usually a call id), never by sleeping. Gated code calls `await gates.wait(key)`; the test

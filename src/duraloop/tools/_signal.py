@@ -14,7 +14,7 @@ import anyio
 USER_CANCEL: dict[str, Any] = {"kind": "user"}
 
 
-class TurnCancelled(Exception):  # noqa: N818 - a signal, not an error (STYLE D11)
+class TurnCancelled(Exception):  # noqa: N818 - a signal, not an error (style rule D11)
     """Signal raised by `CancelSignal.throw_if_aborted` once the turn is cancelled.
 
     Args:

@@ -1,6 +1,6 @@
 """The helpers the file tools' coded errors share.
 
-The file tools' codes are defined in `duraloop.log.vocabulary` (STYLE D7). How a path is
+The file tools' codes are defined in `duraloop.log.vocabulary` (style rule D7). How a path is
 confined to the workspace is in `_fsopen` (component by component through directory
 descriptors).
 """

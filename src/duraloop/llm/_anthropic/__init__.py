@@ -1,6 +1,6 @@
 """The Anthropic Messages dialect: adapter, request bodies, stream events, errors, pairing view.
 
-Private (STYLE D3): the adapter is public as `duraloop.llm.AnthropicMessagesModel`.
+Private (style rule D3): the adapter is public as `duraloop.llm.AnthropicMessagesModel`.
 """
 
 from ._model import AnthropicMessagesModel as AnthropicMessagesModel

@@ -2,7 +2,7 @@
 
 Also its request bodies, stream payloads, error mapping and pairing view.
 
-Private (STYLE D3): the adapters are public as `duraloop.llm.OpenAIChatModel` and
+Private (style rule D3): the adapters are public as `duraloop.llm.OpenAIChatModel` and
 `duraloop.llm.DeepSeekChatModel`.
 """
 

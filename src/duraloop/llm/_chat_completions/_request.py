@@ -9,7 +9,7 @@ tool-call id and tool-result id goes through one `ToolIdMap(CHAT_COMPLETIONS_IDS
 its result carry the same wire id and a history from another provider (e.g. Anthropic's 64-character
 ids) continues here (docs/providers.md#tool-call-ids).
 
-Encoding is incremental (PERFORMANCE.md: "the provider payload of the unchanged prefix is
+Encoding is incremental (README.md#performance: "the provider payload of the unchanged prefix is
 encoded once and reused"). Each history message is converted and JSON-encoded once, into
 one byte fragment (its 1+ wire messages joined by commas). The encoder keeps the previous
 request's messages, wire dicts and fragments; when the new request's history starts with

@@ -9,7 +9,7 @@ later decodable line contains a `turn/end` (a gapped line that itself holds a `t
 is fatal at once). Anything else is corruption of the committed region. A zstd log applies
 the same line scanner to the plaintext of its frames (see `scan_zstd_log`).
 
-Speed (PERFORMANCE.md, scenario R): the committed region is one pass with the cyclic
+Speed (README.md#performance, the resume scenario): the committed region is one pass with the cyclic
 garbage collector paused (every decoded value is acyclic JSON, so collecting during the
 decode only walks the new objects again and again). A verbatim event line costs one msgspec
 decode and two integer comparisons; a packed row one typed msgspec decode and the building
