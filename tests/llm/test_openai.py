@@ -477,3 +477,10 @@ def test_importing_duraloop_does_not_import_the_openai_sdk() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("key", [None, 123])
+def test_an_api_key_that_is_not_a_string_is_a_config_error(key: object) -> None:
+    """Regression (issue 10 user trial): `api_key=os.environ.get(...)` unset gave AttributeError."""
+    with pytest.raises(ConfigError, match="API key .* not a string"):
+        OpenAIChatModel("gpt-4.1", api_key=key)  # type: ignore[arg-type]

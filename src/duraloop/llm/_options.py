@@ -55,11 +55,16 @@ class AdapterOptions:
             These options with surrounding whitespace removed from the key.
 
         Raises:
-            ConfigError: if the key is empty or not printable ASCII without spaces
-                (docs/providers.md#adapter-guarantees; the message never shows the key), the model
-                id is empty, the timeout is not a positive finite number, or `max_tokens` is not an
-                integer >= 1.
+            ConfigError: if the key is not a string, is empty or is not printable ASCII
+                without spaces (docs/providers.md#adapter-guarantees; the message never shows
+                the key), the model id is empty, the timeout is not a positive finite number,
+                or `max_tokens` is not an integer >= 1.
         """
+        if not isinstance(self.api_key, str):
+            raise ConfigError(
+                f"the {label} API key (api_key=) is {type(self.api_key).__name__}, not a string; "
+                "pass the key as a str (an unset environment variable gives None: set it)"
+            )
         key = self.api_key.strip()
         if not key or not all("\x21" <= ch <= "\x7e" for ch in key):
             raise ConfigError(

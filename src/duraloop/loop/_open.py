@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import SessionNotFoundError, UsageError
+from ..errors import ConfigError, SessionNotFoundError, UsageError
 from ..llm import Model
 from ..log import Session, SessionHeader, now_ms
 from ..store import RepairReport, SessionStore
@@ -50,6 +50,12 @@ class SessionSetup:
         config: loop options; None means `LoopConfig()`.
         tool_hooks: pre- and post-execute hooks around each tool call.
         hooks: the loop-level hooks (pre-step, request, request error, turn-stopping).
+
+    Raises:
+        ConfigError: at construction, if a part has the wrong type (a path instead of a
+            store, a model string instead of a model, a plain function instead of a `Tool`,
+            a dict instead of `LoopConfig`, `LoopHooks` or `ToolHooks`); the message names the
+            part and what to pass. Nothing is opened or written.
     """
 
     store: SessionStore
@@ -59,6 +65,46 @@ class SessionSetup:
     config: LoopConfig | None = None
     tool_hooks: ToolHooks | None = None
     hooks: LoopHooks | None = None
+
+    def __post_init__(self) -> None:
+        _check_setup(self)
+
+
+def _refuse(part: str, value: object, expected: str) -> ConfigError:
+    """The `ConfigError` for a `SessionSetup` part of the wrong type."""
+    return ConfigError(f"SessionSetup({part}=...) got {type(value).__name__}; pass {expected}")
+
+
+def _check_setup(setup: SessionSetup) -> None:
+    """Refuse a `SessionSetup` part of the wrong type (style rule D23: checked once, at build)."""
+    if not isinstance(setup.store, SessionStore):
+        raise _refuse("store", setup.store, "a store such as duraloop.JsonlStore(path)")
+    if not callable(getattr(setup.model, "stream", None)):
+        hint = (
+            " (a model string: build the model with duraloop.llm.parse_model_spec)"
+            if isinstance(setup.model, str)
+            else ""
+        )
+        raise _refuse("model", setup.model, f"a model object with stream(){hint}")
+    tools = setup.tools
+    if not isinstance(tools, ToolRegistry):
+        if isinstance(tools, str | bytes | dict) or not isinstance(tools, Sequence):
+            raise _refuse("tools", tools, "a ToolRegistry or a list of duraloop.tools.Tool")
+        wrong = next((tool for tool in tools if not isinstance(tool, Tool)), None)
+        if wrong is not None:
+            raise _refuse(
+                "tools", wrong, "Tool objects in tools: decorate a function with @duraloop.tool"
+            )
+    if setup.cwd is not None and not isinstance(setup.cwd, str | Path):
+        raise _refuse("cwd", setup.cwd, "a directory path (str or pathlib.Path)")
+    parts: tuple[tuple[str, object, type], ...] = (
+        ("config", setup.config, LoopConfig),
+        ("tool_hooks", setup.tool_hooks, ToolHooks),
+        ("hooks", setup.hooks, LoopHooks),
+    )
+    for part, value, kind in parts:
+        if value is not None and not isinstance(value, kind):
+            raise _refuse(part, value, f"a duraloop {kind.__name__} or None")
 
 
 def _workspace(cwd: Path | str | None) -> Path:
