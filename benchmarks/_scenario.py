@@ -1,6 +1,6 @@
-"""Shared helpers for the duraloop benchmarks (PERFORMANCE.md scenarios S, R and P).
+"""Shared helpers for the duraloop benchmarks (scenarios S, R and P of README.md#performance).
 
-The scenario, as PERFORMANCE.md defines it for every framework: each step is one model
+The scenario, as the performance targets define it for every framework: each step is one model
 response with 3 tool calls of no-op tools, persistence is durable on disk (the JSONL store,
 fsync at every durable boundary), and the whole history is sent with each request.
 

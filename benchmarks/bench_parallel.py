@@ -1,4 +1,4 @@
-"""Scenario P (PERFORMANCE.md): 30 tools x 100 ms, cap 10, one step (ideal 300 ms).
+"""Scenario P (README.md#performance): 30 tools x 100 ms, cap 10, one step (ideal 300 ms).
 
 One model response with 30 calls of a parallel-safe tool whose body is `anyio.sleep(0.1)`,
 `max_parallel_tool_calls=10`, through the real AgentLoop, with the in-memory store and with

@@ -6,7 +6,7 @@ pairing check `encode_request` runs on the wire messages passes). Then 100 reque
 each adding one step
 (4 messages), and each is timed: `OpenAIChatModel.encode_request` (the body `stream()`
 sends) and `ScriptedModel._input_tokens` (its usage estimate). For reference, the
-msgspec encoding of the whole body once (the PERFORMANCE.md floor) and a cold
+msgspec encoding of the whole body once (the floor) and a cold
 `encode_request` (a fresh adapter, as on resume) are timed too. The previous body is
 released before each timed call, as in `stream()`, where a request's body is freed when
 its response ends.

@@ -1,4 +1,4 @@
-"""Scenario R (PERFORMANCE.md): a NEW process resumes a stored session and builds the next request.
+"""Scenario R (README.md#performance): a NEW process resumes a session and builds a request.
 
 Two logs are built once (not timed), then each is resumed 3 times, every time by a fresh
 child process working on a fresh copy of the pristine store:

@@ -1,4 +1,4 @@
-"""Scenario S (PERFORMANCE.md): ms per step at N = 10 / 100 / 1000, bytes and fsyncs at N = 1000.
+"""Scenario S (README.md#performance): ms/step at N = 10 / 100 / 1000, bytes and fsyncs at 1000.
 
 One turn of N steps (each one model response with 3 no-op tool calls) plus a final text
 step, durable JSONL store, whole history built and JSON-encoded for every request (see

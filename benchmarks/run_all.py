@@ -1,4 +1,4 @@
-"""Run scenarios S, R and P (PERFORMANCE.md) and the storage comparison; print one summary table.
+"""Run scenarios S, R and P (README.md#performance) and the storage comparison; print a table.
 
     /work/venv/bin/python benchmarks/run_all.py [--runs 3] [--quick]
 

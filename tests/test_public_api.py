@@ -14,6 +14,7 @@ import pytest
 PUBLIC = [
     "duraloop",
     "duraloop.log",
+    "duraloop.log.vocabulary",
     "duraloop.store",
     "duraloop.llm",
     "duraloop.tools",

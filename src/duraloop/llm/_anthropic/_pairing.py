@@ -129,7 +129,7 @@ def check_anthropic_messages(messages: Sequence[Mapping[str, Any]]) -> None:
                         due,
                         f"the tool_result for {due!r} is due at content[{block_index}] "
                         f"in the call order of messages[{group.owner}], but it answers {call_id!r} "
-                        "(duraloop sends results in call order, ARCHITECTURE Law 6)",
+                        "(duraloop sends results in call order: Law 6, docs/architecture.md)",
                         None,
                     )
             if group.pending:

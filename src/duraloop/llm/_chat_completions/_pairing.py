@@ -143,7 +143,7 @@ def check_chat_completions_messages(
                     due,
                     f"the result for {due!r} is due here in the call order of "
                     f"messages[{group.owner}], but the tool message answers {call_id!r} (duraloop "
-                    "sends results in call order, ARCHITECTURE Law 6)",
+                    "sends results in call order: Law 6, docs/architecture.md)",
                     None,
                 )
             continue
