@@ -118,16 +118,20 @@ def _workspace(cwd: Path | str | None) -> Path:
 def _loop(session: Session, setup: SessionSetup, workspace: Path) -> AgentLoop:
     """Open the session's single writer in `setup.store` and build the loop over it."""
     writer = setup.store.open_writer(session)
-    return AgentLoop(
-        session,
-        model=setup.model,
-        tools=setup.tools,
-        cwd=workspace,
-        config=setup.config,
-        durability=writer,
-        tool_hooks=setup.tool_hooks,
-        hooks=setup.hooks,
-    )
+    try:
+        return AgentLoop(
+            session,
+            model=setup.model,
+            tools=setup.tools,
+            cwd=workspace,
+            config=setup.config,
+            durability=writer,
+            tool_hooks=setup.tool_hooks,
+            hooks=setup.hooks,
+        )
+    except BaseException:
+        writer.close()  # a loop that was never built must not keep the session's writer
+        raise
 
 
 def new_session_id() -> str:
