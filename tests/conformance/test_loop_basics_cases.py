@@ -23,12 +23,12 @@ from typing import Any
 import anyio
 import pytest
 
+from conformance._scheduling import Run, close_and_check, execute, open_step, pipeline_for
 from duraloop.errors import ToolError
-from duraloop.log import Event, Session, assistant_message, user_message
+from duraloop.log import Event, user_message
 from duraloop.loop import AgentLoop
 from duraloop.testing import Gates, assert_log_valid, describe_log, gated_tool
 from duraloop.tools import (
-    CancelSignal,
     Deny,
     SchedulerOutcome,
     Tool,
@@ -36,9 +36,7 @@ from duraloop.tools import (
     ToolContext,
     ToolHooks,
     ToolOutcome,
-    ToolPipeline,
     ToolRegistry,
-    execute_tool_calls,
     tool,
 )
 from loop._support import (
@@ -211,71 +209,14 @@ async def test_b5_results_commit_in_model_order(tmp_path: Path) -> None:
     assert_log_valid(session)
 
 
-def _open_step(calls: list[tuple[str, str]]) -> tuple[Session, list[Any]]:
-    session = Session("s")
-    session.append("turn/start", {"turn": 1})
-    session.append("step/start", {"turn": 1, "step": 1})
-    blocks = [
-        {"type": "tool-call", "id": call_id, "name": name, "arguments": "{}"}
-        for call_id, name in calls
-    ]
-    message = assistant_message(blocks, provider="test", model="test")
-    session.append(
-        "assistant/message", {"turn": 1, "step": 1, "message": message}, surface_op="append"
-    )
-    return session, blocks
-
-
-def _close_and_check(session: Session) -> None:
-    session.append("step/end", {"turn": 1, "step": 1})
-    session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
-    assert_log_valid(session)
-
-
-class _Run:
-    def __init__(self) -> None:
-        self.outcome: SchedulerOutcome | None = None
-        self.error: BaseException | None = None
-        self.done = anyio.Event()
-
-
-async def _execute(
-    session: Session,
-    blocks: list[Any],
-    pipeline: ToolPipeline,
-    run: _Run,
-    *,
-    cap: Any = 10,
-    signal: CancelSignal | None = None,
-) -> None:
-    try:
-        run.outcome = await execute_tool_calls(
-            session,
-            blocks,
-            turn=1,
-            step=1,
-            pipeline=pipeline,
-            signal=signal or CancelSignal(),
-            max_parallel_tool_calls=cap,
-        )
-    except Exception as exc:
-        run.error = exc
-    finally:
-        run.done.set()
-
-
-def _pipeline(registry: ToolRegistry, tmp_path: Path) -> ToolPipeline:
-    return ToolPipeline(registry, cwd=tmp_path, session_id="s")
-
-
 @pytest.mark.anyio
 async def test_b6_rolling_cap_starts_next_call_when_a_slot_frees(tmp_path: Path) -> None:
     gates = Gates()
-    session, blocks = _open_step([(f"c{i}", "p") for i in range(1, 5)])
-    pipeline = _pipeline(ToolRegistry([gated_tool("p", gates)]), tmp_path)
-    run = _Run()
+    session, blocks = open_step([(f"c{i}", "p") for i in range(1, 5)])
+    pipeline = pipeline_for(ToolRegistry([gated_tool("p", gates)]), tmp_path)
+    run = Run()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: _execute(session, blocks, pipeline, run, cap=2))
+        tg.start_soon(lambda: execute(session, blocks, pipeline, run, cap=2))
         await gates.wait_entered("c1", "c2")
         await anyio.wait_all_tasks_blocked()
         assert gates.entered == ["c1", "c2"]
@@ -297,17 +238,17 @@ async def test_b6_rolling_cap_starts_next_call_when_a_slot_frees(tmp_path: Path)
         "res(c3,ok)",
         "res(c4,ok)",
     ]
-    _close_and_check(session)
+    close_and_check(session)
 
 
 @pytest.mark.anyio
 async def test_b7_cap_one_runs_parallel_calls_serially(tmp_path: Path) -> None:
     gates = Gates()
-    session, blocks = _open_step([("c1", "p"), ("c2", "p")])
-    pipeline = _pipeline(ToolRegistry([gated_tool("p", gates)]), tmp_path)
-    run = _Run()
+    session, blocks = open_step([("c1", "p"), ("c2", "p")])
+    pipeline = pipeline_for(ToolRegistry([gated_tool("p", gates)]), tmp_path)
+    run = Run()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: _execute(session, blocks, pipeline, run, cap=1))
+        tg.start_soon(lambda: execute(session, blocks, pipeline, run, cap=1))
         await gates.wait_entered("c1")
         await anyio.wait_all_tasks_blocked()
         assert gates.entered == ["c1"]
@@ -320,7 +261,7 @@ async def test_b7_cap_one_runs_parallel_calls_serially(tmp_path: Path) -> None:
         "call(c2)",
         "res(c2,ok)",
     ]
-    _close_and_check(session)
+    close_and_check(session)
 
 
 @pytest.mark.anyio
@@ -342,10 +283,10 @@ async def test_b8_registry_swap_by_a_body_reclassifies_unstarted_calls(tmp_path:
             body=replace_body,
         )
     )
-    session, blocks = _open_step([("x0", "replace"), ("x1", "x"), ("x2", "x")])
-    run = _Run()
+    session, blocks = open_step([("x0", "replace"), ("x1", "x"), ("x2", "x")])
+    run = Run()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: _execute(session, blocks, _pipeline(registry, tmp_path), run))
+        tg.start_soon(lambda: execute(session, blocks, pipeline_for(registry, tmp_path), run))
         await gates.wait_entered("x1")
         await anyio.wait_all_tasks_blocked()
         assert gates.entered == ["x1"], "x now runs as barriers: only x1 starts"
@@ -360,7 +301,7 @@ async def test_b8_registry_swap_by_a_body_reclassifies_unstarted_calls(tmp_path:
         "call(x2)",
         "res(x2,ok)",
     ]
-    _close_and_check(session)
+    close_and_check(session)
 
 
 @pytest.mark.anyio
@@ -582,7 +523,7 @@ async def test_blocking_post_execute_discards_tool_deferred_contexts(tmp_path: P
 
 
 @pytest.mark.anyio
-async def test_b12_deny_has_no_code_and_pre_execute_throw_skips_post_execute(
+async def test_b12_deny_has_no_code_and_pre_execute_throw_skips_postexecute(
     tmp_path: Path,
 ) -> None:
     record: list[str] = []

@@ -15,8 +15,8 @@ from typing import Any
 import anyio
 import pytest
 
-from duraloop.log import Session, assistant_message
-from duraloop.testing import Gates, assert_log_valid, describe_log, gated_tool
+from conformance._scheduling import Run, close_and_check, execute, open_step, pipeline_for
+from duraloop.testing import Gates, describe_log, gated_tool
 from duraloop.tools import (
     CancelSignal,
     SchedulerOutcome,
@@ -27,68 +27,11 @@ from duraloop.tools import (
 )
 
 
-def _open_step(calls: list[tuple[str, str]]) -> tuple[Session, list[Any]]:
-    session = Session("s")
-    session.append("turn/start", {"turn": 1})
-    session.append("step/start", {"turn": 1, "step": 1})
-    blocks = [
-        {"type": "tool-call", "id": call_id, "name": name, "arguments": "{}"}
-        for call_id, name in calls
-    ]
-    message = assistant_message(blocks, provider="test", model="test")
-    session.append(
-        "assistant/message", {"turn": 1, "step": 1, "message": message}, surface_op="append"
-    )
-    return session, blocks
-
-
-def _close_and_check(session: Session) -> None:
-    session.append("step/end", {"turn": 1, "step": 1})
-    session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
-    assert_log_valid(session)
-
-
-class _Run:
-    def __init__(self) -> None:
-        self.outcome: SchedulerOutcome | None = None
-        self.error: BaseException | None = None
-        self.done = anyio.Event()
-
-
-async def _execute(
-    session: Session,
-    blocks: list[Any],
-    pipeline: ToolPipeline,
-    run: _Run,
-    *,
-    cap: Any = 10,
-    signal: CancelSignal | None = None,
-) -> None:
-    try:
-        run.outcome = await execute_tool_calls(
-            session,
-            blocks,
-            turn=1,
-            step=1,
-            pipeline=pipeline,
-            signal=signal or CancelSignal(),
-            max_parallel_tool_calls=cap,
-        )
-    except Exception as exc:
-        run.error = exc
-    finally:
-        run.done.set()
-
-
-def _pipeline(registry: ToolRegistry, tmp_path: Path) -> ToolPipeline:
-    return ToolPipeline(registry, cwd=tmp_path, session_id="s")
-
-
 @pytest.mark.anyio
 async def test_cap_getter_is_read_once_per_group(tmp_path: Path) -> None:
     gates = Gates()
     registry = ToolRegistry([gated_tool("p", gates), gated_tool("x", gates, parallel=False)])
-    session, blocks = _open_step([("c1", "p"), ("c2", "p"), ("c3", "x"), ("c4", "p")])
+    session, blocks = open_step([("c1", "p"), ("c2", "p"), ("c3", "x"), ("c4", "p")])
     reads: list[int] = []
 
     def cap() -> int:
@@ -96,24 +39,24 @@ async def test_cap_getter_is_read_once_per_group(tmp_path: Path) -> None:
         return 10
 
     gates.release("c1", "c2", "c3", "c4")
-    run = _Run()
-    await _execute(session, blocks, _pipeline(registry, tmp_path), run, cap=cap)
+    run = Run()
+    await execute(session, blocks, pipeline_for(registry, tmp_path), run, cap=cap)
     assert run.error is None
     assert len(reads) == 3, "groups [c1, c2], [c3], [c4]"
-    _close_and_check(session)
+    close_and_check(session)
 
 
 @pytest.mark.anyio
 async def test_raising_cap_getter_fails_before_any_tool_call(tmp_path: Path) -> None:
-    session, blocks = _open_step([("c1", "p"), ("c2", "p")])
+    session, blocks = open_step([("c1", "p"), ("c2", "p")])
     boom = RuntimeError("settings unreadable")
 
     def cap() -> int:
         raise boom
 
-    run = _Run()
-    pipeline = _pipeline(ToolRegistry([gated_tool("p", Gates())]), tmp_path)
-    await _execute(session, blocks, pipeline, run, cap=cap)
+    run = Run()
+    pipeline = pipeline_for(ToolRegistry([gated_tool("p", Gates())]), tmp_path)
+    await execute(session, blocks, pipeline, run, cap=cap)
     assert run.error is boom
     assert [e.type for e in session.events][3:] == []
 
@@ -131,11 +74,11 @@ async def test_dispatch_failure_waits_for_in_flight_sibling_before_raising(
                 await gates.wait("dispatch-c1")
             return await super().dispatch(call, signal)
 
-    session, blocks = _open_step([("c1", "p"), ("c2", "p"), ("c3", "p")])
+    session, blocks = open_step([("c1", "p"), ("c2", "p"), ("c3", "p")])
     pipeline = FailingFirst(ToolRegistry([gated_tool("p", gates)]), cwd=tmp_path, session_id="s")
-    run = _Run()
+    run = Run()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(lambda: _execute(session, blocks, pipeline, run, cap=2))
+        tg.start_soon(lambda: execute(session, blocks, pipeline, run, cap=2))
         await gates.wait_entered("dispatch-c1", "c2")
         gates.release("dispatch-c1", error=boom)
         await anyio.wait_all_tasks_blocked()
@@ -149,12 +92,12 @@ async def test_dispatch_failure_waits_for_in_flight_sibling_before_raising(
 @pytest.mark.anyio
 async def test_abort_before_group_answers_every_call_with_skipped_pairs(tmp_path: Path) -> None:
     gates = Gates()
-    session, blocks = _open_step([("c1", "p"), ("c2", "x")])
+    session, blocks = open_step([("c1", "p"), ("c2", "x")])
     registry = ToolRegistry([gated_tool("p", gates), gated_tool("x", gates, parallel=False)])
     signal = CancelSignal()
     signal.cancel()
-    run = _Run()
-    await _execute(session, blocks, _pipeline(registry, tmp_path), run, signal=signal)
+    run = Run()
+    await execute(session, blocks, pipeline_for(registry, tmp_path), run, signal=signal)
     assert run.outcome == SchedulerOutcome(aborted=True)
     assert gates.entered == []
     assert describe_log(session.events)[3:] == [
@@ -163,7 +106,7 @@ async def test_abort_before_group_answers_every_call_with_skipped_pairs(tmp_path
         "call(c2)",
         "res(c2,ABORTED_BEFORE_DISPATCH)",
     ]
-    _close_and_check(session)
+    close_and_check(session)
 
 
 class _DurableThrough:
@@ -185,10 +128,10 @@ async def test_b4_committed_head_result_is_made_durable_while_a_sibling_still_ru
     tmp_path: Path,
 ) -> None:
     gates = Gates()
-    session, blocks = _open_step([("c1", "p"), ("c2", "p"), ("c3", "p")])
-    pipeline = _pipeline(ToolRegistry([gated_tool("p", gates)]), tmp_path)
+    session, blocks = open_step([("c1", "p"), ("c2", "p"), ("c3", "p")])
+    pipeline = pipeline_for(ToolRegistry([gated_tool("p", gates)]), tmp_path)
     durable = _DurableThrough()
-    run = _Run()
+    run = Run()
 
     async def execute() -> None:
         try:
@@ -218,14 +161,14 @@ async def test_b4_committed_head_result_is_made_durable_while_a_sibling_still_ru
     assert run.outcome == SchedulerOutcome(aborted=False)
     # c2 and c3 commit together with nothing left running: the step's next flush covers them.
     assert len(durable.asked) == flushes
-    _close_and_check(session)
+    close_and_check(session)
 
 
 @pytest.mark.anyio
 async def test_b4_calls_settling_together_add_no_flush(tmp_path: Path) -> None:
     gates = Gates()
-    session, blocks = _open_step([("c1", "p"), ("c2", "p"), ("c3", "p")])
-    pipeline = _pipeline(ToolRegistry([gated_tool("p", gates)]), tmp_path)
+    session, blocks = open_step([("c1", "p"), ("c2", "p"), ("c3", "p")])
+    pipeline = pipeline_for(ToolRegistry([gated_tool("p", gates)]), tmp_path)
     durable = _DurableThrough()
     async with anyio.create_task_group() as tg:
         tg.start_soon(
@@ -250,10 +193,10 @@ async def test_b4_failed_result_flush_is_a_scheduler_failure_after_the_drain(
     tmp_path: Path,
 ) -> None:
     gates = Gates()
-    session, blocks = _open_step([("c1", "p"), ("c2", "p")])
-    pipeline = _pipeline(ToolRegistry([gated_tool("p", gates)]), tmp_path)
+    session, blocks = open_step([("c1", "p"), ("c2", "p")])
+    pipeline = pipeline_for(ToolRegistry([gated_tool("p", gates)]), tmp_path)
     durable = _DurableThrough(fail=OSError("disk full"), fail_after=2)  # the bodies' flushes pass
-    run = _Run()
+    run = Run()
 
     async def execute() -> None:
         try:
