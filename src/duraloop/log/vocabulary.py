@@ -9,75 +9,75 @@ model-visible.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final as _Final
 
-TURN_START: Final = "turn/start"
-TURN_END: Final = "turn/end"
-STEP_START: Final = "step/start"
-STEP_END: Final = "step/end"
-USER_MESSAGE: Final = "user/message"
-ASSISTANT_CHUNK: Final = "assistant/chunk"
-ASSISTANT_MESSAGE: Final = "assistant/message"
-TOOL_CALL: Final = "tool/call"
-TOOL_RESULT: Final = "tool/result"
-REQUEST_HEADER: Final = "request/header"
-REQUEST_CONTEXT: Final = "request/context"
-END_SEED: Final = "session/end-seed"
-TODO_WRITE: Final = "todo/write"
-LLM_RETRY: Final = "llm/retry"
-LLM_RETRY_STARTED: Final = "llm/retry-started"
-RETRY_NORMAL: Final = "normal"
+TURN_START: _Final = "turn/start"
+TURN_END: _Final = "turn/end"
+STEP_START: _Final = "step/start"
+STEP_END: _Final = "step/end"
+USER_MESSAGE: _Final = "user/message"
+ASSISTANT_CHUNK: _Final = "assistant/chunk"
+ASSISTANT_MESSAGE: _Final = "assistant/message"
+TOOL_CALL: _Final = "tool/call"
+TOOL_RESULT: _Final = "tool/result"
+REQUEST_HEADER: _Final = "request/header"
+REQUEST_CONTEXT: _Final = "request/context"
+END_SEED: _Final = "session/end-seed"
+TODO_WRITE: _Final = "todo/write"
+LLM_RETRY: _Final = "llm/retry"
+LLM_RETRY_STARTED: _Final = "llm/retry-started"
+RETRY_NORMAL: _Final = "normal"
 """The `mode` of an `llm/retry` the retry policy decided (its retryable codes and limits)."""
-RETRY_ALWAYS: Final = "always"
+RETRY_ALWAYS: _Final = "always"
 """The `mode` of an `llm/retry` retried whatever its code (a hook's retry, an `always` policy)."""
-RETRY_ORIGIN_HOOK: Final = "hook"
+RETRY_ORIGIN_HOOK: _Final = "hook"
 """The `origin` (and `policyKey`) of an `llm/retry` that a `request_error` hook asked for;
 its `mode` is `always` (dsh's checker knows only `normal` and `always`, and ignores `origin`)."""
-INBOX_SPLICED: Final = "agent/inbox/spliced"
+INBOX_SPLICED: _Final = "agent/inbox/spliced"
 
 # Inbox targets and the splice outcome of a discard (docs/loop.md#the-inbox). The outcome is
 # dsh's wire spelling with one l; duraloop's own words spell "cancelled" with two.
-INBOX_NEXT_TURN: Final = "next-turn"
-INBOX_NEXT_STEP: Final = "next-step"
-INBOX_TARGETS: Final = (INBOX_NEXT_STEP, INBOX_NEXT_TURN)
-INBOX_OUTCOME_DISCARDED: Final = "canceled"  # dsh wire spelling
+INBOX_NEXT_TURN: _Final = "next-turn"
+INBOX_NEXT_STEP: _Final = "next-step"
+INBOX_TARGETS: _Final = (INBOX_NEXT_STEP, INBOX_NEXT_TURN)
+INBOX_OUTCOME_DISCARDED: _Final = "canceled"  # dsh wire spelling
 
-SURFACE_TYPES: Final = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
+SURFACE_TYPES: _Final = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
 """The event types that carry a `surfaceOp` and produce model-visible messages."""
 
-SURFACE_APPEND: Final = "append"
+SURFACE_APPEND: _Final = "append"
 
 # Content block types of a message (docs/providers.md#messages; `log/_messages.py`).
-BLOCK_TEXT: Final = "text"
-BLOCK_REASONING: Final = "reasoning"
-BLOCK_IMAGE: Final = "image"
-BLOCK_TOOL_CALL: Final = "tool-call"
-BLOCK_TOOL_RESULT: Final = "tool-result"
+BLOCK_TEXT: _Final = "text"
+BLOCK_REASONING: _Final = "reasoning"
+BLOCK_IMAGE: _Final = "image"
+BLOCK_TOOL_CALL: _Final = "tool-call"
+BLOCK_TOOL_RESULT: _Final = "tool-result"
 
 # Stream chunk types and finish kinds (docs/providers.md#stream-contract), logged verbatim as
 # `assistant/chunk.data.chunk`.
-BLOCK_START: Final = "block-start"
-TEXT_DELTA: Final = "text-delta"
-REASONING_DELTA: Final = "reasoning-delta"
-TOOL_CALL_DELTA: Final = "tool-call-delta"
-BLOCK_END: Final = "block-end"
-USAGE: Final = "usage"
-FINISH: Final = "finish"
+BLOCK_START: _Final = "block-start"
+TEXT_DELTA: _Final = "text-delta"
+REASONING_DELTA: _Final = "reasoning-delta"
+TOOL_CALL_DELTA: _Final = "tool-call-delta"
+BLOCK_END: _Final = "block-end"
+USAGE: _Final = "usage"
+FINISH: _Final = "finish"
 
-FINISH_STOP: Final = "stop"
-FINISH_TOOL_CALLS: Final = "tool-calls"
-FINISH_MAX_TOKENS: Final = "max-tokens"
-FINISH_ERROR: Final = "error"
-FINISH_ABORTED: Final = "aborted"
+FINISH_STOP: _Final = "stop"
+FINISH_TOOL_CALLS: _Final = "tool-calls"
+FINISH_MAX_TOKENS: _Final = "max-tokens"
+FINISH_ERROR: _Final = "error"
+FINISH_ABORTED: _Final = "aborted"
 
 # Turn-end reason kinds (docs/log.md#event-types).
-REASON_COMPLETED: Final = "completed"
-REASON_ABORTED: Final = "aborted"
-REASON_BLOCKED: Final = "blocked"
-REASON_ERROR: Final = "error"
-REASON_MAX_TOKENS: Final = "max-tokens"
-REASON_INTERRUPTED: Final = "interrupted"
-TURN_END_REASONS: Final = (
+REASON_COMPLETED: _Final = "completed"
+REASON_ABORTED: _Final = "aborted"
+REASON_BLOCKED: _Final = "blocked"
+REASON_ERROR: _Final = "error"
+REASON_MAX_TOKENS: _Final = "max-tokens"
+REASON_INTERRUPTED: _Final = "interrupted"
+TURN_END_REASONS: _Final = (
     REASON_COMPLETED,
     REASON_ABORTED,
     REASON_BLOCKED,
@@ -87,83 +87,83 @@ TURN_END_REASONS: Final = (
 )
 
 # Tool error codes (docs/scheduler.md#tool-error-codes) and their error names.
-TOOL_OUTCOME_UNKNOWN: Final = "TOOL_OUTCOME_UNKNOWN"
-TOOL_NOT_STARTED: Final = "TOOL_NOT_STARTED"
-ABORTED_BEFORE_DISPATCH: Final = "ABORTED_BEFORE_DISPATCH"
-ABORTED: Final = "ABORTED"
-UNKNOWN_TOOL: Final = "UNKNOWN_TOOL"
-INVALID_ARGS: Final = "INVALID_ARGS"
-TOOL_TIMEOUT: Final = "TOOL_TIMEOUT"
-INVALID_TOOL_OUTPUT: Final = "INVALID_TOOL_OUTPUT"
-UNKNOWN: Final = "UNKNOWN"
+TOOL_OUTCOME_UNKNOWN: _Final = "TOOL_OUTCOME_UNKNOWN"
+TOOL_NOT_STARTED: _Final = "TOOL_NOT_STARTED"
+ABORTED_BEFORE_DISPATCH: _Final = "ABORTED_BEFORE_DISPATCH"
+ABORTED: _Final = "ABORTED"
+UNKNOWN_TOOL: _Final = "UNKNOWN_TOOL"
+INVALID_ARGS: _Final = "INVALID_ARGS"
+TOOL_TIMEOUT: _Final = "TOOL_TIMEOUT"
+INVALID_TOOL_OUTPUT: _Final = "INVALID_TOOL_OUTPUT"
+UNKNOWN: _Final = "UNKNOWN"
 """The code of a failure no other code describes (a tool's, a model's or a legacy reason's)."""
 
-OUTCOME_UNKNOWN_ERROR: Final = {"name": "ToolOutcomeUnknownError", "code": TOOL_OUTCOME_UNKNOWN}
-NOT_STARTED_ERROR: Final = {"name": "ToolNotStartedError", "code": TOOL_NOT_STARTED}
-ABORTED_BEFORE_DISPATCH_ERROR: Final = {"name": "AbortError", "code": ABORTED_BEFORE_DISPATCH}
-ABORTED_ERROR: Final = {"name": "AbortError", "code": ABORTED}
-UNKNOWN_TOOL_ERROR: Final = {"name": "ToolNotFoundError", "code": UNKNOWN_TOOL}
-INVALID_ARGS_ERROR: Final = {"name": "ToolArgsError", "code": INVALID_ARGS}
-TOOL_TIMEOUT_ERROR: Final = {"name": "ToolTimeoutError", "code": TOOL_TIMEOUT}
+OUTCOME_UNKNOWN_ERROR: _Final = {"name": "ToolOutcomeUnknownError", "code": TOOL_OUTCOME_UNKNOWN}
+NOT_STARTED_ERROR: _Final = {"name": "ToolNotStartedError", "code": TOOL_NOT_STARTED}
+ABORTED_BEFORE_DISPATCH_ERROR: _Final = {"name": "AbortError", "code": ABORTED_BEFORE_DISPATCH}
+ABORTED_ERROR: _Final = {"name": "AbortError", "code": ABORTED}
+UNKNOWN_TOOL_ERROR: _Final = {"name": "ToolNotFoundError", "code": UNKNOWN_TOOL}
+INVALID_ARGS_ERROR: _Final = {"name": "ToolArgsError", "code": INVALID_ARGS}
+TOOL_TIMEOUT_ERROR: _Final = {"name": "ToolTimeoutError", "code": TOOL_TIMEOUT}
 """Error info of a call whose declared `timeout_seconds` expired.
 
 See docs/scheduler.md#tool-error-codes.
 """
-INVALID_TOOL_OUTPUT_ERROR: Final = {"name": "ToolOutputError", "code": INVALID_TOOL_OUTPUT}
+INVALID_TOOL_OUTPUT_ERROR: _Final = {"name": "ToolOutputError", "code": INVALID_TOOL_OUTPUT}
 """Error info of a result that is not lossless JSON content (docs/scheduler.md#tool-error-codes)."""
-TOOL_ERROR_NAME: Final = "ToolError"
+TOOL_ERROR_NAME: _Final = "ToolError"
 """The error name recorded for a `duraloop.errors.ToolError` raised by a tool body."""
 
 # The file tools' error codes (docs/scheduler.md#tool-error-codes), recorded in `tool/result`.
-PATH_OUTSIDE_WORKSPACE: Final = "PATH_OUTSIDE_WORKSPACE"
-PATH_INVALID: Final = "PATH_INVALID"
-FS_NOT_FOUND: Final = "FS_NOT_FOUND"
-FS_NOT_A_FILE: Final = "FS_NOT_A_FILE"
-FS_NOT_A_DIRECTORY: Final = "FS_NOT_A_DIRECTORY"
-FS_NOT_TEXT: Final = "FS_NOT_TEXT"
-FS_PERMISSION_DENIED: Final = "FS_PERMISSION_DENIED"
-FS_IO_ERROR: Final = "FS_IO_ERROR"
-FS_EDIT_NOT_FOUND: Final = "FS_EDIT_NOT_FOUND"
-FS_AMBIGUOUS_EDIT: Final = "FS_AMBIGUOUS_EDIT"
-FS_HARD_LINK: Final = "FS_HARD_LINK"
-FS_UNSUPPORTED: Final = "FS_UNSUPPORTED"
-GREP_INVALID_PATTERN: Final = "GREP_INVALID_PATTERN"
+PATH_OUTSIDE_WORKSPACE: _Final = "PATH_OUTSIDE_WORKSPACE"
+PATH_INVALID: _Final = "PATH_INVALID"
+FS_NOT_FOUND: _Final = "FS_NOT_FOUND"
+FS_NOT_A_FILE: _Final = "FS_NOT_A_FILE"
+FS_NOT_A_DIRECTORY: _Final = "FS_NOT_A_DIRECTORY"
+FS_NOT_TEXT: _Final = "FS_NOT_TEXT"
+FS_PERMISSION_DENIED: _Final = "FS_PERMISSION_DENIED"
+FS_IO_ERROR: _Final = "FS_IO_ERROR"
+FS_EDIT_NOT_FOUND: _Final = "FS_EDIT_NOT_FOUND"
+FS_AMBIGUOUS_EDIT: _Final = "FS_AMBIGUOUS_EDIT"
+FS_HARD_LINK: _Final = "FS_HARD_LINK"
+FS_UNSUPPORTED: _Final = "FS_UNSUPPORTED"
+GREP_INVALID_PATTERN: _Final = "GREP_INVALID_PATTERN"
 
 # `LlmError` codes, recorded as `LlmFailure.code`; what each means is in
 # docs/providers.md#error-codes. `ABORTED` and `UNKNOWN` are above.
-RATE_LIMIT: Final = "RATE_LIMIT"
-SERVER: Final = "SERVER"
-AUTH: Final = "AUTH"
-QUOTA: Final = "QUOTA"
-INVALID_REQUEST: Final = "INVALID_REQUEST"
-CONTEXT_WINDOW_EXCEEDED: Final = "CONTEXT_WINDOW_EXCEEDED"
-TIMEOUT: Final = "TIMEOUT"
-TRANSPORT: Final = "TRANSPORT"
-EMPTY_RESPONSE: Final = "EMPTY_RESPONSE"
-STREAM_CLOSED: Final = "STREAM_CLOSED"
-MALFORMED_RESPONSE: Final = "MALFORMED_RESPONSE"
-UNSUPPORTED_CONTENT: Final = "UNSUPPORTED_CONTENT"
-SCRIPT_EXHAUSTED: Final = "SCRIPT_EXHAUSTED"
-PAIRING_VIOLATION: Final = "PAIRING_VIOLATION"
-REPLAY_EXHAUSTED: Final = "REPLAY_EXHAUSTED"
-REFUSAL: Final = "REFUSAL"
-UNSUPPORTED_OPTION: Final = "UNSUPPORTED_OPTION"
-CONTENT_FILTER: Final = "CONTENT_FILTER"
-INSUFFICIENT_SYSTEM_RESOURCE: Final = "INSUFFICIENT_SYSTEM_RESOURCE"
+RATE_LIMIT: _Final = "RATE_LIMIT"
+SERVER: _Final = "SERVER"
+AUTH: _Final = "AUTH"
+QUOTA: _Final = "QUOTA"
+INVALID_REQUEST: _Final = "INVALID_REQUEST"
+CONTEXT_WINDOW_EXCEEDED: _Final = "CONTEXT_WINDOW_EXCEEDED"
+TIMEOUT: _Final = "TIMEOUT"
+TRANSPORT: _Final = "TRANSPORT"
+EMPTY_RESPONSE: _Final = "EMPTY_RESPONSE"
+STREAM_CLOSED: _Final = "STREAM_CLOSED"
+MALFORMED_RESPONSE: _Final = "MALFORMED_RESPONSE"
+UNSUPPORTED_CONTENT: _Final = "UNSUPPORTED_CONTENT"
+SCRIPT_EXHAUSTED: _Final = "SCRIPT_EXHAUSTED"
+PAIRING_VIOLATION: _Final = "PAIRING_VIOLATION"
+REPLAY_EXHAUSTED: _Final = "REPLAY_EXHAUSTED"
+REFUSAL: _Final = "REFUSAL"
+UNSUPPORTED_OPTION: _Final = "UNSUPPORTED_OPTION"
+CONTENT_FILTER: _Final = "CONTENT_FILTER"
+INSUFFICIENT_SYSTEM_RESOURCE: _Final = "INSUFFICIENT_SYSTEM_RESOURCE"
 
-OUTCOME_UNKNOWN_TEXT: Final = (
+OUTCOME_UNKNOWN_TEXT: _Final = (
     "The tool call was interrupted after it was recorded, but no result was durably recorded. "
     "Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the "
     "operation is read-only or idempotent; if it may have side effects, first verify external "
     "state or ask the user. Do not retry blindly."
 )
-NOT_STARTED_TEXT: Final = (
+NOT_STARTED_TEXT: _Final = (
     "The tool call was interrupted before the Harness recorded it as started. "
     "Retry it if it is still needed."
 )
-ABORTED_BEFORE_DISPATCH_TEXT: Final = "Error: tool call aborted before dispatch"
-ABORTED_TEXT: Final = "Error: tool call aborted"
-ABORTED_AFTER_COMPLETION_TEXT: Final = (
+ABORTED_BEFORE_DISPATCH_TEXT: _Final = "Error: tool call aborted before dispatch"
+ABORTED_TEXT: _Final = "Error: tool call aborted"
+ABORTED_AFTER_COMPLETION_TEXT: _Final = (
     f"{ABORTED_TEXT}, but the tool body had already run to completion: its effects happened "
     "and were not undone. The tool's own output follows."
 )
@@ -171,7 +171,7 @@ ABORTED_AFTER_COMPLETION_TEXT: Final = (
 cancelled (a sync body that finished its side effect after Ctrl-C, a body watching the signal
 that returned a value): its content blocks follow this text, so the model knows the effect
 happened. `ABORTED_TEXT` alone means the body was interrupted (or never returned)."""
-NOT_INTERRUPTED_TEXT: Final = (
+NOT_INTERRUPTED_TEXT: _Final = (
     "The tool call was cancelled, but its body could not be interrupted: it was still running "
     "{grace_seconds:g} seconds after the cancellation, and the loop stopped waiting for it. It may "
     "still finish, or be cut off when the process exits. Its outcome is unknown. Decide whether "
@@ -183,9 +183,9 @@ NOT_INTERRUPTED_TEXT: Final = (
 whose synchronous body ignored cancellation past the loop's grace period: the call is answered
 without waiting for it, so a cancelled turn (and a SIGTERMed process) ends in bounded time."""
 
-RECOVERY_MESSAGE_ID_PREFIX: Final = "interrupted-tool-result-"
+RECOVERY_MESSAGE_ID_PREFIX: _Final = "interrupted-tool-result-"
 
-KNOWN_EVENT_TYPES: Final = frozenset(
+KNOWN_EVENT_TYPES: _Final = frozenset(
     {
         "agent-preset/selected",
         "agent/inbox/spliced",
@@ -239,15 +239,15 @@ KNOWN_EVENT_TYPES: Final = frozenset(
 )
 """dsh's `KNOWN_SESSION_EVENT_TYPES` (docs/log.md#known-types): types a reader must recognise."""
 
-LEGACY_REJECTED_TYPES: Final = frozenset({"request/header-delta", "mode/set"})
+LEGACY_REJECTED_TYPES: _Final = frozenset({"request/header-delta", "mode/set"})
 
 # Legacy shapes imported on read (docs/log.md#legacy-shapes, docs/store.md#legacy-import); never
 # written.
-STEERING_MESSAGE: Final = "steering/message"
-LEGACY_MESSAGE_ID_PREFIX: Final = "legacy-message:"
-LEGACY_ABORT_CAUSE: Final = "legacy"
+STEERING_MESSAGE: _Final = "steering/message"
+LEGACY_MESSAGE_ID_PREFIX: _Final = "legacy-message:"
+LEGACY_ABORT_CAUSE: _Final = "legacy"
 
-DISPOSED: Final = "disposed"
+DISPOSED: _Final = "disposed"
 """The abort cause of a turn cut by `dispose()` (`{"kind": "aborted", "reason": {"kind":
 "disposed"}}`), and a legacy turn-end reason kind imported as that shape."""
 
