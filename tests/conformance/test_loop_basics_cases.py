@@ -523,7 +523,7 @@ async def test_blocking_post_execute_discards_tool_deferred_contexts(tmp_path: P
 
 
 @pytest.mark.anyio
-async def test_b12_deny_has_no_code_and_pre_execute_throw_skips_postexecute(
+async def test_b12_deny_has_no_code_and_pre_execute_throw_skips_post_execute(
     tmp_path: Path,
 ) -> None:
     record: list[str] = []
