@@ -48,12 +48,14 @@ from duraloop.testing import Gates, assert_log_valid, describe_log, gated_tool
 from duraloop.tools import Tool, ToolCallRequest, ToolContext, ToolHooks, ToolOutcome
 from loop._support import (
     HangFirstModel,
+    TurnOutcome,
     call,
     inbox_log,
     make_loop,
     of_type,
     recorder_tool,
     result_for,
+    run_into,
     tool_results_in,
     tools_step,
     user_texts,
@@ -139,19 +141,6 @@ async def test_b20_cancel_during_pre_execute_starts_no_body(tmp_path: Path) -> N
     assert_log_valid(session)
 
 
-class _Turn:
-    def __init__(self) -> None:
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-
-async def _run(loop: AgentLoop, prompt: str | None, out: _Turn) -> None:
-    try:
-        out.result = await loop.run_turn(prompt)
-    except Exception as exc:
-        out.error = exc
-
-
 @pytest.mark.anyio
 async def test_b21_cancel_mid_group_commits_started_and_skips_unstarted(tmp_path: Path) -> None:
     gates = Gates()
@@ -161,9 +150,9 @@ async def test_b21_cancel_mid_group_commits_started_and_skips_unstarted(tmp_path
         [gated_tool("p", gates)],
         cap=2,
     )
-    out = _Turn()
+    out = TurnOutcome()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_run, loop, "go", out)
+        tg.start_soon(run_into, loop, "go", out)
         await gates.wait_entered("c1", "c2")
         loop.cancel()
         gates.release("c1", "c2")
@@ -195,9 +184,9 @@ async def test_b22_aborted_parallel_group_skips_later_exclusive_barrier(tmp_path
         [gated_tool("p", gates), recorder_tool("x", record, parallel=False)],
         cap=2,
     )
-    out = _Turn()
+    out = TurnOutcome()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_run, loop, "go", out)
+        tg.start_soon(run_into, loop, "go", out)
         await gates.wait_entered("c1", "c2")
         loop.cancel()
         gates.release("c1", "c2")
@@ -274,9 +263,9 @@ async def test_b24_cancel_mid_stream_keeps_interrupted_prefix(tmp_path: Path) ->
     session = Session("s")
     model = _HangingModel()
     loop = AgentLoop(session, model=model, cwd=tmp_path)
-    out = _Turn()
+    out = TurnOutcome()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_run, loop, "go", out)
+        tg.start_soon(run_into, loop, "go", out)
         await anyio.wait_all_tasks_blocked()
         loop.cancel()
     assert out.result.reason == {"kind": "aborted", "reason": {"kind": "user"}}
@@ -330,9 +319,9 @@ async def test_b25_cancel_while_recovering_from_a_request_error_writes_no_messag
         {"text": "never requested"},
     ]
     session, model, loop = make_loop(tmp_path, script, [], config=LoopConfig(retry=never))
-    out = _Turn()
+    out = TurnOutcome()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_run, loop, "go", out)
+        tg.start_soon(run_into, loop, "go", out)
         await anyio.wait_all_tasks_blocked()
         assert session.events[-1].type == "llm/retry"
         loop.cancel()
@@ -419,9 +408,9 @@ async def test_b29_keep_inbox_parks_queued_followup_for_the_next_run_turn(tmp_pa
     session = Session("s")
     model = HangFirstModel()
     loop = AgentLoop(session, model=model, cwd=tmp_path)
-    out = _Turn()
+    out = TurnOutcome()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_run, loop, "A", out)
+        tg.start_soon(run_into, loop, "A", out)
         await anyio.wait_all_tasks_blocked()
         loop.followup("P")
         loop.cancel(keep_inbox=True)
@@ -517,9 +506,9 @@ async def test_dispose_aborts_the_running_turn_as_disposed_then_closes(tmp_path:
     store = MemoryStore()
     model = HangFirstModel()
     loop = start_session(SessionSetup(store=store, model=model, cwd=tmp_path))
-    out = _Turn()
+    out = TurnOutcome()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_run, loop, "go", out)
+        tg.start_soon(run_into, loop, "go", out)
         await anyio.wait_all_tasks_blocked()
         loop.followup("later")
         await loop.dispose()

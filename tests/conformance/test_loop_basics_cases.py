@@ -40,6 +40,7 @@ from duraloop.tools import (
     tool,
 )
 from loop._support import (
+    TurnOutcome,
     call,
     call_seq,
     inbox_log,
@@ -48,6 +49,7 @@ from loop._support import (
     recorder_tool,
     result_for,
     result_text,
+    run_into,
     tool_results_in,
     tools_step,
     user_texts,
@@ -112,19 +114,6 @@ async def test_b2_tool_round_trip_sends_result_in_second_request(tmp_path: Path)
     assert_log_valid(session)
 
 
-class _Turn:
-    def __init__(self) -> None:
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-
-async def _run(loop: AgentLoop, prompt: str | None, out: _Turn) -> None:
-    try:
-        out.result = await loop.run_turn(prompt)
-    except Exception as exc:
-        out.error = exc
-
-
 @pytest.mark.anyio
 async def test_b3_parallel_siblings_all_start_before_any_is_released(tmp_path: Path) -> None:
     gates = Gates()
@@ -133,9 +122,9 @@ async def test_b3_parallel_siblings_all_start_before_any_is_released(tmp_path: P
         [tools_step(call("c1"), call("c2"), call("c3")), {"text": "done"}],
         [gated_tool("p", gates)],
     )
-    out = _Turn()
+    out = TurnOutcome()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_run, loop, "go", out)
+        tg.start_soon(run_into, loop, "go", out)
         await gates.wait_entered("c1", "c2", "c3")
         assert gates.entered == ["c1", "c2", "c3"]
         assert gates.passed == []
@@ -192,9 +181,9 @@ async def test_b5_results_commit_in_model_order(tmp_path: Path) -> None:
     session, _model, loop = make_loop(
         tmp_path, [tools_step(call("c1"), call("c2")), {"text": "done"}], [gated_tool("p", gates)]
     )
-    out = _Turn()
+    out = TurnOutcome()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_run, loop, "go", out)
+        tg.start_soon(run_into, loop, "go", out)
         await gates.wait_entered("c1", "c2")
         gates.release("c2")
         await anyio.wait_all_tasks_blocked()
@@ -330,9 +319,9 @@ async def test_b9_observer_swapping_the_tool_for_an_exclusive_one_cuts_the_group
             registry.register(replacement)
 
     session.observe(swap_on_c1_result)
-    out = _Turn()
+    out = TurnOutcome()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_run, loop, "go", out)
+        tg.start_soon(run_into, loop, "go", out)
         await gates.wait_entered("c1", "c2")
         gates.release("c1")
         await anyio.wait_all_tasks_blocked()
@@ -377,9 +366,9 @@ async def test_b10_pre_and_post_execute_see_model_order_while_bodies_finish_reve
         [gated_tool("p", gates)],
         hooks=ToolHooks(pre_execute=[pre], post_execute=[post]),
     )
-    out = _Turn()
+    out = TurnOutcome()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_run, loop, "go", out)
+        tg.start_soon(run_into, loop, "go", out)
         await gates.wait_entered("c1", "c2", "c3")
         for key in ("c3", "c2", "c1"):
             gates.release(key)

@@ -23,10 +23,19 @@ import pytest
 from duraloop.errors import ConfigError, InvariantError, SessionLockedError, StoreError
 from duraloop.llm import ScriptedModel
 from duraloop.log import Event, Message, text_of
-from duraloop.loop import AgentLoop, LoopConfig, SessionSetup, resume_session, start_session
+from duraloop.loop import LoopConfig, SessionSetup, resume_session, start_session
 from duraloop.store import JsonlStore, MemoryStore
 from duraloop.testing import Gates, assert_log_valid, describe_log, gated_tool
-from loop._support import call, inbox_log, make_loop, of_type, tools_step, user_texts
+from loop._support import (
+    TurnOutcome,
+    call,
+    inbox_log,
+    make_loop,
+    of_type,
+    run_into,
+    tools_step,
+    user_texts,
+)
 
 
 @pytest.fixture
@@ -89,19 +98,6 @@ async def test_b58_pending_injection_survives_resume_and_enters_after_followup(
     loop.close()
 
 
-class _Turn:
-    def __init__(self) -> None:
-        self.result: Any = None
-        self.error: BaseException | None = None
-
-
-async def _run(loop: AgentLoop, prompt: str | None, out: _Turn) -> None:
-    try:
-        out.result = await loop.run_turn(prompt)
-    except Exception as exc:
-        out.error = exc
-
-
 @pytest.mark.anyio
 async def test_b59_resume_refuses_a_live_session_and_never_repairs_its_open_turn(
     tmp_path: Path,
@@ -118,9 +114,9 @@ async def test_b59_resume_refuses_a_live_session_and_never_repairs_its_open_turn
         )
     )
     sid = loop.session.id
-    out = _Turn()
+    out = TurnOutcome()
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_run, loop, "go", out)
+        tg.start_soon(run_into, loop, "go", out)
         await gates.wait_entered("c1")  # the turn is open and its tool/call is durable
         with pytest.raises(StoreError, match="live turn is open"):  # same process, same store
             resume_session(sid, SessionSetup(store=store, model=ScriptedModel([])))

@@ -219,3 +219,19 @@ class HangFirstModel:
         if len(self.requests) == 1:
             await anyio.Event().wait()
         yield finish_chunk("stop")
+
+
+class TurnOutcome:
+    """What a turn run in the background ended with: its result, or the error it raised."""
+
+    def __init__(self) -> None:
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+async def run_into(loop: AgentLoop, prompt: str | None, out: TurnOutcome) -> None:
+    """Run one turn of `loop` and record its result or error in `out` (for task groups)."""
+    try:
+        out.result = await loop.run_turn(prompt)
+    except Exception as exc:
+        out.error = exc
