@@ -45,7 +45,7 @@ from duraloop.loop import (
 )
 from duraloop.store import MemoryStore
 from duraloop.testing import Gates, assert_log_valid, describe_log, gated_tool
-from duraloop.tools import Tool, ToolCallRequest, ToolContext, ToolHooks, ToolOutcome
+from duraloop.tools import ToolCallRequest, ToolContext, ToolHooks, ToolOutcome
 from loop._support import (
     HangFirstModel,
     TurnOutcome,
@@ -53,6 +53,7 @@ from loop._support import (
     inbox_log,
     make_loop,
     of_type,
+    plain_tool,
     recorder_tool,
     result_for,
     run_into,
@@ -202,17 +203,6 @@ async def test_b22_aborted_parallel_group_skips_later_exclusive_barrier(tmp_path
     assert_log_valid(session)
 
 
-def _tool(name: str, body: Any, *, parallel: bool = True) -> Tool:
-    return Tool(
-        name=name,
-        description=f"The {name} tool.",
-        parameters={"type": "object", "properties": {}},
-        validator=lambda arguments: arguments,
-        body=body,
-        parallel=parallel,
-    )
-
-
 @pytest.mark.anyio
 async def test_b23_abort_inside_body_parks_committed_contexts_in_next_step(tmp_path: Path) -> None:
     holder: list[AgentLoop] = []
@@ -228,7 +218,7 @@ async def test_b23_abort_inside_body_parks_committed_contexts_in_next_step(tmp_p
     session, model, loop = make_loop(
         tmp_path,
         [tools_step(call("c1", "danger")), {"text": "later"}],
-        [_tool("danger", body)],
+        [plain_tool("danger", body)],
         hooks=ToolHooks(post_execute=[add_b]),
     )
     holder.append(loop)

@@ -46,6 +46,7 @@ from loop._support import (
     inbox_log,
     make_loop,
     of_type,
+    plain_tool,
     recorder_tool,
     result_for,
     result_text,
@@ -387,17 +388,6 @@ async def test_b10_pre_and_post_execute_see_model_order_while_bodies_finish_reve
     assert_log_valid(session)
 
 
-def _tool(name: str, body: Any, *, parallel: bool = True) -> Tool:
-    return Tool(
-        name=name,
-        description=f"The {name} tool.",
-        parameters={"type": "object", "properties": {}},
-        validator=lambda arguments: arguments,
-        body=body,
-        parallel=parallel,
-    )
-
-
 def _add_context(call: ToolCallRequest, outcome: ToolOutcome) -> ToolOutcome:
     """Post-execute: attach `ctx-<callId>` (a hook returning its input changed)."""
     extra = user_message(f"ctx-{call.call_id}")
@@ -419,7 +409,7 @@ async def test_b11_contexts_follow_their_results_and_enter_after_next_step_start
     session, model, loop = make_loop(
         tmp_path,
         [tools_step(call("c1"), call("c2")), {"text": "done"}],
-        [_tool("p", body)],
+        [plain_tool("p", body)],
         hooks=ToolHooks(post_execute=[_add_context]),
     )
     async with anyio.create_task_group() as group:
@@ -468,7 +458,7 @@ async def test_b11_composite_tool_deferring_two_contexts_keeps_both_sources(tmp_
     session, model, loop = make_loop(
         tmp_path,
         [tools_step(call("c1", "composite")), {"text": "done"}],
-        [_tool("composite", body)],
+        [plain_tool("composite", body)],
         hooks=ToolHooks(post_execute=[_add_context]),
     )
     result = await loop.run_turn("go")
@@ -503,7 +493,7 @@ async def test_blocking_post_execute_discards_tool_deferred_contexts(tmp_path: P
     session, model, loop = make_loop(
         tmp_path,
         [tools_step(call("c1")), {"text": "done"}],
-        [_tool("p", body)],
+        [plain_tool("p", body)],
         hooks=ToolHooks(post_execute=[block]),
     )
     await loop.run_turn("go")
@@ -636,7 +626,7 @@ def _concluding_tool(holder: list[AgentLoop] | None = None, steer: str | None = 
             holder[0].steer(steer)
         return "concluded"
 
-    return _tool("finish", body, parallel=False)
+    return plain_tool("finish", body, parallel=False)
 
 
 @pytest.mark.anyio
@@ -658,7 +648,9 @@ async def test_b16_a_failed_call_does_not_conclude(tmp_path: Path) -> None:
         raise RuntimeError("nope")
 
     session, model, loop = make_loop(
-        tmp_path, [tools_step(call("c1", "finish")), {"text": "after"}], [_tool("finish", body)]
+        tmp_path,
+        [tools_step(call("c1", "finish")), {"text": "after"}],
+        [plain_tool("finish", body)],
     )
     result = await loop.run_turn("go")
     assert (result.kind, result.steps, result.text) == ("completed", 2, "after")

@@ -235,3 +235,15 @@ async def run_into(loop: AgentLoop, prompt: str | None, out: TurnOutcome) -> Non
         out.result = await loop.run_turn(prompt)
     except Exception as exc:
         out.error = exc
+
+
+def plain_tool(name: str, body: Any, *, parallel: bool = True) -> Tool:
+    """A tool named `name` with no parameters that runs `body` (parallel-safe by default)."""
+    return Tool(
+        name=name,
+        description=f"The {name} tool.",
+        parameters={"type": "object", "properties": {}},
+        validator=lambda arguments: arguments,
+        body=body,
+        parallel=parallel,
+    )

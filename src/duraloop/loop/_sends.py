@@ -9,6 +9,7 @@ what `Steering` offers a hook); `NamedSends` defines them once over the loop's `
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Literal
 
 from ..log import Message
@@ -18,14 +19,14 @@ SendTarget = Literal["next-turn", "next-step"]
 """Where `send` queues a message: the next turn's prompt queue, or the next step."""
 
 
-class NamedSends:
+class NamedSends(ABC):
     """`followup`, `steer` and `inject` over `send`, for a class that defines `send`."""
 
+    @abstractmethod
     def send(
         self, message: str | Message, *, target: SendTarget = INBOX_NEXT_TURN, wakeup: bool = True
     ) -> Message:
         """Queue a user message and, if `wakeup`, wake the loop (see `AgentLoop.send`)."""
-        raise NotImplementedError
 
     def followup(self, message: str | Message) -> Message:
         """Queue a follow-up (`next-turn`, waking): the prompt of its own later turn.
