@@ -6,7 +6,11 @@ Pure and synchronous: no I/O and no concurrency (docs/architecture.md#layers).
 from ._check import LogCheckReport as LogCheckReport
 from ._check import check_log as check_log
 from ._check import rescue_command as rescue_command
+from ._check import validate_after_checkpoint as validate_after_checkpoint
 from ._check import validate_log as validate_log
+from ._checkpoint import SessionCheckpoint as SessionCheckpoint
+from ._checkpoint import decode_checkpoint as decode_checkpoint
+from ._checkpoint import encode_checkpoint as encode_checkpoint
 from ._event import Event as Event
 from ._event import decode_event as decode_event
 from ._event import encode_event as encode_event
@@ -24,6 +28,9 @@ from ._json import JsonValue as JsonValue
 from ._json import is_safe_int as is_safe_int
 from ._json import lossless_copy as lossless_copy
 from ._json import well_formed_json as well_formed_json
+from ._lazy import LazyEvents as LazyEvents
+from ._lazy import PrefixLoader as PrefixLoader
+from ._lazy import same_events as same_events
 from ._legacy import readable_events as readable_events
 from ._messages import ContentBlock as ContentBlock
 from ._messages import Message as Message
@@ -67,6 +74,13 @@ from ._turns import turn_starts as turn_starts
 from ._validate import check_vocabulary as check_vocabulary
 
 __all__ = [
+    "validate_after_checkpoint",
+    "same_events",
+    "encode_checkpoint",
+    "decode_checkpoint",
+    "SessionCheckpoint",
+    "PrefixLoader",
+    "LazyEvents",
     "ASSISTANT_CONTENT_MISSING",
     "CallGroup",
     "ContentBlock",

@@ -10,12 +10,15 @@ calls, which leave a readable log that cannot be continued (only rescued by a fo
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import EventRejectedError, PairingError
+from ._checkpoint import SessionCheckpoint
 from ._event import Event
 from ._header import SessionHeader
+from ._lazy import PrefixLoader
+from ._messages import Message
 from ._pairing import check_pairing
 from ._pending import UnansweredStep
 from ._repair import closers_of
@@ -132,6 +135,78 @@ def validate_log(
         The report, and a `Session` seeded with the events plus repair's closers (it ends
         with the next lifecycle's `session/end-seed`), or None when the log is damaged.
     """
+
+    def seeded(closers: list[Event]) -> tuple[Session, Sequence[Message]]:
+        session = Session(
+            session_id, seed=[*events, *closers], header=header, check_invariants=True
+        )
+        return session, session.messages
+
+    return _judge(session_id, events, seeded, event_count=len(events), turns=turn_count(events))
+
+
+def validate_after_checkpoint(
+    session_id: str,
+    checkpoint: SessionCheckpoint,
+    tail: Sequence[Event],
+    *,
+    load_prefix: PrefixLoader,
+    header: SessionHeader | None = None,
+) -> tuple[LogCheckReport, Session | None]:
+    """Judge a log from a verified snapshot checkpoint as `validate_log` judges it whole.
+
+    The checkpoint stands for the prefix it covers, which was valid and at a clean point
+    (no turn open, no unanswered history, every message paired) when it was taken; so only
+    the tail is scanned, seeded and checked, and pairing is checked on the messages after
+    the checkpoint's (on all of them if the tail replaced surface nodes).
+
+    Args:
+        session_id: the session id.
+        checkpoint: the verified checkpoint of the log's first `checkpoint.count` events.
+        tail: the stored events after it, without closers.
+        load_prefix: decodes the covered events if something reads them.
+        header: the stored header.
+
+    Returns:
+        What `validate_log` returns for the whole log; the session is restored
+        (`Session.restore`), its prefix not decoded.
+    """
+
+    def restored(closers: list[Event]) -> tuple[Session, Sequence[Message]]:
+        session = Session.restore(
+            session_id,
+            checkpoint=checkpoint,
+            load_prefix=load_prefix,
+            tail=[*tail, *closers],
+            header=header,
+        )
+        messages = session.messages
+        if session.surface.replace_generation == checkpoint.replace_generation:
+            messages = messages[len(checkpoint.messages) :]
+        return session, messages
+
+    return _judge(
+        session_id,
+        tail,
+        restored,
+        event_count=checkpoint.count + len(tail),
+        turns=checkpoint.next_turn - 1 + turn_count(tail),
+    )
+
+
+def _judge(
+    session_id: str,
+    events: Sequence[Event],
+    build: Callable[[list[Event]], tuple[Session, Sequence[Message]]],
+    *,
+    event_count: int,
+    turns: int,
+) -> tuple[LogCheckReport, Session | None]:
+    """Scan `events` (a whole log, or the tail after a clean point), build its session, judge.
+
+    `build(closers)` returns the session seeded with the log plus closers and the messages
+    whose pairing is not known yet.
+    """
     problems: list[str] = []
     unanswered: list[UnansweredStep] = []
     closers: list[Event] = []
@@ -140,9 +215,7 @@ def validate_log(
         scan = scan_turns(events)
         closers = closers_of(scan, events)
         unanswered = scan.unanswered
-        session = Session(
-            session_id, seed=[*events, *closers], header=header, check_invariants=True
-        )
+        session, unchecked = build(closers)
     except EventRejectedError as exc:
         problems.append(str(exc))
         unanswered = []
@@ -150,7 +223,7 @@ def validate_log(
         if not unanswered:
             # A step closed unanswered is what pairing would report; it is named below.
             try:
-                check_pairing(session.messages)
+                check_pairing(unchecked)
             except PairingError as exc:
                 problems.append(f"provider pairing: {exc}")
                 session = None
@@ -163,8 +236,8 @@ def validate_log(
         )
         problems.append(step.describe() + rescue)
     report = LogCheckReport(
-        event_count=len(events),
-        turn_count=turn_count(events),
+        event_count=event_count,
+        turn_count=turns,
         open_turn=open_turn_number(events),
         closers_needed=len(closers),
         problems=problems,

@@ -156,6 +156,19 @@ class PairingCheck:
         self._group = CallGroup()
         self._generation = -1
 
+    @classmethod
+    def resumed(cls, checked: int, generation: int) -> PairingCheck:
+        """Return a check that knows the first `checked` messages pair (a snapshot's).
+
+        Only valid for a prefix that ends with every call answered (a snapshot is taken
+        between turns, after its messages were checked): the next `check` with the same
+        `generation` checks only the messages after it.
+        """
+        check = cls()
+        check._checked = checked
+        check._generation = generation
+        return check
+
     def check(self, messages: Sequence[Message], *, generation: int = 0) -> None:
         """Raise unless every tool call in `messages` is answered in order.
 

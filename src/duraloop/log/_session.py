@@ -15,10 +15,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import EventRejectedError
+from ._checkpoint import SessionCheckpoint
 from ._event import Event, check_envelope
 from ._header import SessionHeader
 from ._invariants import InvariantChecker
 from ._json import MAX_SAFE_INTEGER, JsonValue, check_lossless, lossless_copy
+from ._lazy import LazyEvents, PrefixLoader
 from ._messages import Message
 from ._surface import Surface
 from ._validate import check_message_shape, check_vocabulary
@@ -83,7 +85,9 @@ class Session:
         self.id = session_id
         self.header = header or SessionHeader(id=session_id, created_at=clock())
         self._clock = clock
-        self._events: list[Event] = []
+        self._events: list[Event] | LazyEvents = []
+        self.restored_from: SessionCheckpoint | None = None
+        """The snapshot checkpoint this session was restored from (`restore`), else None."""
         self._surface = Surface()
         self._messages: list[Message] = []
         self._generation = 0
@@ -96,6 +100,76 @@ class Session:
             if not self._events or self._events[-1].type != END_SEED:
                 self.append(END_SEED, {})
         self.first_live_seq = len(seed) if seed is not None else 0
+
+    @classmethod
+    def restore(
+        cls,
+        session_id: str,
+        *,
+        checkpoint: SessionCheckpoint,
+        load_prefix: PrefixLoader,
+        tail: Sequence[Event],
+        header: SessionHeader | None = None,
+        clock: Callable[[], int] = now_ms,
+    ) -> Session:
+        """Rebuild a seeded session from a snapshot checkpoint plus the events after it.
+
+        The same session as `Session(session_id, seed=prefix + tail)` with invariants checked,
+        when the checkpoint is that prefix's (the store verified it against the log bytes):
+        the tail is validated event by event as a seed is, and the prefix is decoded only if
+        something reads it (`LazyEvents`). See docs/store.md#snapshots.
+
+        Args:
+            session_id: the session id.
+            checkpoint: the derived state after the prefix (`checkpoint()` wrote it).
+            load_prefix: decodes the prefix's events when first read.
+            tail: the events after the prefix (closers included), seq `checkpoint.count` on.
+            header: the stored header.
+            clock: returns epoch milliseconds for new events.
+
+        Returns:
+            The session, ending with the next lifecycle's `session/end-seed`.
+
+        Raises:
+            EventRejectedError: if a tail event breaks a rule a seed's event would.
+        """
+        session = cls(session_id, header=header, clock=clock)
+        count = checkpoint.count
+        session._events = LazyEvents(count, load_prefix, {count - 1: checkpoint.last_event})
+        session.restored_from = checkpoint
+        session._surface.restore(checkpoint.nodes, checkpoint.replace_generation)
+        session._messages = list(checkpoint.messages)  # type: ignore[arg-type]
+        invariants = session._invariants
+        if invariants is not None:
+            invariants.last_seq = count - 1
+            invariants.next_turn = checkpoint.next_turn
+        session._load_seed(tail, start=count)
+        if session._events[-1].type != END_SEED:
+            session.append(END_SEED, {})
+        session.first_live_seq = count + len(tail)
+        return session
+
+    def checkpoint(self, loop: dict[str, Any] | None = None) -> SessionCheckpoint | None:
+        """Return the derived state of the whole log, or None when no snapshot may be taken.
+
+        A checkpoint is taken only at a clean point: invariants are checked, no turn is open,
+        and the log is not empty. See docs/store.md#snapshots.
+
+        Args:
+            loop: the loop's own fold to store with it (JSON; `{}` when None).
+        """
+        invariants = self._invariants
+        if invariants is None or invariants.open_turn is not None or not self._events:
+            return None
+        return SessionCheckpoint(
+            count=len(self._events),
+            nodes=list(self._surface.nodes),
+            replace_generation=self._surface.replace_generation,
+            messages=list(self._messages),  # type: ignore[arg-type]
+            next_turn=invariants.next_turn,
+            last_event=self._events[-1],
+            loop=loop or {},
+        )
 
     @property
     def events(self) -> Sequence[Event]:
@@ -198,10 +272,10 @@ class Session:
         """The derived messages as a live read-only view (no copy; do not mutate)."""
         return self._messages
 
-    def _load_seed(self, seed: Sequence[Event]) -> None:
+    def _load_seed(self, seed: Sequence[Event], *, start: int = 0) -> None:
         events = self._events
         invariants = self._invariants
-        for index, event in enumerate(seed):
+        for index, event in enumerate(seed, start):
             # Fast path for the commonest event, a stream chunk of the open step: the same
             # checks as the general path below (envelope, no surface fields, names the open
             # turn and step), inlined. Anything unusual takes the general path.

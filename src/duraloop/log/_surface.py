@@ -9,6 +9,7 @@ of current nodes is spliced out and replaced by the new event). Validation is at
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +42,12 @@ class Surface:
         """The current surface: seqs of model-visible events, in order (do not mutate)."""
         return self._nodes
 
-    def plan(self, event: Event, events: list[Event]) -> SurfacePlan | None:
+    def restore(self, nodes: list[int], replace_generation: int) -> None:
+        """Start from a snapshot's fold: `nodes` in order, after `replace_generation` replaces."""
+        self._nodes = list(nodes)
+        self.replace_generation = replace_generation
+
+    def plan(self, event: Event, events: Sequence[Event]) -> SurfacePlan | None:
         """Check how `event` joins the surface; return None for a non-surface event.
 
         Args:
@@ -153,7 +159,7 @@ def _strip_result_content(data: Any) -> Any:
     return copy
 
 
-def _check_tool_result_rewrite(event: Event, shadowed: list[int], events: list[Event]) -> None:
+def _check_tool_result_rewrite(event: Event, shadowed: list[int], events: Sequence[Event]) -> None:
     if len(shadowed) != 1:
         raise EventRejectedError("a tool/result replacement must rewrite exactly one current node")
     target = events[shadowed[0]]

@@ -44,6 +44,7 @@ from ._events import session_events
 from ._hooks import LoopHooks
 from ._inbox import Inbox
 from ._sends import NamedSends, SendTarget
+from ._snapshot import LoopFold, Snapshots
 from ._state import LoopState, TurnDeps
 from ._turn import Turn, TurnResult
 
@@ -118,8 +119,13 @@ class AgentLoop(NamedSends):
         self._state = LoopState.of_log(session)
         self.hooks = hooks or LoopHooks()
         self.inbox = Inbox(session)
+        self._snapshots = Snapshots(session, self.config.snapshot_every)
         self._driver = TurnDriver(
-            self._open_turn, inbox=self.inbox, session_id=session.id, closed=lambda: self._closed
+            self._open_turn,
+            inbox=self.inbox,
+            session_id=session.id,
+            closed=lambda: self._closed,
+            after_turn=self._after_turn,
         )
 
     @property
@@ -205,9 +211,33 @@ class AgentLoop(NamedSends):
         self._durability.flush()
 
     def close(self) -> None:
-        """Flush and release the session's writer; later `run_turn` calls are refused."""
+        """Flush and release the session's writer; later `run_turn` calls are refused.
+
+        Between turns, with events appended since the last snapshot, a snapshot is written
+        first (`LoopConfig.snapshot_every`, docs/store.md#snapshots).
+        """
         self._closed = True
-        self._durability.close()
+        try:
+            if self._driver.signal is None and self._snapshots.pending():
+                self._durability.flush()
+                self._write_snapshot()
+        finally:
+            self._durability.close()
+
+    def _after_turn(self) -> None:
+        if self._snapshots.due():
+            self._write_snapshot()
+
+    def _write_snapshot(self) -> None:
+        state = self._state
+        fold = LoopFold(
+            last_turn=state.last_turn,
+            request_header=state.request.header,
+            request_context=state.request.context,
+            next_turn=list(self.inbox.next_turn),  # type: ignore[arg-type]
+            next_step=list(self.inbox.next_step),  # type: ignore[arg-type]
+        )
+        self._snapshots.write(self._durability.writer, fold, state.pairing)
 
     async def dispose(self) -> None:
         """Cancel the running turn as `{"kind": "disposed"}`, wait for it to close, then close.

@@ -9,6 +9,9 @@ from ..errors import ConfigError
 from ..llm import RetryPolicy
 from ..tools import DEFAULT_CANCEL_GRACE_SECONDS, DEFAULT_MAX_OUTPUT_BYTES, MIN_MAX_OUTPUT_BYTES
 
+DEFAULT_SNAPSHOT_EVERY = 1000
+"""Events appended since the last snapshot after which a closed turn writes one."""
+
 
 @dataclass(frozen=True)
 class LoopConfig:
@@ -38,6 +41,10 @@ class LoopConfig:
             the turn is cancelled. A sync body still running then is answered
             `TOOL_OUTCOME_UNKNOWN` (saying it could not be interrupted) and left running
             in its daemon thread, so the turn closes and the process can exit. Default 5.
+        snapshot_every: write a snapshot of the derived state after a turn once this many
+            events were appended since the last one, and on `close()` between turns with
+            anything new (docs/store.md#snapshots); a resume then reads the snapshot and
+            only the events after it. None writes none. Default 1000.
 
     Raises:
         ConfigError: if a count is not a positive integer, `retry` is not a `RetryPolicy`,
@@ -53,9 +60,13 @@ class LoopConfig:
     stream_idle_timeout_seconds: float | None = 300.0
     max_tool_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     tool_cancel_grace_seconds: float = DEFAULT_CANCEL_GRACE_SECONDS
+    snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY
 
     def __post_init__(self) -> None:
         """Validate the counts (docs/cases.md#resume-fork-and-config B61)."""
+        every = self.snapshot_every
+        if every is not None and (type(every) is not int or every < 1):
+            raise ConfigError(f"loop.snapshot_every must be an integer >= 1 or None, got {every!r}")
         for name in ("max_parallel_tool_calls", "max_steps"):
             value = getattr(self, name)
             if type(value) is not int or value < 1:

@@ -39,12 +39,21 @@ class TurnDriver:
         inbox: the loop's inbox (a drain runs while follow-ups are queued).
         session_id: the session's id, for log messages.
         closed: whether the loop is closed (a closed loop replays no latched wake).
+        after_turn: called after each turn has closed (its `turn/end` flushed), e.g. to
+            write a snapshot; it must not raise.
     """
 
     def __init__(
-        self, open_turn: OpenTurn, *, inbox: Inbox, session_id: str, closed: Callable[[], bool]
+        self,
+        open_turn: OpenTurn,
+        *,
+        inbox: Inbox,
+        session_id: str,
+        closed: Callable[[], bool],
+        after_turn: Callable[[], None] = lambda: None,
     ) -> None:
         self._open_turn = open_turn
+        self._after_turn = after_turn
         self._inbox = inbox
         self._session_id = session_id
         self._closed = closed
@@ -63,11 +72,13 @@ class TurnDriver:
         self.signal = signal
         done = self.turn_done = anyio.Event()
         try:
-            return await run_guarded(self._open_turn(message, signal))
+            result = await run_guarded(self._open_turn(message, signal))
         finally:
             self.signal = None
             self.turn_done = None
             done.set()
+        self._after_turn()
+        return result
 
     def wake(self, *, after_abort: bool) -> bool:
         """Wake the background driver; return whether a turn is (or will be) running.
@@ -161,6 +172,7 @@ class TurnDriver:
             while True:
                 result = await run_guarded(turn)
                 self._results.append(result)
+                self._after_turn()
                 if result.error is not None:
                     logger.warning(
                         "session %s: turn %d failed: %s",

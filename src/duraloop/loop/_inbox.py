@@ -28,6 +28,7 @@ from ..log.vocabulary import (
     INBOX_SPLICED,
     INBOX_TARGETS,
 )
+from ._snapshot import restored_fold
 
 
 class Inbox:
@@ -45,7 +46,15 @@ class Inbox:
         self._session = session
         self._lists: dict[str, list[Message]] = {INBOX_NEXT_TURN: [], INBOX_NEXT_STEP: []}
         events = session.events
-        for index in range(session.header.seed_length or 0, len(events)):
+        start = session.header.seed_length or 0
+        restored = restored_fold(session)
+        if restored is not None and restored[0].count >= start:
+            # The snapshot's fold is the replay up to its covered count (docs/store.md#snapshots).
+            checkpoint, fold = restored
+            start = checkpoint.count
+            self._lists[INBOX_NEXT_TURN] = list(fold.next_turn)  # type: ignore[arg-type]
+            self._lists[INBOX_NEXT_STEP] = list(fold.next_step)  # type: ignore[arg-type]
+        for index in range(start, len(events)):
             event = events[index]
             if event.type == INBOX_SPLICED:
                 self._replay(event)

@@ -7,8 +7,9 @@ start a session, resume it after a crash and fork it; `dataclasses.replace(setup
 changes one part.
 
 Resume loads the log with crash repair committed (a torn tail is truncated, an interrupted
-final turn gets its closers), seeds a `Session` (which appends `session/end-seed`), opens
-the single writer and makes the marker durable before anything else happens.
+final turn gets its closers), seeds a `Session` (which appends `session/end-seed`; a
+snapshot makes this read only the events after it, docs/store.md#snapshots) and opens the
+single writer; the marker becomes durable with the next batch.
 """
 
 from __future__ import annotations
@@ -193,9 +194,10 @@ def resume_session(session_id: str, setup: SessionSetup) -> tuple[AgentLoop, Rep
             recorded,
             workspace,
         )
-    loop = _loop(session, setup, workspace)
-    loop.flush()
-    return loop, loaded.repair
+    # The `session/end-seed` joins the next durable batch (the first step's, a send's, or
+    # close's) instead of paying an fsync of its own: lost in a crash before then, it is
+    # appended again by the next resume, and nothing else happened in between.
+    return _loop(session, setup, workspace), loaded.repair
 
 
 def open_session(session_id: str, setup: SessionSetup) -> tuple[AgentLoop, RepairReport | None]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..llm import Model, ToolSchema
-from ..log import PairingCheck, Session, last_turn_and_latest
+from ..log import Event, PairingCheck, Session, last_turn_and_latest
 from ..log.vocabulary import REQUEST_CONTEXT, REQUEST_HEADER
 from ..tools import CancelSignal, ToolPipeline, ToolRegistry
 from ._config import LoopConfig
@@ -23,6 +23,7 @@ from ._durability import LogDurability
 from ._hooks import LoopHooks, Steering
 from ._inbox import Inbox
 from ._request import RequestState
+from ._snapshot import restored_fold
 
 _REQUEST_KINDS = (REQUEST_HEADER, REQUEST_CONTEXT)
 
@@ -43,9 +44,26 @@ class LoopState:
 
     @classmethod
     def of_log(cls, session: Session) -> LoopState:
-        """Return the state a loop over `session` starts with (its log read backwards once)."""
-        last_turn, header, context = _scan_log(session)
-        return cls(last_turn=last_turn, request=RequestState(header=header, context=context))
+        """Return the state a loop over `session` starts with (its log read backwards once).
+
+        A session restored from a snapshot reads only the events after it, then the
+        snapshot's fold (docs/store.md#snapshots).
+        """
+        restored = restored_fold(session)
+        if restored is None:
+            last_turn, latest = last_turn_and_latest(session.events, _REQUEST_KINDS)
+            header = _header(latest)
+            context = _context(latest)
+            return cls(last_turn=last_turn, request=RequestState(header=header, context=context))
+        checkpoint, fold = restored
+        last_turn, latest = last_turn_and_latest(session.events[checkpoint.count :], _REQUEST_KINDS)
+        header = _header(latest) if REQUEST_HEADER in latest else fold.request_header
+        context = _context(latest) if REQUEST_CONTEXT in latest else fold.request_context
+        return cls(
+            last_turn=last_turn or fold.last_turn,
+            request=RequestState(header=header, context=context),
+            pairing=PairingCheck.resumed(len(checkpoint.messages), checkpoint.replace_generation),
+        )
 
 
 @dataclass(frozen=True)
@@ -96,16 +114,11 @@ class StepSettings:
     jitter: Callable[[], float] = random.random
 
 
-def _scan_log(session: Session) -> tuple[int, dict[str, Any] | None, dict[str, Any] | None]:
-    """Return the last `turn/start` number and the latest request header and context.
+def _header(latest: dict[str, Event]) -> dict[str, Any] | None:
+    event = latest.get(REQUEST_HEADER)
+    return None if event is None else event.data.get("header")
 
-    One backward walk (`log`'s `last_turn_and_latest`) that stops once it has all three.
-    """
-    last_turn, latest = last_turn_and_latest(session.events, _REQUEST_KINDS)
-    header = latest.get(REQUEST_HEADER)
-    context = latest.get(REQUEST_CONTEXT)
-    return (
-        last_turn,
-        None if header is None else header.data.get("header"),
-        None if context is None else context.data,
-    )
+
+def _context(latest: dict[str, Event]) -> dict[str, Any] | None:
+    event = latest.get(REQUEST_CONTEXT)
+    return None if event is None else event.data

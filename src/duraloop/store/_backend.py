@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from duraloop.log import Event, SessionHeader
 
 from ._tail import TornTail
+
+if TYPE_CHECKING:
+    from ._snapshot import SnapshotRead
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +144,37 @@ class StorageBackend(Protocol):
             AppendConflictError: if `events` do not continue the cut log.
             SessionNotFoundError: if nothing is stored under `session_id`.
             StoreError: if the torn tail changed since it was read, or the write fails.
+        """
+        ...
+
+    def read_snapshot(self, session_id: str) -> SnapshotRead | None:
+        """Read a session through its snapshot (docs/store.md#snapshots), or return None.
+
+        None when the backend keeps no snapshots or the session has none. The snapshot is
+        verified against the log as read now; then only the events after its covered prefix
+        are decoded (the prefix loads on demand).
+
+        Raises:
+            SnapshotIgnoredError: if a snapshot exists but cannot be used (damaged, another
+                session's, or stale); the caller reads the log alone and reports why.
+            CorruptLogError: if the tail after the prefix is damaged (read the log alone to
+                get the full scan's verdict).
+            SessionNotFoundError: if nothing is stored under `session_id`.
+        """
+        ...
+
+    def write_snapshot(self, session_id: str, events: int, body: bytes) -> bool:
+        """Bind an encoded checkpoint to the log prefix of `events` events and store it.
+
+        The prefix must be exactly what this backend stored last for the session (the
+        writer calls this right after a flush). Not durable: a lost snapshot is ignored.
+
+        Returns:
+            Whether a snapshot was written (False: this backend keeps none, or it does not
+            know the log's end).
+
+        Raises:
+            StoreError: if the snapshot cannot be written (the log is untouched).
         """
         ...
 

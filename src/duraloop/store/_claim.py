@@ -15,11 +15,11 @@ go unnoticed. Every duraloop writer takes the lock and appends (the size changes
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from duraloop.errors import CorruptLogError, EventRejectedError, SessionExistsError
-from duraloop.log import Event, Session
+from duraloop.log import Event, LazyEvents, Session, same_events
 from duraloop.log import final_turn_closers as repair_final_turn
 from duraloop.log import vocabulary as v
 
@@ -42,7 +42,7 @@ class RememberedLoad:
 
     revision: Hashable
     cwd: str | None
-    events: list[Event]
+    events: Sequence[Event]
 
 
 class RememberedLoads:
@@ -63,7 +63,7 @@ class RememberedLoads:
         return self._loads.pop(session_id, None)
 
 
-def check_claim(session: Session, *, cwd: str | None, stored: list[Event]) -> None:
+def check_claim(session: Session, *, cwd: str | None, stored: Sequence[Event]) -> None:
     """Check that a live session may write over the stored log `stored`.
 
     Args:
@@ -82,7 +82,7 @@ def check_claim(session: Session, *, cwd: str | None, stored: list[Event]) -> No
         not seeded
         or session.first_live_seq < count
         or cwd != session.header.cwd
-        or list(events[:count]) != stored
+        or not same_events(events, count, stored)
     ):
         raise SessionExistsError(
             f'session "{session.id}" already has a persisted log; continue it with '
@@ -129,7 +129,7 @@ def remember_load(
     loads: RememberedLoads,
     session_id: str,
     cwd: str | None,
-    events: list[Event],
+    events: Sequence[Event],
 ) -> None:
     """Remember what a load returned, with the backend's revision right after its repair.
 
@@ -142,7 +142,8 @@ def remember_load(
     """
     revision = backend.revision(session_id)
     if revision is not None:
-        loads.remember(session_id, RememberedLoad(revision, cwd, list(events)))
+        kept = events.copy() if isinstance(events, LazyEvents) else list(events)
+        loads.remember(session_id, RememberedLoad(revision, cwd, kept))
 
 
 def final_turn_closers(events: list[Event], *, path: str | None = None) -> list[Event]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from duraloop.errors import SessionLockedError, StoreError
@@ -223,3 +224,27 @@ def write_private_copy(path: Path, data: bytes) -> str:
     raise StoreError(
         f"cannot keep the torn tail of {path}: 100 copies named {path.name}.torn-{stamp}* exist"
     )
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector for a bulk decode of acyclic values.
+
+    On exit the objects allocated meanwhile are promoted straight to the oldest generation
+    (`gc.freeze()` then `gc.unfreeze()`: two list splices, no traversal) instead of being
+    walked by a young collection and then again by the middle one; they are looked at with
+    the next full collection, like any long-lived object. That promotion is skipped when
+    the process has frozen objects of its own (`gc.get_freeze_count()`), which it must not
+    unfreeze. A collector that was already disabled stays disabled and untouched.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+            gc.unfreeze()
+        gc.enable()

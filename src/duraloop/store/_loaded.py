@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from duraloop.log import Event, SessionHeader
@@ -49,10 +50,16 @@ class LoadedSession:
     Args:
         header: the stored header.
         events: the stored events plus closers, without a `session/end-seed` for this
-            lifecycle; resume with `Session(header.id, seed=events, header=header)`.
+            lifecycle; resume with `Session(header.id, seed=events, header=header)`. After
+            a load through a snapshot it is a `LazyEvents` (the covered prefix is decoded
+            when first read).
         repair: what the load truncated and appended.
+        snapshot: how the load used the session's snapshot (docs/store.md#snapshots):
+            `"none"` (there is none, or the load does not read snapshots), `"used"`, or
+            `"ignored: <why>"` (damaged or stale; the log was read alone).
     """
 
     header: SessionHeader
-    events: list[Event]
+    events: Sequence[Event]
     repair: RepairReport
+    snapshot: str = "none"

@@ -83,6 +83,14 @@ class MemoryBackend:
         self._writes[session_id] += 1
         return WriteReceipt(len(encode_events_lines(list(events))), 0)
 
+    def read_snapshot(self, session_id: str) -> None:
+        """Keep no snapshots (see `StorageBackend.read_snapshot`): always None."""
+        return None
+
+    def write_snapshot(self, session_id: str, events: int, body: bytes) -> bool:
+        """Keep no snapshots (see `StorageBackend.write_snapshot`): always False."""
+        return False
+
     def list_headers(self) -> list[SessionHeader | DamagedLog]:
         """Return every stored header, in creation order."""
         return [header for header, _ in self._logs.values()]

@@ -38,6 +38,7 @@ from ._backend import StorageBackend
 from ._claim import RememberedLoads, claim, final_turn_closers, remember_load
 from ._fork_cut import fork_session
 from ._loaded import LoadedSession, RepairReport
+from ._snapshot_load import load_with_snapshot
 from ._summary import SessionSummary, list_summaries
 from ._validation import judge, readable, refuse_closing_unanswered, refuse_unanswered
 from ._writer import SessionWriter, check_batch
@@ -150,7 +151,8 @@ class SessionStore:
             StoreError: if the repair cannot be written, or the live turn of a writer open
                 in this store is not closed.
         """
-        return self.prepare(session_id)[0]
+        loaded = self.prepare(session_id)[0]
+        return replace(loaded, events=list(loaded.events))
 
     def prepare(self, session_id: str) -> tuple[LoadedSession, Session]:
         """Load a session as `load` does and return the session that continues it.
@@ -189,6 +191,11 @@ class SessionStore:
             raise SessionNotFoundError(session_id)
         release = self.backend.lock(session_id, cwd=None)
         try:
+            fast = load_with_snapshot(self.backend, session_id)
+            if not isinstance(fast, str):
+                cwd = fast[0].header.cwd
+                remember_load(self.backend, self._loaded, session_id, cwd, fast[0].events)
+                return fast
             stored = self.backend.read(session_id)
             committed = readable(stored)
             # Judged before anything is written: damage and unanswered history refuse.
@@ -212,7 +219,7 @@ class SessionStore:
         finally:
             release()
         repair = RepairReport(stored.torn_bytes, closers, stored.cut, torn_copy)
-        return LoadedSession(stored.header, events, repair), session
+        return LoadedSession(stored.header, events, repair, fast), session
 
     def inspect(self, session_id: str) -> LoadedSession:
         """Read a session and balance it in memory only; never writes.

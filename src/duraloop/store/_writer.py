@@ -19,9 +19,10 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
+from typing import Any
 
 from duraloop.errors import AppendConflictError
-from duraloop.log import Event, Session
+from duraloop.log import Event, Session, encode_checkpoint
 
 from ._backend import StorageBackend, WriteReceipt
 
@@ -153,6 +154,32 @@ class SessionWriter:
             len(batch),
             self._cursor - 1,
         )
+
+    def write_snapshot(self, loop: dict[str, Any] | None = None) -> bool:
+        """Store a snapshot of the session's derived state, bound to what is flushed.
+
+        See docs/store.md#snapshots. Taken only when every event is stored and the session
+        is between turns (`Session.checkpoint`); not durable (a cache the next load checks).
+
+        Args:
+            loop: the loop's own fold, stored with the checkpoint.
+
+        Returns:
+            Whether a snapshot was written (False: events are pending, a turn is open, the
+            writer is closed, or the backend keeps no snapshots).
+
+        Raises:
+            StoreError: if the snapshot file cannot be written (the log is untouched).
+        """
+        with self._flush_lock:
+            session = self.session
+            if self._closed or self._cursor != session.seq:
+                return False
+            checkpoint = session.checkpoint(loop)
+            if checkpoint is None:
+                return False
+            body = encode_checkpoint(checkpoint)
+            return self._backend.write_snapshot(session.id, checkpoint.count, body)
 
     def _cut_torn_tail(self, batch: list[Event], conflict: AppendConflictError) -> WriteReceipt:
         """Repair a torn tail after this writer's stored prefix and write `batch`, or re-raise."""

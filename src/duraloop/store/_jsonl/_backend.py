@@ -42,16 +42,19 @@ from .._files import (
     write_all,
     write_private_copy,
 )
+from .._snapshot import SnapshotRead, encode_snapshot
 from ._listing import list_logs
 from ._paths import (
     LOCK_FILE_NAME,
     LOG_FILE_NAME,
     ZSTD_LOG_FILE_NAME,
+    check_identity,
     check_session_id,
     encode_segment,
     session_dir,
 )
-from ._scan import scan_log, scan_zstd_log
+from ._scan import read_header, scan_log, scan_zstd_log
+from ._snapshots import PrefixDigests, read_snapshot_file, read_with_snapshot, write_snapshot_file
 from ._zstd import FrameCodec
 
 logger = logging.getLogger(__name__)
@@ -90,6 +93,7 @@ class JsonlBackend:
         self._codec = FrameCodec() if compression == "zstd" else None
         self._read_paths: dict[str, Path] = {}
         self._ends: dict[str, int] = {}
+        self._digests = PrefixDigests()
 
     def _frame(self, plaintext: bytes) -> bytes:
         """Return `plaintext` as stored: itself (raw), or one checksummed frame (zstd)."""
@@ -144,25 +148,14 @@ class JsonlBackend:
             result = scan_zstd_log(data, path=str(path))
         else:
             result = scan_log(data, path=str(path))
-        header = result.header
-        if header.id != session_id:
-            raise CorruptLogError(
-                f'requested id "{session_id}" does not match header id "{header.id}"',
-                path=str(path),
-                line=1,
-            )
-        if session_dir(self.root, header.id, header.cwd) != path.parent:
-            raise CorruptLogError(
-                f'header (id "{header.id}", cwd {header.cwd!r}) does not map to this file',
-                path=str(path),
-                line=1,
-            )
+        check_identity(self.root, result.header, session_id, path)
         self._read_paths[session_id] = path
         if result.torn_offset is None:
             self._ends[session_id] = result.size_bytes
+            self._digests.reset(session_id, data)
         torn_bytes = result.size_bytes - result.committed_bytes
         return StoredLog(
-            header,
+            result.header,
             result.events,
             result.torn_offset,
             str(path),
@@ -170,6 +163,35 @@ class JsonlBackend:
             result.recovered_events,
             result.cut,
         )
+
+    def read_snapshot(self, session_id: str) -> SnapshotRead | None:
+        """Read a session through its snapshot; see `StorageBackend.read_snapshot`."""
+        path = self._require(session_id)
+        blob = read_snapshot_file(path)
+        if blob is None:
+            return None
+        data = read_stable(path)
+        zstd = self.compression == "zstd"
+        header = read_header(data, zstd=zstd, path=str(path))
+        check_identity(self.root, header, session_id, path)
+        read = read_with_snapshot(path, header, blob, data, zstd=zstd, digests=self._digests)
+        self._read_paths[session_id] = path
+        if read.stored.torn is None:
+            self._ends[session_id] = len(data)
+        return read
+
+    def write_snapshot(self, session_id: str, events: int, body: bytes) -> bool:
+        """Write a snapshot over what this backend wrote; see `StorageBackend.write_snapshot`."""
+        end = self._ends.get(session_id)
+        path = self._read_paths.get(session_id)
+        if end is None or path is None:
+            return False
+        log_digest = self._digests.of(session_id, path, end)
+        blob = encode_snapshot(
+            session_id, body, events=events, log_bytes=end, log_digest=log_digest
+        )
+        write_snapshot_file(path, blob)
+        return True
 
     def revision(self, session_id: str) -> str | None:
         """Stat the id's log file; see `StorageBackend.revision`."""
@@ -222,6 +244,7 @@ class JsonlBackend:
             fsync_dir(directory)
             self._ends[header.id] = len(payload)
             self._read_paths[header.id] = final
+            self._digests.reset(header.id, payload)
         except FileExistsError as exc:
             raise SessionExistsError(
                 f'session "{header.id}" already has a persisted log; resume it instead'
@@ -278,6 +301,7 @@ class JsonlBackend:
         finally:
             os.close(fd)
         self._ends[session_id] = size + len(payload)
+        self._digests.extend(session_id, size, payload)
         return WriteReceipt(len(payload), 1)
 
     def repair(self, session_id: str, torn: int | None, events: Sequence[Event]) -> WriteReceipt:
@@ -315,6 +339,7 @@ class JsonlBackend:
         except OSError as exc:
             raise StoreError(f"cannot truncate the torn tail of {path}: {exc}") from exc
         self._ends[session_id] = torn
+        self._digests.forget(session_id)
         logger.warning(
             "session %s: truncated torn tail at byte %d (%d bytes, kept in %s)",
             session_id,

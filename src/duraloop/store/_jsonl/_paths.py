@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from duraloop.errors import UsageError
+from duraloop.errors import CorruptLogError, UsageError
+from duraloop.log import SessionHeader
 
 LOG_FILE_NAME = "session.jsonl"
 ZSTD_LOG_FILE_NAME = "session.jsonl.zstd"
@@ -150,3 +151,23 @@ def session_dir(root: Path, session_id: str, cwd: str | None) -> Path:
     project = NO_CWD_DIR if cwd is None else project_key(cwd)
     check_session_id(session_id)
     return root / project / encode_segment(session_id)
+
+
+def check_identity(root: Path, header: SessionHeader, session_id: str, path: Path) -> None:
+    """Check a log's header names the requested id and maps to the file it was read from.
+
+    Raises:
+        CorruptLogError: if the header's id differs, or its id and cwd map to another file.
+    """
+    if header.id != session_id:
+        raise CorruptLogError(
+            f'requested id "{session_id}" does not match header id "{header.id}"',
+            path=str(path),
+            line=1,
+        )
+    if session_dir(root, header.id, header.cwd) != path.parent:
+        raise CorruptLogError(
+            f'header (id "{header.id}", cwd {header.cwd!r}) does not map to this file',
+            path=str(path),
+            line=1,
+        )

@@ -19,15 +19,12 @@ general (slower, message-building) path.
 
 from __future__ import annotations
 
-import contextlib
-import gc
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import msgspec
 
 from duraloop.errors import CorruptLogError
-from duraloop.log import Event, SessionHeader
+from duraloop.log import Event, LazyEvents, SessionHeader
 from duraloop.log import vocabulary as v
 
 from .._codec._packing import decode_row_line
@@ -40,6 +37,7 @@ from .._codec._records import (
     decode_record,
     too_deep,
 )
+from .._files import collector_paused
 from .._tail import TornTail, fsync_evidence
 from ._zstd import decompress_complete, decompress_torn, later_complete_frame, scan_frames
 
@@ -81,30 +79,6 @@ class _Issue:
 
     text: str
     fatal: bool
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector for a bulk decode of acyclic values.
-
-    On exit the objects allocated meanwhile are promoted straight to the oldest generation
-    (`gc.freeze()` then `gc.unfreeze()`: two list splices, no traversal) instead of being
-    walked by a young collection and then again by the middle one; they are looked at with
-    the next full collection, like any long-lived object. That promotion is skipped when
-    the process has frozen objects of its own (`gc.get_freeze_count()`), which it must not
-    unfreeze. A collector that was already disabled stays disabled and untouched.
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        if gc.get_freeze_count() == 0:
-            gc.freeze()
-            gc.unfreeze()
-        gc.enable()
 
 
 def scan_log(data: bytes, *, path: str | None, projected: bool = False) -> ScanResult:
@@ -212,6 +186,28 @@ def scan_zstd_log(data: bytes, *, path: str | None) -> ScanResult:
     return ScanResult(header, events, scan.torn_start, len(data), len(events) - complete, torn)
 
 
+def read_header(data: bytes, *, zstd: bool, path: str | None) -> SessionHeader:
+    """Decode only the header of a log (its first line, or its first zstd frame).
+
+    Raises:
+        CorruptLogError: if the header is missing, incomplete or invalid.
+        SessionFormatUnsupportedError: if the header's version is not 0.
+    """
+    if not zstd:
+        end = data.find(b"\n")
+        if end < 0:
+            raise CorruptLogError("session log is empty or header-less", path=path, line=1)
+        return decode_header(data[:end], path=path)
+    scan = scan_frames(data, path=path, max_frames=1)
+    if not scan.frames:
+        raise CorruptLogError(
+            "session log is empty or header-less (no complete zstd frame)", path=path, line=1
+        )
+    start, end = scan.frames[0]
+    text = decompress_complete(data[start:end], path=path, offset=start)
+    return decode_header(header_frame_line(text, path=path), path=path)
+
+
 def header_frame_line(plaintext: bytes, *, path: str | None) -> bytes:
     r"""Return the header line (without `\n`) that a zstd log's first frame must hold alone.
 
@@ -230,7 +226,7 @@ def header_frame_line(plaintext: bytes, *, path: str | None) -> bytes:
 
 def _scan_lines(
     lines: list[bytes],
-    events: list[Event],
+    events: list[Event] | LazyEvents,
     *,
     path: str | None,
     projected: bool,
@@ -291,7 +287,7 @@ class _Cut:
 
 
 def _accept(
-    lines: list[bytes], stop: int, events: list[Event], *, projected: bool
+    lines: list[bytes], stop: int, events: list[Event] | LazyEvents, *, projected: bool
 ) -> tuple[int, _Issue | None]:
     """Append the events of lines 1..stop-1 to `events` while they decode contiguously.
 

@@ -345,6 +345,14 @@ class SqliteBackend:
             )
         return WriteReceipt(_bytes_of(rows), 3 if copy else 1, copy)
 
+    def read_snapshot(self, session_id: str) -> None:
+        """Keep no snapshots (see `StorageBackend.read_snapshot`): always None."""
+        return None
+
+    def write_snapshot(self, session_id: str, events: int, body: bytes) -> bool:
+        """Keep no snapshots (see `StorageBackend.write_snapshot`): always False."""
+        return False
+
     def list_headers(self) -> list[SessionHeader | DamagedLog]:
         """Return every session row's header, oldest first; see `StorageBackend.list_headers`."""
         if self._missing():

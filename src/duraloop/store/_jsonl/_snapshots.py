@@ -1,0 +1,192 @@
+"""Snapshot files of the JSONL backend: `session.snapshot` beside the log.
+
+See docs/store.md#snapshots.
+
+The file is a cache: written with a temporary file and a rename (never fsynced: a lost or
+torn snapshot is ignored and costs one full read), mode 0600, in the session directory. dsh
+reads only `session.jsonl[.zstd]` there, as it ignores `session.lock`. The digest of the log
+prefix is kept running as the backend writes (`PrefixDigests`), so taking a snapshot never
+reads the log back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from pathlib import Path
+
+import xxhash
+
+from duraloop.errors import CorruptLogError, StoreError
+from duraloop.log import Event, LazyEvents, SessionHeader
+
+from .._backend import StoredLog
+from .._files import write_all
+from .._snapshot import SnapshotHeader, SnapshotIgnoredError, SnapshotRead, check_binding
+from .._snapshot import decode_snapshot as decode_snapshot_blob
+from ._scan import scan_log, scan_zstd_log
+from ._tail_scan import scan_raw_tail, scan_zstd_tail
+
+SNAPSHOT_FILE_NAME = "session.snapshot"
+_FILE_MODE = 0o600
+
+
+class PrefixDigests:
+    """The running XXH3-64 digest of each session log's bytes, as far as this backend knows them."""
+
+    def __init__(self) -> None:
+        self._states: dict[str, tuple[int, xxhash.xxh3_64]] = {}
+
+    def reset(self, session_id: str, data: bytes | memoryview) -> None:
+        """Digest a log's bytes afresh (after a read, or a materialization)."""
+        self._states[session_id] = (len(data), xxhash.xxh3_64(data))
+
+    def adopt(self, session_id: str, size: int, state: xxhash.xxh3_64) -> None:
+        """Keep `state`, the digest of the log's first `size` bytes."""
+        self._states[session_id] = (size, state)
+
+    def extend(self, session_id: str, previous_size: int, payload: bytes) -> None:
+        """Add an append of `payload` at `previous_size`; forget a digest of another size."""
+        entry = self._states.get(session_id)
+        if entry is None or entry[0] != previous_size:
+            self._states.pop(session_id, None)
+            return
+        entry[1].update(payload)
+        self._states[session_id] = (previous_size + len(payload), entry[1])
+
+    def forget(self, session_id: str) -> None:
+        """Drop a digest (the log was truncated)."""
+        self._states.pop(session_id, None)
+
+    def of(self, session_id: str, path: Path, size: int) -> str:
+        """Return the digest of the log's first `size` bytes, reading them if not known.
+
+        Raises:
+            StoreError: if the log cannot be read.
+        """
+        entry = self._states.get(session_id)
+        if entry is not None and entry[0] == size:
+            return entry[1].hexdigest()
+        try:
+            with path.open("rb") as handle:
+                data = handle.read(size)
+        except OSError as exc:
+            raise StoreError(f"cannot read {path} to take a snapshot: {exc}") from exc
+        if len(data) != size:
+            raise StoreError(f"{path} is shorter than the {size} bytes this store wrote")
+        self.reset(session_id, data)
+        return self._states[session_id][1].hexdigest()
+
+
+def snapshot_path(log_path: Path) -> Path:
+    """Return where the snapshot of the log at `log_path` lives."""
+    return log_path.parent / SNAPSHOT_FILE_NAME
+
+
+def read_snapshot_file(log_path: Path) -> bytes | None:
+    """Return the snapshot file beside `log_path`, or None if there is none.
+
+    Raises:
+        SnapshotIgnoredError: if it exists but cannot be read.
+    """
+    try:
+        return snapshot_path(log_path).read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SnapshotIgnoredError(f"the snapshot cannot be read ({exc})") from None
+
+
+def read_with_snapshot(
+    path: Path,
+    header: SessionHeader,
+    blob: bytes,
+    data: bytes,
+    *,
+    zstd: bool,
+    digests: PrefixDigests,
+) -> SnapshotRead:
+    """Verify a snapshot against the log `data` and scan only the tail after its prefix.
+
+    Args:
+        path: the log file.
+        header: the log's header, read from `data` and identity-checked.
+        blob: the snapshot file.
+        data: the whole log as read now.
+        zstd: whether the log is zstd-framed.
+        digests: the backend's running digests; a clean log's is set to `data`'s.
+
+    Returns:
+        The read: the checkpoint, the tail with its torn marker, the prefix loader.
+
+    Raises:
+        SnapshotIgnoredError: if the snapshot is damaged, another's, or stale.
+        CorruptLogError: if the tail is damaged (the caller reads the whole log again).
+    """
+    snap, checkpoint = decode_snapshot_blob(blob, header.id)
+    state = xxhash.xxh3_64(memoryview(data)[: snap.log_bytes])
+    if len(data) < snap.log_bytes or state.hexdigest() != snap.log_digest:
+        check_binding(snap, data)  # raises the precise reason
+
+    def load_prefix() -> list[Event]:
+        return read_prefix(path, snap, zstd=zstd)
+
+    count = checkpoint.count
+    events = LazyEvents(count, load_prefix, {count - 1: checkpoint.last_event})
+    recovered = 0
+    if zstd:
+        committed, cut, recovered = scan_zstd_tail(data, snap.log_bytes, events, path=str(path))
+    else:
+        committed, cut = scan_raw_tail(data, snap.log_bytes, events, path=str(path))
+    torn = committed if committed < len(data) else None
+    if torn is None:
+        state.update(memoryview(data)[snap.log_bytes :])
+        digests.adopt(header.id, len(data), state)
+    stored = StoredLog(header, events.tail, torn, str(path), len(data) - committed, recovered, cut)
+    return SnapshotRead(checkpoint, stored, load_prefix)
+
+
+def read_prefix(path: Path, snap: SnapshotHeader, *, zstd: bool) -> list[Event]:
+    """Decode the log prefix a snapshot covers, checking it is still the one digested.
+
+    Raises:
+        CorruptLogError: if the prefix changed or does not decode to exactly the covered
+            events without a torn tail.
+    """
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(snap.log_bytes)
+        check_binding(snap, data)
+    except (OSError, SnapshotIgnoredError) as exc:
+        raise CorruptLogError(
+            f"the log prefix a snapshot covers cannot be read back ({exc}); load the session again",
+            path=str(path),
+        ) from exc
+    result = scan_zstd_log(data, path=str(path)) if zstd else scan_log(data, path=str(path))
+    if result.torn_offset is not None or len(result.events) != snap.events:
+        raise CorruptLogError(
+            "the log prefix a snapshot covers does not decode to its events", path=str(path)
+        )
+    return result.events
+
+
+def write_snapshot_file(log_path: Path, blob: bytes) -> None:
+    """Replace the snapshot beside `log_path` with `blob` (temporary file, then rename).
+
+    Raises:
+        StoreError: if it cannot be written (nothing of the log is touched).
+    """
+    final = snapshot_path(log_path)
+    tmp = final.with_name(f"{SNAPSHOT_FILE_NAME}.{secrets.token_hex(6)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _FILE_MODE)
+        try:
+            write_all(fd, blob)
+        finally:
+            os.close(fd)
+        os.replace(tmp, final)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise StoreError(f"cannot write the snapshot {final}: {exc}") from exc
