@@ -77,6 +77,9 @@ def _wedged_session(cli: Cli) -> tuple[str, int]:
     path = cli.log_path(session_id)
     header = path.read_bytes().splitlines(keepends=True)[0]
     path.write_bytes(header + b"".join(json.dumps(e).encode() + b"\n" for e in events))
+    # The rewrite makes the snapshot stale (a load would warn that it ignores it): drop it,
+    # so each command's stderr is its one error line.
+    (path.parent / "session.snapshot").unlink(missing_ok=True)
     closed_at = next(e["seq"] for e in events if e["type"] == "step/end")
     return session_id, closed_at
 

@@ -516,3 +516,33 @@ def test_dsh_fixture_layout_with_snapshots_reads_as_dsh_reads_it(
         assert with_snapshot["snapshot"] == "used"
         assert _without(with_snapshot, "snapshot") == _without(without, "snapshot")
     assert continued >= 5
+
+
+def test_zstd_frames_of_a_closed_turn_are_merged_into_one(tmp_path: Path) -> None:
+    from duraloop.store._jsonl._zstd import scan_frames
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    root = tmp_path / "store"
+    turns = [(4, 3, False, False)]
+    sid = anyio.run(
+        lambda: _run_turns(
+            _store(root, "zstd"), workspace, turns, session_id=None, snapshot_every=None
+        )
+    )
+    unmerged = _log_file(root).read_bytes()
+    _, before = _store(root, "zstd").read(sid)
+    anyio.run(
+        lambda: _run_turns(_store(root, "zstd"), workspace, turns, session_id=sid, snapshot_every=1)
+    )
+    merged = _log_file(root).read_bytes()
+    frames = scan_frames(merged, path=None).frames
+    assert len(frames) == 2  # the header frame, then everything else in one
+    assert len(scan_frames(unmerged, path=None).frames) > 10
+    _, after = _store(root, "zstd").read(sid)
+    assert after[: len(before)] == before  # every event kept, as it was
+    _, as_dsh_reads_it = read_log_file(_log_file(root))
+    assert as_dsh_reads_it == after
+    assert not list(root.rglob("*.merge"))  # no temporary file left
+    loaded, _ = _store(root, "zstd").prepare(sid)
+    assert loaded.snapshot == "used"  # the snapshot binds the merged bytes

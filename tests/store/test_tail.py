@@ -21,7 +21,7 @@ from conformance._builders import CH, SE, SS, TC, TE, TR, TS, A, Spec, U, build,
 from duraloop.errors import CorruptLogError
 from duraloop.llm import ScriptedModel
 from duraloop.log import Event, Session, check_pairing, encode_event
-from duraloop.loop import SessionSetup, start_session
+from duraloop.loop import LoopConfig, SessionSetup, start_session
 from duraloop.store import JsonlStore, SessionStore, SqliteStore
 from duraloop.store._codec._records import encode_header
 from duraloop.store._jsonl._scan import scan_log
@@ -134,6 +134,8 @@ def _write_open_turn(store: SessionStore, cwd: Path) -> None:
             model=ScriptedModel(script),
             tools=[recorder_tool("p", ran)],
             cwd=cwd,
+            # One frame per batch, as written: no snapshot, so no frame merge at close.
+            config=LoopConfig(snapshot_every=None),
         ),
         session_id="s",
     )

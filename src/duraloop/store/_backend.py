@@ -163,6 +163,21 @@ class StorageBackend(Protocol):
         """
         ...
 
+    def merge_frames(self, session_id: str) -> int:
+        """Merge the batch frames written since the last merge into one (zstd JSONL only).
+
+        Called between turns, with every event stored: the frames hold nothing a crash could
+        tear, and one frame compresses far better than many (docs/store.md#zstd-framing).
+        The log is replaced atomically (temporary file, fsync, rename, directory fsync).
+
+        Returns:
+            The bytes saved (0: nothing to merge, or the backend has no frames).
+
+        Raises:
+            StoreError: if the merged file cannot be written (the log is unchanged).
+        """
+        ...
+
     def write_snapshot(self, session_id: str, events: int, body: bytes) -> bool:
         """Bind an encoded checkpoint to the log prefix of `events` events and store it.
 

@@ -248,3 +248,32 @@ def collector_paused() -> Iterator[None]:
             gc.freeze()
             gc.unfreeze()
         gc.enable()
+
+
+def truncate_keeping_tail(path: Path, torn: int) -> tuple[str, int]:
+    """Keep the bytes of `path` from `torn` on in a private copy, then truncate there durably.
+
+    Returns:
+        The copy's path (`write_private_copy`) and the file's size before the cut.
+
+    Raises:
+        StoreError: if the file is now shorter than `torn` (the torn tail changed since it
+            was read), or it cannot be read, copied, truncated or fsynced.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+            if size < torn:
+                raise StoreError(
+                    f"the torn tail of {path} changed since it was read (it started at byte "
+                    f"{torn}, the file is {size} bytes); load the session again"
+                )
+            copy = write_private_copy(path, os.pread(fd, size - torn, torn))
+            os.ftruncate(fd, torn)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise StoreError(f"cannot truncate the torn tail of {path}: {exc}") from exc
+    return copy, size

@@ -160,6 +160,9 @@ class SessionWriter:
 
         See docs/store.md#snapshots. Taken only when every event is stored and the session
         is between turns (`Session.checkpoint`); not durable (a cache the next load checks).
+        A zstd log's batch frames since the last snapshot are merged into one first
+        (`StorageBackend.merge_frames`, docs/store.md#zstd-framing), so the snapshot binds the
+        merged bytes.
 
         Args:
             loop: the loop's own fold, stored with the checkpoint.
@@ -169,7 +172,8 @@ class SessionWriter:
             writer is closed, or the backend keeps no snapshots).
 
         Raises:
-            StoreError: if the snapshot file cannot be written (the log is untouched).
+            StoreError: if the frames cannot be merged or the snapshot file cannot be written
+                (the log is unchanged).
         """
         with self._flush_lock:
             session = self.session
@@ -179,6 +183,7 @@ class SessionWriter:
             if checkpoint is None:
                 return False
             body = encode_checkpoint(checkpoint)
+            self._backend.merge_frames(session.id)
             return self._backend.write_snapshot(session.id, checkpoint.count, body)
 
     def _cut_torn_tail(self, batch: list[Event], conflict: AppendConflictError) -> WriteReceipt:

@@ -39,10 +39,11 @@ from .._files import (
     fsync_dir,
     lock_directory,
     read_stable,
+    truncate_keeping_tail,
     write_all,
-    write_private_copy,
 )
 from .._snapshot import SnapshotRead, encode_snapshot
+from ._consolidate import merge_frames
 from ._listing import list_logs
 from ._paths import (
     LOCK_FILE_NAME,
@@ -94,6 +95,7 @@ class JsonlBackend:
         self._read_paths: dict[str, Path] = {}
         self._ends: dict[str, int] = {}
         self._digests = PrefixDigests()
+        self._merged: dict[str, int] = {}
 
     def _frame(self, plaintext: bytes) -> bytes:
         """Return `plaintext` as stored: itself (raw), or one checksummed frame (zstd)."""
@@ -179,6 +181,22 @@ class JsonlBackend:
         if read.stored.torn is None:
             self._ends[session_id] = len(data)
         return read
+
+    def merge_frames(self, session_id: str) -> int:
+        """Merge the frames written since the last merge into one; see `StorageBackend`.
+
+        A no-op (0) for a raw log, or one whose end this backend does not know.
+        """
+        end = self._ends.get(session_id)
+        path = self._read_paths.get(session_id)
+        if self._codec is None or end is None or path is None:
+            return 0
+        size, merged_from = merge_frames(path, self._merged.get(session_id), end, self._codec)
+        self._merged[session_id] = size
+        if size != end:
+            self._ends[session_id] = size
+            self._digests.forget(session_id)
+        return end - size
 
     def write_snapshot(self, session_id: str, events: int, body: bytes) -> bool:
         """Write a snapshot over what this backend wrote; see `StorageBackend.write_snapshot`."""
@@ -322,24 +340,10 @@ class JsonlBackend:
 
     def _truncate(self, path: Path, session_id: str, torn: int) -> str:
         """Keep the bytes from `torn` on beside the log, then truncate there; return the copy."""
-        try:
-            fd = os.open(path, os.O_RDWR)
-            try:
-                size = os.fstat(fd).st_size
-                if size < torn:
-                    raise StoreError(
-                        f"the torn tail of {path} changed since it was read (it started at byte "
-                        f"{torn}, the file is {size} bytes); load the session again"
-                    )
-                copy = write_private_copy(path, os.pread(fd, size - torn, torn))
-                os.ftruncate(fd, torn)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            raise StoreError(f"cannot truncate the torn tail of {path}: {exc}") from exc
+        copy, size = truncate_keeping_tail(path, torn)
         self._ends[session_id] = torn
         self._digests.forget(session_id)
+        self._merged.pop(session_id, None)
         logger.warning(
             "session %s: truncated torn tail at byte %d (%d bytes, kept in %s)",
             session_id,

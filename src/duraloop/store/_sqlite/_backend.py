@@ -349,6 +349,10 @@ class SqliteBackend:
         """Keep no snapshots (see `StorageBackend.read_snapshot`): always None."""
         return None
 
+    def merge_frames(self, session_id: str) -> int:
+        """Store no frames (see `StorageBackend.merge_frames`): always 0."""
+        return 0
+
     def write_snapshot(self, session_id: str, events: int, body: bytes) -> bool:
         """Keep no snapshots (see `StorageBackend.write_snapshot`): always False."""
         return False
