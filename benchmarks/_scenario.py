@@ -220,6 +220,7 @@ class StepRun:
     fsyncs_os: int
     bytes_written: int
     file_bytes: int
+    snapshot_bytes: int
     events: int
     last_request_bytes: int
     session_id: str
@@ -287,6 +288,8 @@ async def run_steps(
         raise RuntimeError(f"scenario S turn ended {result.reason} after {result.steps} steps")
     stats = writer.statistics() if writer is not None and hasattr(writer, "statistics") else None
     file_bytes = log_path(store, loop.session.id).stat().st_size if durable else 0
+    snapshot = log_path(store, loop.session.id).parent / "session.snapshot" if durable else None
+    snapshot_bytes = snapshot.stat().st_size if snapshot is not None and snapshot.exists() else 0
     return StepRun(
         steps=steps,
         turn_seconds=ended - started,
@@ -297,6 +300,7 @@ async def run_steps(
         fsyncs_os=counter.count,
         bytes_written=stats.bytes_written if stats is not None else -1,
         file_bytes=file_bytes,
+        snapshot_bytes=snapshot_bytes,
         events=loop.session.seq,
         last_request_bytes=model.encoded_bytes,
         session_id=loop.session.id,

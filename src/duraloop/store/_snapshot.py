@@ -42,7 +42,9 @@ class SnapshotHeader(msgspec.Struct, kw_only=True, rename="camel", forbid_unknow
         log_bytes: the byte length of the log prefix that holds them (stored bytes: the
             compressed frames of a zstd log).
         log_digest: XXH3-64 of those bytes, 16 hex digits.
-        body_digest: XXH3-64 of the checkpoint body, 16 hex digits.
+        body_digest: XXH3-64 of the checkpoint body as stored, 16 hex digits.
+        compression: `"none"`, or `"zstd"` (the body is one Zstandard frame; a zstd store
+            writes its snapshots so).
     """
 
     format: str
@@ -52,6 +54,7 @@ class SnapshotHeader(msgspec.Struct, kw_only=True, rename="camel", forbid_unknow
     log_bytes: int
     log_digest: str
     body_digest: str
+    compression: str = "none"
 
 
 _header_encoder = msgspec.json.Encoder()
@@ -64,16 +67,23 @@ def digest(data: bytes | memoryview) -> str:
 
 
 def encode_snapshot(
-    session_id: str, body: bytes, *, events: int, log_bytes: int, log_digest: str
+    session_id: str,
+    body: bytes,
+    *,
+    events: int,
+    log_bytes: int,
+    log_digest: str,
+    compression: str = "none",
 ) -> bytes:
     """Return the snapshot file: header line plus checkpoint body.
 
     Args:
         session_id: the session id.
-        body: the encoded checkpoint (`log.encode_checkpoint`).
+        body: the encoded checkpoint (`log.encode_checkpoint`), compressed if `compression`.
         events: the events it covers.
         log_bytes: the byte length of the log prefix holding them.
         log_digest: `digest()` of those bytes.
+        compression: how `body` is stored (`"none"` or `"zstd"`).
     """
     header = SnapshotHeader(
         format=SNAPSHOT_FORMAT,
@@ -83,6 +93,7 @@ def encode_snapshot(
         log_bytes=log_bytes,
         log_digest=log_digest,
         body_digest=digest(body),
+        compression=compression,
     )
     return _header_encoder.encode(header) + b"\n" + body
 
@@ -91,8 +102,18 @@ class SnapshotIgnoredError(Exception):
     """A snapshot that cannot be used; the message says why (the load reads the log alone)."""
 
 
-def decode_snapshot(blob: bytes, session_id: str) -> tuple[SnapshotHeader, SessionCheckpoint]:
+def decode_snapshot(
+    blob: bytes,
+    session_id: str,
+    *,
+    decompress: Callable[[bytes], bytes] | None = None,
+) -> tuple[SnapshotHeader, SessionCheckpoint]:
     """Decode a snapshot file and check it is whole and this session's.
+
+    Args:
+        blob: the snapshot file.
+        session_id: the session it must be of.
+        decompress: decodes a `"zstd"` body (None: such a snapshot is ignored).
 
     Raises:
         SnapshotIgnoredError: if it is damaged, of another format or version, another
@@ -115,8 +136,13 @@ def decode_snapshot(blob: bytes, session_id: str) -> tuple[SnapshotHeader, Sessi
     body = memoryview(blob)[end + 1 :]
     if digest(body) != header.body_digest:
         raise SnapshotIgnoredError("the snapshot body does not match its digest (damaged)")
+    raw = bytes(body)
+    if header.compression == "zstd" and decompress is not None:
+        raw = decompress(raw)
+    elif header.compression != "none":
+        raise SnapshotIgnoredError(f"the snapshot body is {header.compression}-compressed")
     try:
-        checkpoint = decode_checkpoint(bytes(body))
+        checkpoint = decode_checkpoint(raw)
     except (msgspec.MsgspecError, ValueError) as exc:
         raise SnapshotIgnoredError(f"the snapshot body is not a checkpoint ({exc})") from None
     if checkpoint.count != header.events:

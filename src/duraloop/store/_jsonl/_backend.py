@@ -205,8 +205,14 @@ class JsonlBackend:
         if end is None or path is None:
             return False
         log_digest = self._digests.of(session_id, path, end)
+        codec = self._codec
         blob = encode_snapshot(
-            session_id, body, events=events, log_bytes=end, log_digest=log_digest
+            session_id,
+            body if codec is None else codec.compress(body),
+            events=events,
+            log_bytes=end,
+            log_digest=log_digest,
+            compression="none" if codec is None else "zstd",
         )
         write_snapshot_file(path, blob)
         return True

@@ -27,6 +27,7 @@ from .._snapshot import SnapshotHeader, SnapshotIgnoredError, SnapshotRead, chec
 from .._snapshot import decode_snapshot as decode_snapshot_blob
 from ._scan import scan_log, scan_zstd_log
 from ._tail_scan import scan_raw_tail, scan_zstd_tail
+from ._zstd import decompress_complete
 
 SNAPSHOT_FILE_NAME = "session.snapshot"
 _FILE_MODE = 0o600
@@ -124,7 +125,9 @@ def read_with_snapshot(
         SnapshotIgnoredError: if the snapshot is damaged, another's, or stale.
         CorruptLogError: if the tail is damaged (the caller reads the whole log again).
     """
-    snap, checkpoint = decode_snapshot_blob(blob, header.id)
+    snap, checkpoint = decode_snapshot_blob(
+        blob, header.id, decompress=_decompress if zstd else None
+    )
     state = xxhash.xxh3_64(memoryview(data)[: snap.log_bytes])
     if len(data) < snap.log_bytes or state.hexdigest() != snap.log_digest:
         check_binding(snap, data)  # raises the precise reason
@@ -145,6 +148,13 @@ def read_with_snapshot(
         digests.adopt(header.id, len(data), state)
     stored = StoredLog(header, events.tail, torn, str(path), len(data) - committed, recovered, cut)
     return SnapshotRead(checkpoint, stored, load_prefix)
+
+
+def _decompress(body: bytes) -> bytes:
+    try:
+        return decompress_complete(body, path=None, offset=0)
+    except CorruptLogError as exc:
+        raise SnapshotIgnoredError(f"the snapshot body does not decompress ({exc})") from None
 
 
 def read_prefix(path: Path, snap: SnapshotHeader, *, zstd: bool) -> list[Event]:
