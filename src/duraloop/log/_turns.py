@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from ..errors import EventRejectedError
 from ._event import Event
 from ._pending import PendingCall, PendingToolCalls, UnansweredStep
-from .vocabulary import STEP_END, STEP_START, TURN_END, TURN_START
+from .vocabulary import ASSISTANT_CHUNK, STEP_END, STEP_START, TURN_END, TURN_START
 
 
 def last_turn_boundary(events: Sequence[Event]) -> int | None:
@@ -202,11 +202,13 @@ def scan_turns(events: Sequence[Event]) -> TurnScan:
     open_step: int | None = None
     unanswered: list[UnansweredStep] = []
     for event in events:
+        kind = event.type
+        if kind == ASSISTANT_CHUNK:
+            continue  # the commonest event: the tracker ignores it, and it opens or closes nothing
         if tracker.closes_unanswered(event):
             calls = tuple(tracker.pending())
             unanswered.append(UnansweredStep(open_turn, calls[0].step, event.seq, calls))
         tracker.observe(event)
-        kind = event.type
         if kind == TURN_START:
             open_turn = _number(event, "turn")
             open_step = None
