@@ -23,13 +23,13 @@ from duraloop.llm import ScriptedModel
 from duraloop.log import LazyEvents, Session
 from duraloop.loop import AgentLoop, LoopConfig, SessionSetup, resume_session, start_session
 from duraloop.store import JsonlStore, SessionStore, read_log_file
-from duraloop.tools import Tool
+from duraloop.tools import Tool, ToolContext
 
 SNAPSHOT = "session.snapshot"
 
 
 def _tool(name: str) -> Tool:
-    async def body(**arguments: Any) -> str:
+    async def body(arguments: Any, context: ToolContext) -> str:
         if arguments.get("fail"):
             raise ToolError("the tool failed on purpose", code="TEST_FAILURE")
         return f"{name} ok {arguments.get('i')}"
