@@ -546,3 +546,27 @@ def test_zstd_frames_of_a_closed_turn_are_merged_into_one(tmp_path: Path) -> Non
     assert not list(root.rglob("*.merge"))  # no temporary file left
     loaded, _ = _store(root, "zstd").prepare(sid)
     assert loaded.snapshot == "used"  # the snapshot binds the merged bytes
+
+
+def test_a_snapshot_that_cannot_be_written_is_logged_and_the_turn_still_completes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from duraloop.errors import StoreError
+    from duraloop.store._jsonl._backend import JsonlBackend
+
+    def refuse(self: JsonlBackend, session_id: str, events: int, body: bytes) -> bool:
+        raise StoreError("the disk is full")
+
+    monkeypatch.setattr(JsonlBackend, "write_snapshot", refuse)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    root = tmp_path / "store"
+    sid = anyio.run(
+        lambda: _run_turns(
+            JsonlStore(root), workspace, [(1, 1, False, False)], session_id=None, snapshot_every=1
+        )
+    )
+    assert "the snapshot was not written: the disk is full" in caplog.text
+    assert not list(root.rglob(SNAPSHOT))
+    _, events = JsonlStore(root).read(sid)
+    assert events[-1].type == "turn/end"  # the log is whole; only the cache is missing

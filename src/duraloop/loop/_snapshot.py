@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from ..errors import PairingError, StoreError, UsageError
+from ..errors import DuraloopError, PairingError
 from ..log import PairingCheck, Session, SessionCheckpoint
 
 logger = logging.getLogger(__name__)
@@ -109,7 +109,8 @@ class Snapshots:
             return
         try:
             written = writer.write_snapshot(msgspec.to_builtins(fold))
-        except (StoreError, UsageError) as exc:
+        except (DuraloopError, OSError) as exc:
+            # A cache: the log is durable, only the next resume reads more of it.
             logger.warning("session %s: the snapshot was not written: %s", session.id, exc)
             return
         if written:
