@@ -26,7 +26,7 @@ from pathlib import Path
 
 import _scenario as sc
 
-TARGET_MS = 5.0
+TARGET_MS = 2.0
 TARGET_RATIO = 2.0
 TARGET_BYTES = 500_000
 TARGET_FSYNCS_PER_STEP = 2.0

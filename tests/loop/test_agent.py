@@ -7,6 +7,7 @@ its `tool/call`, and count flushes per step. Each test also checks the whole log
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -139,3 +140,31 @@ async def test_max_steps_ends_turn_blocked_between_steps(tmp_path: Path) -> None
     ]
     assert of_type(session.events, "turn/end")[0].data["reason"] == result.reason
     assert_log_valid(session)
+
+
+@pytest.mark.anyio
+async def test_every_flush_runs_on_the_event_loop_thread(tmp_path: Path) -> None:
+    # Issue 11: the flush before a body is made on the event loop (no worker-thread round
+    # trip per call); calls started together still share it.
+    session = Session("s")
+    threads: list[int] = []
+
+    class ThreadRecording(RecordingDurability):
+        def flush(self) -> None:
+            threads.append(threading.get_ident())
+            super().flush()
+
+    durability = ThreadRecording(session)
+    tools = [_law5_tool("p", durability, [], parallel=True)]
+    session, _model, loop = make_loop(
+        tmp_path,
+        [tools_step(call("c1"), call("c2"), call("c3")), {"text": "done"}],
+        tools,
+        durability=durability,
+        session=session,
+    )
+    await loop.run_turn("go")
+    assert threads and set(threads) == {threading.get_ident()}
+    calls = [e.seq for e in of_type(session.events, "tool/call")]
+    assert not [at for at in durability.flushed_through if calls[0] < at <= calls[-1]]
+    assert any(at > calls[-1] for at in durability.flushed_through)

@@ -16,7 +16,11 @@ import pytest
 from duraloop.errors import ConfigError, ToolDefinitionError
 from duraloop.llm import ScriptedModel
 from duraloop.log import Session
-from duraloop.log.vocabulary import ABORTED_AFTER_COMPLETION_TEXT, ABORTED_ERROR
+from duraloop.log.vocabulary import (
+    ABORTED_AFTER_COMPLETION_TEXT,
+    ABORTED_ERROR,
+    INVALID_TOOL_OUTPUT_ERROR,
+)
 from duraloop.loop import AgentLoop, LoopConfig
 from duraloop.tools import tool
 from duraloop.tools._outcome import (
@@ -24,6 +28,7 @@ from duraloop.tools._outcome import (
     OUTPUT_NOTE_ROOM_BYTES,
     ToolOutcome,
     capped,
+    checked_outcome,
     truncation_note,
 )
 
@@ -164,3 +169,34 @@ def test_loop_config_refuses_a_cancel_grace_that_is_not_positive(bad: Any) -> No
 def flood_body() -> str:
     """Return nothing much."""
     return ""
+
+
+def test_checked_outcome_of_text_blocks_copies_them_and_repairs_surrogates() -> None:
+    # The fast path for text-only content (the common result) must do what the general
+    # check does: a copy the tool can no longer change, and lone surrogates made U+FFFD.
+    blocks: list[Any] = [{"type": "text", "text": "a\ud800b"}, {"type": "text", "text": "ok"}]
+    outcome = ToolOutcome(is_error=False, content=blocks, concludes_turn=True)
+    checked = checked_outcome(outcome)
+    assert checked.content == [
+        {"type": "text", "text": "a\ufffdb"},
+        {"type": "text", "text": "ok"},
+    ]
+    blocks[1]["text"] = "changed"
+    assert checked.content[1]["text"] == "ok"
+    assert checked.concludes_turn and not checked.is_error
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        [{"type": "text", "text": "a", "x": float("inf")}],
+        [{"type": "text", "text": float("nan")}],
+        [{"type": "image", "text": "no"}, "not a block"],
+    ],
+)
+def test_checked_outcome_outside_the_fast_path_still_rejects_what_is_not_storable(
+    content: list[Any],
+) -> None:
+    checked = checked_outcome(ToolOutcome(is_error=False, content=content))
+    assert checked.is_error and checked.error is not None
+    assert checked.error == INVALID_TOOL_OUTPUT_ERROR

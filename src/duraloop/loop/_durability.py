@@ -10,19 +10,15 @@ from __future__ import annotations
 
 from typing import Protocol
 
-import anyio
-
-from ..errors import UsageError
 from ..log import Session
 
 
 class Durability(Protocol):
     """What the loop needs from persistence (`duraloop.store.SessionWriter` satisfies it).
 
-    `flush()` makes every committed event durable (one write + one fsync); the loop may
-    call it from a worker thread (never two at once), so it must take one snapshot of the
-    session's events. `close()` flushes and releases the session's writer lock. None (no
-    store) means in-memory only.
+    `flush()` makes every committed event durable (one write + one fsync); the loop calls
+    it on the event loop's thread, never two at once. `close()` flushes and releases the
+    session's writer lock. None (no store) means in-memory only.
     """
 
     def flush(self) -> None:
@@ -48,18 +44,21 @@ class LogDurability(Protocol):
         """Return the last seq known durable (-1 when none)."""
 
     def flush(self) -> None:
-        """Make every committed event durable now (a no-op without a store).
-
-        Raises:
-            UsageError: if a background flush is still running.
-        """
+        """Make every committed event durable now (a no-op without a store)."""
 
     async def ensure_durable(self, seq: int) -> None:
         """Return once the log is durable through `seq` (Law 5: before a tool body runs)."""
 
 
 class GroupCommit:
-    """The loop's `LogDurability`: synchronous flushes plus group-committed background ones.
+    """The loop's `LogDurability`: flushes on the event loop, group-committed per batch.
+
+    Every flush, including the one before a tool body (`ensure_durable`), runs inline on
+    the event loop: one write and one fsync of everything appended so far, with no thread
+    round trip. Calls started together share it (group commit): the first body's flush
+    covers every `tool/call` appended before it, the others find their seq covered. The
+    figures that chose this over a worker-thread hop per flush and over a long-lived writer
+    thread are in docs/scheduler.md#durability-before-a-body.
 
     Args:
         session: the live session whose events are made durable.
@@ -70,7 +69,6 @@ class GroupCommit:
         self._session = session
         self.writer = writer
         self._durable_through = session.seq - 1
-        self._flushing: anyio.Event | None = None
 
     @property
     def persisted(self) -> bool:
@@ -85,13 +83,13 @@ class GroupCommit:
         """Make every committed event durable now (a no-op without a store).
 
         Raises:
-            UsageError: if a background flush is still running (it never is between steps).
+            Exception: whatever the writer's flush raises (the log is then durable only
+                through the last successful flush).
         """
-        if self._flushing is not None:
-            raise UsageError("a durable flush is already running on this AgentLoop")
+        target = self._session.seq - 1
         if self.writer is not None:
             self.writer.flush()
-        self._durable_through = self._session.seq - 1
+        self._durable_through = target
 
     def close(self) -> None:
         """Flush and release the writer; later flushes are no-ops."""
@@ -102,23 +100,12 @@ class GroupCommit:
     async def ensure_durable(self, seq: int) -> None:
         """Make the log durable through `seq` before a tool body runs (Law 5).
 
-        Group commit: one flush at a time runs in a worker thread, so the event loop keeps
-        committing and starting other calls meanwhile; a caller whose seq the running flush
-        does not cover waits for it and then flushes everything appended since.
+        Returns at once, without a flush, when `seq` is already durable; otherwise flushes
+        inline (every event appended so far, so the calls started with this one are covered
+        too). Never yields to the event loop.
+
+        Raises:
+            Exception: whatever the writer's flush raises.
         """
-        while seq > self._durable_through:
-            if self._flushing is not None:
-                await self._flushing.wait()
-                continue
-            writer = self.writer
-            if writer is None:
-                self._durable_through = self._session.seq - 1
-                return
-            target = self._session.seq - 1
-            self._flushing = anyio.Event()
-            try:
-                await anyio.to_thread.run_sync(writer.flush)
-                self._durable_through = target
-            finally:
-                self._flushing.set()
-                self._flushing = None
+        if seq > self._durable_through:
+            self.flush()

@@ -100,8 +100,8 @@ class SessionWriter:
         self._bytes_written = 0
         self._batches_written = 0
         self._events_written = 0
-        # The loop flushes from a worker thread, and `SessionStore.load` of a live session
-        # flushes from the caller's: one flush at a time.
+        # The loop flushes on its event loop's thread, and `SessionStore.load` of a live
+        # session flushes from the caller's (maybe another thread): one flush at a time.
         self._flush_lock = threading.Lock()
 
     @property

@@ -232,6 +232,15 @@ def checked_outcome(outcome: ToolOutcome) -> ToolOutcome:
     A lone UTF-16 surrogate in any string of the outcome (text a tool decoded from JSON with
     a `\ud83d` escape, say) becomes U+FFFD first, so the result can always be stored.
     """
+    if outcome.meta is None and outcome.error is None:
+        plain = _plain_text_content(outcome.content)
+        if plain is not None:
+            return ToolOutcome(
+                is_error=outcome.is_error,
+                content=plain,
+                additional_contexts=tuple(outcome.additional_contexts),
+                concludes_turn=outcome.concludes_turn and not outcome.is_error,
+            )
     try:
         content = lossless_copy(well_formed_json(outcome.content), what="tool result content")
         meta = lossless_copy(well_formed_json(outcome.meta), what="tool result meta")
@@ -253,6 +262,26 @@ def checked_outcome(outcome: ToolOutcome) -> ToolOutcome:
         additional_contexts=tuple(outcome.additional_contexts),
         concludes_turn=outcome.concludes_turn and not outcome.is_error,
     )
+
+
+def _plain_text_content(content: object) -> list[ContentBlock] | None:
+    """Copy content that is text blocks only, each `{type: "text", text: str}`; else None.
+
+    The common result (a body's string, "ok") checked without the general walk: the texts are
+    made well formed like `well_formed_json` does, and the blocks are copied like
+    `lossless_copy` does, so what is checked is exactly what is stored.
+    """
+    if type(content) is not list:
+        return None
+    blocks: list[ContentBlock] = []
+    for block in content:
+        if type(block) is not dict or len(block) != 2 or block.get("type") != BLOCK_TEXT:
+            return None
+        text = block.get(BLOCK_TEXT)
+        if type(text) is not str:
+            return None
+        blocks.append(text_block(well_formed_json(text)))
+    return blocks
 
 
 def truncation_note(dropped_bytes: int) -> str:

@@ -108,6 +108,8 @@ class ToolPipeline:
         self.max_output_bytes = max_output_bytes
         self.cancel_grace_seconds = cancel_grace_seconds
         self._invoked: set[str] = set()
+        # One `LoopCaller` per turn signal (a turn runs on one event loop), not one per call.
+        self._caller: tuple[CancelSignal, LoopCaller] | None = None
 
     def is_parallel(self, call: ToolCallRequest) -> bool:
         """Classify `call` now: True for parallel-safe, False for exclusive; never raises.
@@ -271,7 +273,7 @@ class ToolPipeline:
         # a turn never waits on a tool that would not notice it; one that watches it gets the
         # grace period to settle itself first. (A sync body's thread wait is shielded, and
         # bounded by the same grace period, in `run_blocking`.)
-        caller = LoopCaller()
+        caller = self._loop_caller(ctx.signal)
         grace_seconds = self.cancel_grace_seconds
 
         def on_cancel(_reason: object) -> None:
@@ -289,6 +291,14 @@ class ToolPipeline:
                 remove()
         # A body that returned is reported even if the scope's cancel also landed.
         return outcome if outcome is not None else ToolOutcome.cancelled(body_invoked=True)
+
+    def _loop_caller(self, signal: CancelSignal) -> LoopCaller:
+        cached = self._caller
+        if cached is not None and cached[0] is signal:
+            return cached[1]
+        caller = LoopCaller()
+        self._caller = (signal, caller)
+        return caller
 
     async def _run_timed(self, found: Tool, args: object, ctx: ToolContext) -> ToolOutcome:
         if found.timeout_seconds is None:
