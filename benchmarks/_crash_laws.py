@@ -89,6 +89,8 @@ class Snapshot:
             SQLite rows as tuples keyed by seq.
         events: the logical events after the header, packed rows expanded to placeholders.
         problems: what the reader could not parse (each a `reader` violation).
+        framed: a zstd log: what must be kept is its plaintext lines, not its bytes (a
+            closed turn's frames are merged into one, docs/store.md#zstd-framing).
     """
 
     raw: bytes = b""
@@ -97,6 +99,7 @@ class Snapshot:
     lines: tuple[bytes, ...] = ()
     events: tuple[dict[str, Any], ...] = ()
     problems: tuple[str, ...] = ()
+    framed: bool = False
 
     @property
     def exists(self) -> bool:
@@ -186,6 +189,7 @@ def read_zstd(path: Path) -> Snapshot:
         lines=lines,
         events=tuple(events),
         problems=tuple(problems + line_problems),
+        framed=True,
     )
 
 
@@ -315,6 +319,25 @@ def check_preserved(before: Snapshot, after: Snapshot) -> list[Violation]:
                         f"changed or went: {after.rows.get(seq)!r:.120}",
                     )
                 )
+        return found
+    if before.framed:
+        # Frames may be merged (same plaintext, other bytes): every committed line must stay.
+        if after.lines[: len(before.lines)] != before.lines:
+            common = next(
+                (
+                    k
+                    for k, (a, b) in enumerate(zip(before.lines, after.lines, strict=False))
+                    if a != b
+                ),
+                min(len(before.lines), len(after.lines)),
+            )
+            found.append(
+                Violation(
+                    "committed-lost",
+                    f"plaintext line {common + 2} of the {len(before.lines)} committed lines "
+                    "differs or went after resume",
+                )
+            )
         return found
     if not after.raw.startswith(before.committed):
         common = next(

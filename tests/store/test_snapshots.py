@@ -546,6 +546,14 @@ def test_zstd_frames_of_a_closed_turn_are_merged_into_one(tmp_path: Path) -> Non
     assert not list(root.rglob("*.merge"))  # no temporary file left
     loaded, _ = _store(root, "zstd").prepare(sid)
     assert loaded.snapshot == "used"  # the snapshot binds the merged bytes
+    # A later process merges only what it wrote after the snapshot it resumed from: the
+    # frames merged before are left as they are (no rewrite of the whole log each time).
+    anyio.run(
+        lambda: _run_turns(_store(root, "zstd"), workspace, turns, session_id=sid, snapshot_every=1)
+    )
+    again = _log_file(root).read_bytes()
+    assert again.startswith(merged)
+    assert len(scan_frames(again, path=None).frames) == 3
 
 
 def test_a_snapshot_that_cannot_be_written_is_logged_and_the_turn_still_completes(

@@ -176,8 +176,10 @@ class SnapshotRead:
             `checkpoint.count` on), torn marker and counts as `StorageBackend.read`.
         load_prefix: decodes the covered prefix's events as stored (checked against the
             binding again), for a reader that needs them.
+        covered_bytes: the byte length of the covered log prefix.
     """
 
     checkpoint: SessionCheckpoint
     stored: StoredLog
     load_prefix: Callable[[], list[Event]]
+    covered_bytes: int

@@ -178,6 +178,8 @@ class JsonlBackend:
         check_identity(self.root, header, session_id, path)
         read = read_with_snapshot(path, header, blob, data, zstd=zstd, digests=self._digests)
         self._read_paths[session_id] = path
+        # The frames before the covered end were merged when the snapshot was written.
+        self._merged[session_id] = read.covered_bytes
         if read.stored.torn is None:
             self._ends[session_id] = len(data)
         return read

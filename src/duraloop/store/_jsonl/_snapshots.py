@@ -147,7 +147,7 @@ def read_with_snapshot(
         state.update(memoryview(data)[snap.log_bytes :])
         digests.adopt(header.id, len(data), state)
     stored = StoredLog(header, events.tail, torn, str(path), len(data) - committed, recovered, cut)
-    return SnapshotRead(checkpoint, stored, load_prefix)
+    return SnapshotRead(checkpoint, stored, load_prefix, snap.log_bytes)
 
 
 def _decompress(body: bytes) -> bytes:
