@@ -33,6 +33,7 @@ import msgspec
 
 from ...errors import WirePairingError
 from ...log import JsonObject, Message
+from .._bulk import gc_paused
 from .._model import ModelRequest, ToolSchema
 from ._convert import THINKING_TYPES, ConvertedMessage, MessageConverter, place_thinking
 from ._pairing import check_anthropic_messages
@@ -201,8 +202,9 @@ class MessagesEncoder:
                 if (entry := parts.get(m["id"])) is not None and (entry[0] is m or entry[0] == m)
             }
             count = 0
-        for message in messages[count:]:
-            self._fold(message)
+        with gc_paused(len(messages) - count):
+            for message in messages[count:]:
+                self._fold(message)
         wire = list(self._closed)
         last = self._open.wire() if self._open is not None else None
         if last is not None:
