@@ -33,7 +33,13 @@ from typing import Any
 
 import anyio
 
-from duraloop.llm import ModelRequest, OpenAIChatModel, ScriptedModel, StreamChunk
+from duraloop.llm import (
+    AnthropicMessagesModel,
+    ModelRequest,
+    OpenAIChatModel,
+    ScriptedModel,
+    StreamChunk,
+)
 from duraloop.loop import LoopConfig, SessionSetup, start_session
 from duraloop.store import JsonlStore, MemoryStore, SessionStore
 from duraloop.tools import Tool, tool
@@ -172,9 +178,12 @@ class EncodingModel:
 
 
 def encode_request(
-    adapter: OpenAIChatModel, messages: Sequence[Any], system: str | None, tools: Sequence[Any]
+    adapter: OpenAIChatModel | AnthropicMessagesModel,
+    messages: Sequence[Any],
+    system: str | None,
+    tools: Sequence[Any],
 ) -> bytes:
-    """JSON-encode the Chat Completions body of one request (used by the resume child)."""
+    """JSON-encode the provider body of one request (used by the resume child)."""
     request = ModelRequest(messages=messages, system=system, tools=tools)
     return adapter.encode_request(request)
 
@@ -368,6 +377,7 @@ def figures_table(figures: Sequence[Figure]) -> str:
 
 __all__ = [
     "CALLS_PER_STEP",
+    "AnthropicMessagesModel",
     "BenchScriptedModel",
     "NOOP_TOOLS",
     "RUNS",

@@ -23,7 +23,10 @@ verify it, read the tail, restore), `seed` (now empty: prepare built the session
 `writer+loop` (`open_writer`, `AgentLoop`; the end-seed joins the next batch), `derive+pairing`
 (`derive_messages` + the loop's incremental pairing check) and `encode` (the Chat Completions
 body of the whole history, `OpenAIChatModel.encode_request` on a fresh adapter: every
-message converted and encoded once). The parent also reports the child's whole
+message converted and encoded once; issue 11's target: <= 4 ms for the 1000-step session).
+After the resume, outside its phases, the child also times the Anthropic adapter's cold
+encode of the same history and `msgspec.json.encode` of the messages (the reference speed).
+The parent also reports the child's whole
 wall time (interpreter start and imports included).
 
     /work/venv/bin/python benchmarks/bench_resume.py [--runs 3] [--events 100000]
@@ -45,8 +48,11 @@ from typing import Any
 
 import _scenario as sc
 import anyio
+import msgspec
 
 TARGET_ENCODE_MS = 4.0
+"""Issue 11: the first request after resume at msgspec speed (msgspec.json.encode of the
+same messages took ~3.9 ms on the machine of the issue's figures)."""
 PHASES = ("load", "seed", "writer+loop", "derive+pairing", "encode")
 
 
@@ -168,11 +174,22 @@ def child(root: str, session_id: str) -> None:
     marks.append(time.perf_counter())
     materialized = bool(getattr(session.events, "materialized", True))
     loop.close()
+    # Not phases of the resume (not in its total), timed on the same fresh messages: the
+    # Anthropic adapter's cold encode, and msgspec.json.encode of the history as reference.
+    anthropic = sc.AnthropicMessagesModel("bench-model", api_key="sk-ant-bench-not-used")
+    started = time.perf_counter()
+    sc.encode_request(anthropic, messages, system, tools)
+    anthropic_ms = (time.perf_counter() - started) * 1000
+    started = time.perf_counter()
+    msgspec.json.encode(messages)
+    msgspec_ms = (time.perf_counter() - started) * 1000
     phases = {name: (marks[i + 1] - marks[i]) * 1000 for i, name in enumerate(PHASES)}
     print(
         json.dumps(
             {
                 "phases_ms": phases,
+                "anthropic_encode_ms": anthropic_ms,
+                "msgspec_encode_ms": msgspec_ms,
                 "total_ms": (marks[-1] - marks[0]) * 1000,
                 "ready_ms": (marks[-2] - marks[0]) * 1000,
                 "events": len(loaded.events),
@@ -309,8 +326,21 @@ def measure(runs: int, steps: int, events: int) -> list[sc.Figure]:
             ratio <= 2.0,
         )
     )
-    encode = [r["phases_ms"]["encode"] for r, _ in reports["steps", True]]
-    figure(f"encode the first request after resume ({labels['steps']})", encode, TARGET_ENCODE_MS)
+    steps_runs = reports["steps", True]
+    encode = [r["phases_ms"]["encode"] for r, _ in steps_runs]
+    body_mb = steps_runs[0][0]["request_bytes"] / 1e6
+    figure(
+        f"encode the first request after resume ({body_mb:.2f} MB, Chat Completions)",
+        encode,
+        TARGET_ENCODE_MS,
+    )
+    figure(
+        "  same history, Anthropic Messages adapter",
+        [r["anthropic_encode_ms"] for r, _ in steps_runs],
+        None,
+    )
+    reference = [r["msgspec_encode_ms"] for r, _ in steps_runs]
+    figure("  same history, msgspec.json.encode of the messages (reference)", reference, None)
     figure(
         f"resume {labels['steps']} + request encoded (whole)",
         [r["total_ms"] for r, _ in reports["steps", True]],

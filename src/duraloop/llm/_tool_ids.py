@@ -130,11 +130,12 @@ class ToolIdMap:
         rule: the target dialect's id rule.
     """
 
-    __slots__ = ("_originals", "rule")
+    __slots__ = ("_originals", "_wires", "rule")
 
     def __init__(self, rule: ToolIdRule) -> None:
         self.rule = rule
-        self._originals: dict[str, str] = {}
+        self._originals: dict[str, str] = {}  # wire id -> history id
+        self._wires: dict[str, str] = {}  # history id -> wire id, once mapped without collision
 
     def to_wire(self, call_id: str) -> str:
         """Return the wire id of `call_id` (see `wire_tool_id`) and remember the pair.
@@ -149,7 +150,15 @@ class ToolIdMap:
             WirePairingError: `TOOL_ID_COLLISION` if another id of this request already has
                 the same wire id (two calls would be indistinguishable on the wire).
         """
-        wire = wire_tool_id(call_id, self.rule)
+        wire = self._wires.get(call_id)
+        if wire is not None:  # mapped before: a call's result, or a re-encoded message
+            return wire
+        rule = self.rule
+        # `wire_tool_id`, its common case inlined: an id the rule accepts is sent as it is.
+        if 0 < len(call_id) <= rule.max_length and rule.pattern.fullmatch(call_id) is not None:
+            wire = call_id
+        else:
+            wire = wire_tool_id(call_id, rule)
         original = self._originals.setdefault(wire, call_id)
         if original != call_id:
             raise WirePairingError(
@@ -160,6 +169,7 @@ class ToolIdMap:
                 message_index=-1,
                 rule="TOOL_ID_COLLISION",
             )
+        self._wires[call_id] = wire
         return wire
 
     def from_wire(self, wire_id: str) -> str:

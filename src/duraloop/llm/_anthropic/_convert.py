@@ -254,6 +254,10 @@ def parse_input(arguments: str, call_id: str) -> JsonObject:
 
 
 def _result_text(blocks: list[Any], message: Message) -> str:
+    if len(blocks) == 1:  # the common case: one text block, returned as it is
+        block = blocks[0]
+        if block.get("type") == BLOCK_TEXT and type(text := block["text"]) is str:
+            return text
     parts: list[str] = []
     for block in blocks:
         kind = block.get("type")

@@ -10,10 +10,14 @@ before sending; a violation raises `WirePairingError` (a duraloop bug) and nothi
 
 One pass over the messages and their blocks (linear time, no copies) reports the first
 violation: its rule (the names of `log._pairing`), the wire message index and the call id.
+A payload that breaks no rule (every payload duraloop builds) is first accepted by a lean
+pass, `_well_paired`, which gives no diagnostics; only one it refuses goes through the pass
+that names the violation.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, NoReturn
 
@@ -48,6 +52,9 @@ ANTHROPIC_NOT_FIRST: Final = (
 )
 
 _ANTHROPIC: Final = "anthropic"
+_ID: Final = f"[a-zA-Z0-9_-]{{1,{ANTHROPIC_IDS.max_length}}}"
+_IDS: Final = re.compile(f"{_ID}(?:\x00{_ID})*")
+"""NUL-joined ids that `ANTHROPIC_IDS` accepts, one each (NUL is no id character)."""
 
 
 def check_anthropic_messages(messages: Sequence[Mapping[str, Any]]) -> None:
@@ -72,6 +79,12 @@ def check_anthropic_messages(messages: Sequence[Mapping[str, Any]]) -> None:
             index of the message at fault (the assistant message for an unanswered
             `tool_use`, the user message for a misplaced or unexpected `tool_result`).
     """
+    if not _well_paired(messages):
+        _find_violation(messages)
+
+
+def _find_violation(messages: Sequence[Mapping[str, Any]]) -> None:
+    """The pass that names the first violation; returns only if there is none."""
     group = CallGroup()  # the previous message's tool_use ids
 
     def fail(rule: str, index: int, call_id: str, detail: str, text: str | None) -> NoReturn:
@@ -204,3 +217,52 @@ def _is_tool_result(block: object) -> bool:
 def _result_id(block: Mapping[str, Any]) -> str:
     call_id = block.get("tool_use_id")
     return call_id if isinstance(call_id, str) else repr(call_id)
+
+
+def _well_paired(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """Return True only if `check_anthropic_messages` accepts `messages` (JSON values).
+
+    The same rules with the fewest Python operations per message: the message after one
+    with `tool_use` blocks is a user message whose first blocks are `tool_result`s for
+    exactly those ids, in order; no other `tool_result` appears anywhere; the ids of one
+    message are distinct; all ids are validated at once, by one regular expression over
+    them joined. False says only that the full pass must find (and describe) a violation.
+    """
+    due: list[Any] = []  # the tool_use ids of the previous message
+    ids: list[Any] = []  # every tool_use id, validated at the end
+    for message in messages:
+        content = message.get("content")
+        blocks: Sequence[Any] = content if isinstance(content, list) else ()
+        count = len(due)
+        if count:
+            if message.get("role") != "user" or len(blocks) < count:
+                return False
+            answers = [
+                block.get("tool_use_id") if _is_tool_result(block) else None
+                for block in blocks[:count]
+            ]
+            if answers != due:
+                return False
+        if any(_is_tool_result(block) for block in (blocks[count:] if count else blocks)):
+            return False
+        if message.get("role") != "assistant":
+            due = []
+            continue
+        due = [
+            block.get("id")
+            for block in blocks
+            if isinstance(block, Mapping) and block.get("type") == "tool_use"
+        ]
+        if len(due) > 1:
+            try:
+                if len(set(due)) != len(due):
+                    return False
+            except TypeError:  # an unhashable id
+                return False
+        ids += due
+    if due:
+        return False
+    try:
+        return not ids or _IDS.fullmatch("\x00".join(ids)) is not None
+    except TypeError:  # an id that is no string
+        return False

@@ -15,8 +15,9 @@ beyond the conversion of each message (`_convert`):
   sent is still caught).
 
 `MessagesEncoder` builds the body incrementally, like the Chat Completions encoder: every
-history message is converted once, and every finished wire message is JSON-encoded once.
-Only the last wire message (which may still grow, e.g. by another tool result) is encoded
+history message is converted once, and every finished wire message is JSON-encoded once (all
+those one request closes in one msgspec call; a cold cache converts with the GC paused). Only
+the last wire message (which may still grow, e.g. by another tool result) is encoded
 again on each request. `check_anthropic_messages` runs on the wire messages before the body
 is built; wire messages an earlier request checked and that have not changed since are not
 checked again (the check restarts at the last checked assistant message, the only one that
@@ -33,13 +34,15 @@ import msgspec
 
 from ...errors import WirePairingError
 from ...log import JsonObject, Message
+from .._bulk import gc_paused
 from .._model import ModelRequest, ToolSchema
 from ._convert import THINKING_TYPES, ConvertedMessage, MessageConverter, place_thinking
 from ._pairing import check_anthropic_messages
 
 HISTORY_TOOL_DESCRIPTION: Final = "A tool called earlier in this conversation; not available now."
 
-_encode = msgspec.json.encode
+_encoder: Final = msgspec.json.Encoder()
+_encode: Final = _encoder.encode
 
 
 class _Group:
@@ -137,6 +140,7 @@ class MessagesEncoder:
         self._parts: dict[str, tuple[Message, ConvertedMessage]] = {}
         self._closed: list[JsonObject] = []  # finished wire messages
         self._joined = bytearray()  # their JSON, joined by commas
+        self._encoded = 0  # how many of _closed _joined holds
         self._open: _Group | None = None  # the last wire message, still growing
         self._loop_head: bool | None = None  # see `_thinking_allowed`
         self._checked = 0  # closed wire messages already pairing-checked
@@ -201,8 +205,12 @@ class MessagesEncoder:
                 if (entry := parts.get(m["id"])) is not None and (entry[0] is m or entry[0] == m)
             }
             count = 0
-        for message in messages[count:]:
-            self._fold(message)
+        try:
+            with gc_paused(len(messages) - count):
+                for message in messages[count:]:
+                    self._fold(message)
+        finally:
+            self._encode_closed()
         wire = list(self._closed)
         last = self._open.wire() if self._open is not None else None
         if last is not None:
@@ -240,10 +248,23 @@ class MessagesEncoder:
             self._loop_head = None
         elif group.role == "assistant" and self._loop_head is None:
             self._loop_head = group.starts_with_thinking()
-        if self._closed:
-            self._joined += b","
-        self._joined += _encode(message)
-        self._closed.append(message)
+        self._closed.append(message)  # encoded by `_encode_closed`, with the others
+
+    def _encode_closed(self) -> None:
+        # Every newly closed wire message in one msgspec call: b"[a,b]" appended to the
+        # buffer becomes b",a,b" (or b"a,b" in an empty buffer).
+        new = self._closed[self._encoded :] if self._encoded else self._closed
+        if not new:
+            return
+        joined = self._joined
+        at = len(joined)
+        _encoder.encode_into(new, joined, at)
+        del joined[-1]  # "]"
+        if at:
+            joined[at] = 0x2C  # ","
+        else:
+            del joined[0]  # "["
+        self._encoded = len(self._closed)
 
     def _thinking_allowed(self) -> bool:
         # While a tool loop continues (assistant messages after the last user turn), the

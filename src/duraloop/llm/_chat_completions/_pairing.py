@@ -9,11 +9,14 @@ retry can fix (docs/providers.md#error-tool-results). The adapters call it on th
 right before sending; a violation raises `WirePairingError` (a duraloop bug) and nothing is sent.
 
 One pass over the messages (linear time, no copies) reports the first violation: its rule
-(the names of `log._pairing`), the wire message index and the call id.
+(the names of `log._pairing`), the wire message index and the call id. A body that breaks no
+rule (every body duraloop builds) is first accepted by a lean pass, `_well_paired`, which
+gives no diagnostics; only a body it refuses goes through the pass that names the violation.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, NoReturn
 
@@ -48,6 +51,10 @@ DEEPSEEK_UNEXPECTED: Final = (
 )
 DEEPSEEK_CONTENT_MISSING: Final = "content or tool_calls must be set"
 
+_ID: Final = f"[A-Za-z0-9_.:-]{{1,{CHAT_COMPLETIONS_IDS.max_length}}}"
+_IDS: Final = re.compile(f"{_ID}(?:\x00{_ID})*")
+"""NUL-joined ids that `CHAT_COMPLETIONS_IDS` accepts, one each (NUL is no id character)."""
+
 
 def check_chat_completions_messages(
     messages: Sequence[Mapping[str, Any]], *, provider: str
@@ -75,6 +82,12 @@ def check_chat_completions_messages(
             index of the message at fault (the assistant message for an unanswered call,
             the tool message for an unexpected, duplicate or out-of-order result).
     """
+    if not _well_paired(messages, deepseek=provider == "deepseek"):
+        _find_violation(messages, provider=provider)
+
+
+def _find_violation(messages: Sequence[Mapping[str, Any]], *, provider: str) -> None:
+    """The pass that names the first violation; returns only if there is none."""
     deepseek = provider == "deepseek"
     unexpected_text = DEEPSEEK_UNEXPECTED if deepseek else OPENAI_UNEXPECTED
     group = CallGroup()  # the open assistant message's calls
@@ -185,3 +198,46 @@ def check_chat_completions_messages(
             )
     if group.pending:
         unanswered("at the end of the messages")
+
+
+def _well_paired(messages: Sequence[Mapping[str, Any]], *, deepseek: bool) -> bool:
+    """Return True only if `check_chat_completions_messages` accepts `messages` (JSON values).
+
+    The same rules, checked with the fewest Python operations per message: each run of
+    tool messages carries exactly the call ids of the assistant message before it, in
+    order; the ids of one message are distinct; and all call ids are validated at once, by
+    one regular expression over them joined. False says only that the full pass must find
+    (and describe) a violation.
+    """
+    due: list[Any] = []  # the call ids of the open assistant message
+    answered = 0
+    ids: list[Any] = []  # every call id, validated at the end
+    for message in messages:
+        role = message.get("role")
+        if role == "tool":
+            if answered >= len(due) or due[answered] != message.get("tool_call_id"):
+                return False
+            answered += 1
+            continue
+        if answered < len(due):
+            return False
+        answered = 0
+        calls = message.get("tool_calls") if role == "assistant" else None
+        if not calls:
+            due = []
+            if deepseek and role == "assistant" and not isinstance(message.get("content"), str):
+                return False
+            continue
+        try:
+            due = [call["id"] for call in calls] if type(calls) is list else []
+            if not due or (len(due) > 1 and len(set(due)) != len(due)):
+                return False
+        except (KeyError, TypeError):  # a call that is no object or has no id; an odd id
+            return False
+        ids += due
+    if answered < len(due):
+        return False
+    try:
+        return not ids or _IDS.fullmatch("\x00".join(ids)) is not None
+    except TypeError:  # an id that is no string
+        return False

@@ -1,4 +1,4 @@
-"""Chat Completions request bodies: message conversion, the pairing check, the body encoder.
+"""Chat Completions request bodies: the body encoder, its options and the pairing check.
 
 Shared by the OpenAI and DeepSeek adapters. Wire rules follow
 docs/providers.md#chat-completions-wire, the pairing rule of 3.1 and the error-result rule of
@@ -10,14 +10,18 @@ its result carry the same wire id and a history from another provider (e.g. Anth
 ids) continues here (docs/providers.md#tool-call-ids).
 
 Encoding is incremental (README.md#performance: "the provider payload of the unchanged prefix is
-encoded once and reused"). Each history message is converted and JSON-encoded once, into
-one byte fragment (its 1+ wire messages joined by commas). The encoder keeps the previous
-request's messages, wire dicts and fragments; when the new request's history starts with
-the very same message objects (one list comparison, which compares identical items by
-pointer in C: messages are immutable values shared with the session log), only the new
-tail is converted and appended, and the body is one join of cached bytes. When the prefix
-differs (a fork, a replaced surface, a resumed process with fresh dicts), fragments are
-reused by message id where the message is identical or equal, and the rest is converted.
+encoded once and reused"). Each history message is converted once (`_convert`), and every
+wire message is JSON-encoded once, by one reused `msgspec.json.Encoder`: the encoder keeps the
+previous request's messages, their wire dicts, and the bytes `,<wire 1>,<wire 2>...` in one
+growing buffer. When the new request's history starts with the very same message objects (one
+list comparison, which compares identical items by pointer in C: messages are immutable values
+shared with the session log), only the new tail is converted, and its wire messages are encoded
+in one msgspec call appended to the buffer; the body is one join of cached bytes. When the
+prefix differs (a fork, a replaced surface, another process's fresh dicts), wire dicts are
+reused by message id where the message is identical or equal, the rest is converted, and the
+whole list is encoded again in one call. A cold cache (a resumed process) thus costs one
+conversion per message, one msgspec call and one pairing pass, with the garbage collector
+paused for the bulk conversion (`_bulk.gc_paused`).
 
 The pairing check (`check_chat_completions_messages`) runs on the exact wire messages of
 every body before it is returned, and is incremental the same way: after a body passes,
@@ -28,70 +32,39 @@ cannot change while the prefix is unchanged, so the next body is checked from th
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Final, Literal, TypeAlias
+from itertools import chain
+from typing import Any, Final, TypeAlias
 
 import msgspec
 
-from ...errors import LlmError, WirePairingError
+from ...errors import WirePairingError
 from ...log import JsonObject, Message
-from ...log.vocabulary import (
-    BLOCK_IMAGE,
-    BLOCK_REASONING,
-    BLOCK_TEXT,
-    BLOCK_TOOL_CALL,
-    BLOCK_TOOL_RESULT,
-    UNSUPPORTED_CONTENT,
-)
+from .._bulk import gc_paused
 from .._model import ModelRequest, ToolSchema
 from .._tool_ids import CHAT_COMPLETIONS_IDS, ToolIdMap
+from ._convert import ERROR_PREFIX, NO_OUTPUT, ReasoningEcho, convert_message
 from ._pairing import check_chat_completions_messages
 
-NO_OUTPUT: Final = "(no output)"
-ERROR_PREFIX: Final = "Error: "
-STREAM_OPTIONS: Final[JsonObject] = {"include_usage": True}
+__all__ = [
+    "ERROR_PREFIX",
+    "NO_OUTPUT",
+    "STREAM_OPTIONS",
+    "Converter",
+    "ReasoningEcho",
+    "RequestEncoder",
+    "body_options",
+    "check_from",
+    "convert_message",
+    "tools_json",
+]
 
-ReasoningEcho: TypeAlias = Literal["never", "present", "always"]
-"""How an assistant's reasoning goes back as `reasoning_content`: `never` (OpenAI, which
-has no such field), `present` (only when the message has reasoning), `always` (as
-`present`, and `""` when it has none: DeepSeek in thinking mode)."""
+STREAM_OPTIONS: Final[JsonObject] = {"include_usage": True}
 
 Converter: TypeAlias = Callable[[Message], list[JsonObject]]
 """Turns one history message into its Chat Completions wire messages (at least one)."""
 
-_encode = msgspec.json.encode
-
-
-def convert_message(
-    message: Message, *, echo: ReasoningEcho, wire_id: Callable[[str], str]
-) -> list[JsonObject]:
-    """Convert one history message into its Chat Completions wire messages.
-
-    Args:
-        message: a user, assistant or system message.
-        echo: how the assistant's reasoning blocks are sent back (see `ReasoningEcho`;
-            DeepSeek's rule is docs/providers.md#deepseek-thinking-mode).
-        wire_id: maps a history tool-call id to the id sent (a `ToolIdMap.to_wire`).
-
-    Returns:
-        One wire message, or for a user message holding tool results one `tool` message
-        per result (then a `user` message if it also holds text); never empty.
-
-    Raises:
-        LlmError: `UNSUPPORTED_CONTENT` if the message holds an image or has an unknown role.
-        WirePairingError: `TOOL_ID_COLLISION` if two history ids map to one wire id.
-    """
-    role = message["role"]
-    if role == "assistant":
-        return [_convert_assistant(message, echo=echo, wire_id=wire_id)]
-    if role == "user":
-        return _convert_user(message, wire_id=wire_id)
-    if role == "system":
-        content = _joined_text(message.get("content", []), message, sep="")
-        return [{"role": "system", "content": content}]
-    raise LlmError(
-        f"message {message['id']} has role {role!r}, which Chat Completions cannot carry",
-        code=UNSUPPORTED_CONTENT,
-    )
+_encoder: Final = msgspec.json.Encoder()
+_encode: Final = _encoder.encode
 
 
 def body_options(
@@ -196,13 +169,12 @@ class RequestEncoder:
         self.options = options
         self.ids = ToolIdMap(CHAT_COMPLETIONS_IDS)
         """One id map for the adapter's life: `wire_tool_id` is deterministic, so this gives
-        the ids a fresh map per request would, and cached fragments stay valid."""
+        the ids a fresh map per request would, and cached conversions stay valid."""
         self._head = b'{"model":' + _encode(model) + b',"messages":['
         self._messages: list[Message] = []  # the previous request's history, in order
         self._wire: list[list[JsonObject]] = []  # the wire messages of each of _messages
-        self._fragments: list[bytes] = []  # the encoded wire messages of each of _messages
         self._flat: list[JsonObject] = []  # every wire message, in order (no system)
-        self._joined = bytearray()  # b",".join(_fragments), grown in place
+        self._joined = bytearray()  # b"," + JSON of each of _flat, grown in place
         self._checked = 0  # _flat[:_checked] holds complete, checked call groups
         self._system: tuple[str, bytes] | None = None
         self._options: tuple[tuple[Any, ...], bytes] | None = None
@@ -235,13 +207,11 @@ class RequestEncoder:
         """
         self._sync(request.messages)
         self._checked = check_from(self._flat, self._checked, provider=self.provider)
-        if request.system is None:
-            head = self._head
-        else:
-            head = self._head + self._system_fragment(request.system)
-            if self._fragments:
-                head += b","
-        return b"".join((head, self._joined, self._options_tail(request)))
+        tail = self._options_tail(request)
+        if request.system is not None:
+            return b"".join((self._head, self._system_fragment(request.system), self._joined, tail))
+        with memoryview(self._joined) as joined:  # without its leading comma, not copied
+            return b"".join((self._head, joined[1:], tail))
 
     def wire_messages(self, request: ModelRequest) -> list[JsonObject]:
         """Return the wire `messages` of `request`, converted from scratch with a fresh id map.
@@ -273,32 +243,49 @@ class RequestEncoder:
         # List equality compares identical items by pointer, in C: the common case (the
         # same message objects as last time, plus new ones) costs no Python per message.
         if len(prefix) == count and prefix == cached:
-            for message in messages[count:]:
-                self._append(message, self.convert(message))
+            self._extend(messages[count:], {})
             return
-        known = {
-            m["id"]: (m, w, f) for m, w, f in zip(cached, self._wire, self._fragments, strict=True)
-        }
-        self._messages, self._wire, self._fragments, self._flat = [], [], [], []
+        known = {m["id"]: (m, w) for m, w in zip(cached, self._wire, strict=True)}
+        self._messages, self._wire, self._flat = [], [], []
         self._joined = bytearray()
         self._checked = 0
-        for message in messages:
-            entry = known.get(message["id"])
-            if entry is not None and (entry[0] is message or entry[0] == message):
-                self._append(message, entry[1], entry[2])
-            else:
-                self._append(message, self.convert(message))
+        self._extend(messages, known)
 
-    def _append(self, message: Message, wire: list[JsonObject], fragment: bytes = b"") -> None:
-        if not fragment:
-            fragment = _encode(wire)[1:-1]  # the encoded list minus its brackets
-        if self._fragments:
-            self._joined += b","
-        self._joined += fragment
-        self._messages.append(message)
-        self._wire.append(wire)
-        self._fragments.append(fragment)
-        self._flat.extend(wire)
+    def _extend(
+        self, messages: Sequence[Message], known: dict[str, tuple[Message, list[JsonObject]]]
+    ) -> None:
+        """Append `messages`, reusing the wire messages of `known` ones, then encode them.
+
+        Whatever was converted before a conversion error stays cached, and encoded.
+        """
+        convert = convert_message  # looked up per call: tests count conversions
+        echo, wire_id = self.echo, self.ids.to_wire
+        converted, wires, flat = self._messages, self._wire, self._flat
+        start, first = len(flat), len(wires)
+        append = wires.append
+        try:
+            with gc_paused(len(messages)):
+                if not known:
+                    for message in messages:
+                        append(convert(message, echo=echo, wire_id=wire_id))
+                else:
+                    for message in messages:
+                        entry = known.get(message["id"])
+                        if entry is not None and (entry[0] is message or entry[0] == message):
+                            append(entry[1])
+                        else:
+                            append(convert(message, echo=echo, wire_id=wire_id))
+        finally:
+            done = len(wires) - first
+            converted += messages if done == len(messages) else messages[:done]
+            flat += chain.from_iterable(wires[first:] if first else wires)
+            if len(flat) > start:
+                # One msgspec call for every new wire message: b"[a,b]" becomes b",a,b".
+                joined = self._joined
+                at = len(joined)
+                _encoder.encode_into(flat[start:] if start else flat, joined, at)
+                joined[at] = 0x2C  # ","
+                del joined[-1]  # "]"
 
     def _system_fragment(self, system: str) -> bytes:
         cached = self._system
@@ -315,72 +302,3 @@ class RequestEncoder:
             cached = (key, b"]," + _encode(self.options(request))[1:])
             self._options = cached
         return cached[1]
-
-
-def _convert_assistant(
-    message: Message, *, echo: ReasoningEcho, wire_id: Callable[[str], str]
-) -> JsonObject:
-    text: list[str] = []
-    reasoning: list[str] = []
-    calls: list[JsonObject] = []
-    for block in message.get("content", []):
-        kind = block.get("type")
-        if kind == BLOCK_TEXT:
-            text.append(block["text"])
-        elif kind == BLOCK_REASONING:
-            reasoning.append(block["text"])
-        elif kind == BLOCK_TOOL_CALL:
-            function = {"name": block["name"], "arguments": block["arguments"]}
-            calls.append({"id": wire_id(block["id"]), "type": "function", "function": function})
-        elif kind == BLOCK_IMAGE:
-            raise _unsupported_image(message)
-    out: JsonObject = {"role": "assistant", "content": "".join(text)}
-    if echo != "never" and (reasoning or echo == "always"):
-        out["reasoning_content"] = "".join(reasoning)
-    if calls:
-        out["tool_calls"] = calls
-    return out
-
-
-def _convert_user(message: Message, *, wire_id: Callable[[str], str]) -> list[JsonObject]:
-    # Tool messages first, then any text: keeps the pairing rule of
-    # docs/providers.md#chat-completions-pairing even if a user message mixes text and tool results
-    # (docs/providers.md#chat-completions-wire).
-    out: list[JsonObject] = []
-    text: list[str] = []
-    has_results = False
-    for block in message.get("content", []):
-        kind = block.get("type")
-        if kind == BLOCK_TOOL_RESULT:
-            has_results = True
-            content = _joined_text(block.get("content", []), message, sep="\n") or NO_OUTPUT
-            if block.get("isError") and not content.startswith("Error"):
-                content = ERROR_PREFIX + content
-            call_id = wire_id(block["toolCallId"])
-            out.append({"role": "tool", "tool_call_id": call_id, "content": content})
-        elif kind == BLOCK_TEXT:
-            text.append(block["text"])
-        elif kind == BLOCK_IMAGE:
-            raise _unsupported_image(message)
-    if text or not has_results:
-        out.append({"role": "user", "content": "".join(text)})
-    return out
-
-
-def _joined_text(blocks: list[Any], message: Message, *, sep: str) -> str:
-    parts: list[str] = []
-    for block in blocks:
-        kind = block.get("type")
-        if kind == BLOCK_TEXT:
-            parts.append(block["text"])
-        elif kind == BLOCK_IMAGE:
-            raise _unsupported_image(message)
-    return sep.join(parts)
-
-
-def _unsupported_image(message: Message) -> LlmError:
-    return LlmError(
-        f"message {message['id']} holds an image; the Chat Completions adapters send text "
-        "only; remove the image or use a provider that accepts images",
-        code=UNSUPPORTED_CONTENT,
-    )
