@@ -1,0 +1,45 @@
+"""Lazy re-exports for the package `__init__`s (PEP 562): a name's module loads on first use.
+
+A package `__init__` lists its re-exports twice, in the same order: as
+`from ._x import Name as Name` under `if typing.TYPE_CHECKING:` (what mypy and import-linter
+read) and as `{"Name": "._x"}` given to `lazy_exports` (what runs). `import duraloop` then
+costs only the package files themselves; `duraloop.store.JsonlStore` imports the JSONL
+backend the first time it is looked up, and never SQLite. `tests/test_lazy_imports.py`
+checks that the two lists agree and that every name in `__all__` resolves.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable, Mapping
+
+
+def lazy_exports(
+    package: str, exports: Mapping[str, str]
+) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
+    """Return a package's module-level `__getattr__` and `__dir__` for lazy re-exports.
+
+    Args:
+        package: the package's `__name__`.
+        exports: public name -> the module defining it, relative to `package` (`"._check"`)
+            or absolute.
+
+    Returns:
+        `(__getattr__, __dir__)`: `__getattr__(name)` imports the name's module, caches the
+        value in the package's namespace (later lookups are plain attribute reads) and returns
+        it; `__dir__()` lists the package's namespace and every lazy name.
+    """
+
+    def getattr_(name: str) -> object:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, package), name)
+        setattr(sys.modules[package], name, value)
+        return value
+
+    def dir_() -> list[str]:
+        return sorted(set(vars(sys.modules[package])) | set(exports))
+
+    return getattr_, dir_
