@@ -188,6 +188,17 @@ def test_every_name_in_all_resolves_in_a_fresh_interpreter(package: str, tmp_pat
     loaded_by(code, tmp_path)
 
 
+def test_the_layers_are_attributes_of_the_root_as_before(tmp_path: Path) -> None:
+    code = """
+    import duraloop
+    assert {"errors", "llm", "log", "loop", "store", "tools"} <= set(dir(duraloop))
+    assert duraloop.store.JsonlStore.__name__ == "JsonlStore"
+    assert duraloop.log.vocabulary.TOOL_CALL == "tool/call"
+    assert duraloop.errors.DuraloopError is duraloop.DuraloopError
+    """
+    loaded_by(code, tmp_path)
+
+
 def test_an_unknown_name_is_an_attribute_error() -> None:
     import duraloop.store
 

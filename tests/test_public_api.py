@@ -7,7 +7,7 @@ export is a deliberate choice and an accidental one (a helper leaking out) fails
 from __future__ import annotations
 
 import importlib
-import types
+import importlib.util
 
 import pytest
 
@@ -36,10 +36,7 @@ def test_all_lists_exactly_the_public_names(name: str) -> None:
             if not attr.startswith("_")
             and attr != "annotations"
             # a subpackage the import system sets on its parent is not an export
-            and not (
-                isinstance(value := vars(module).get(attr), types.ModuleType)
-                and value.__name__ == f"{name}.{attr}"
-            )
+            and not (hasattr(module, "__path__") and importlib.util.find_spec(f"{name}.{attr}"))
         }
 
     assert public(dir(module)) == set(exported)  # lazy names (PEP 562) are listed before use

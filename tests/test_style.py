@@ -139,6 +139,12 @@ def _lazy_exports_call(node: ast.stmt) -> bool:
         and all(
             isinstance(part, ast.Constant) for part in [*call.args[1].keys, *call.args[1].values]
         )
+        and all(
+            keyword.arg == "submodules"
+            and isinstance(keyword.value, ast.Tuple)
+            and all(isinstance(part, ast.Constant) for part in keyword.value.elts)
+            for keyword in call.keywords
+        )
     )
 
 

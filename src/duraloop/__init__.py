@@ -105,4 +105,5 @@ if not _typing.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "builtin_tools": ".tools",
             "tool": ".tools",
         },
+        submodules=("errors", "llm", "log", "loop", "store", "tools"),
     )

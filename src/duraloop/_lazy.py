@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 
 
 def lazy_exports(
-    package: str, exports: Mapping[str, str]
+    package: str, exports: Mapping[str, str], *, submodules: tuple[str, ...] = ()
 ) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """Return a package's module-level `__getattr__` and `__dir__` for lazy re-exports.
 
@@ -24,14 +24,20 @@ def lazy_exports(
         package: the package's `__name__`.
         exports: public name -> the module defining it, relative to `package` (`"._check"`)
             or absolute.
+        submodules: public submodules that are attributes of the package once looked up
+            (`duraloop.log` after `import duraloop`), as they were when the faces imported
+            everything.
 
     Returns:
         `(__getattr__, __dir__)`: `__getattr__(name)` imports the name's module, caches the
         value in the package's namespace (later lookups are plain attribute reads) and returns
-        it; `__dir__()` lists the package's namespace and every lazy name.
+        it (a submodule: imports it); `__dir__()` lists the package's namespace, every lazy
+        name and the submodules.
     """
 
     def getattr_(name: str) -> object:
+        if name in submodules:
+            return importlib.import_module(f"{package}.{name}")
         module = exports.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
@@ -40,6 +46,6 @@ def lazy_exports(
         return value
 
     def dir_() -> list[str]:
-        return sorted(set(vars(sys.modules[package])) | set(exports))
+        return sorted(set(vars(sys.modules[package])) | set(exports) | set(submodules))
 
     return getattr_, dir_

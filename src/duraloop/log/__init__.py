@@ -203,4 +203,5 @@ if not _typing.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "turn_starts": "._turns",
             "check_vocabulary": "._validate",
         },
+        submodules=("vocabulary",),
     )
