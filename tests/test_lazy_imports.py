@@ -88,6 +88,7 @@ def test_import_duraloop_loads_no_dependency(tmp_path: Path) -> None:
     modules = loaded_by("import duraloop", tmp_path)
     assert roots(modules) & set(NEVER_AT_IMPORT) == set()
     assert {m for m in modules if m.startswith("duraloop.")} == {"duraloop._lazy"}
+    assert "typing" not in modules  # `_lazy.TYPE_CHECKING`: most of what the import would cost
 
 
 def test_a_name_loads_only_its_own_modules(tmp_path: Path) -> None:
@@ -153,10 +154,12 @@ def _declared(package: str) -> tuple[dict[str, str], dict[str, str]]:
     typed: dict[str, str] = {}
     lazy: dict[str, str] = {}
     for node in ast.walk(ast.parse(init.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.level and node.module != "_lazy":
+        if isinstance(node, ast.ImportFrom) and node.level:
             for alias in node.names:
+                if alias.name == "_lazy":
+                    continue
                 typed[alias.asname or alias.name] = "." * node.level + (node.module or "")
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_lazy_exports":
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "lazy_exports":
             mapping = node.args[1]
             assert isinstance(mapping, ast.Dict)
             lazy = {

@@ -117,14 +117,14 @@ def test_no_banned_terms_in_src() -> None:
 
 
 def _type_checking_test(node: ast.expr) -> bool:
-    """Whether `node` is `_typing.TYPE_CHECKING` or `not _typing.TYPE_CHECKING`."""
+    """Whether `node` is `_lazy.TYPE_CHECKING` or `not _lazy.TYPE_CHECKING`."""
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         node = node.operand
     return isinstance(node, ast.Attribute) and node.attr == "TYPE_CHECKING"
 
 
 def _lazy_exports_call(node: ast.stmt) -> bool:
-    """Whether `node` is `__getattr__, __dir__ = _lazy_exports(__name__, {"Name": "._x"})`."""
+    """Whether `node` is `__getattr__, __dir__ = _lazy.lazy_exports(__name__, {"N": "._x"})`."""
     if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
         return False
     targets = node.targets[0]
@@ -132,8 +132,8 @@ def _lazy_exports_call(node: ast.stmt) -> bool:
     return (
         isinstance(targets, ast.Tuple)
         and [t.id for t in targets.elts if isinstance(t, ast.Name)] == ["__getattr__", "__dir__"]
-        and isinstance(call.func, ast.Name)
-        and call.func.id == "_lazy_exports"
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr == "lazy_exports"
         and len(call.args) == 2
         and isinstance(call.args[1], ast.Dict)
         and all(

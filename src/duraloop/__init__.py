@@ -4,11 +4,9 @@ The common names are re-exported here; each layer's full API is in its package:
 `duraloop.log`, `duraloop.store`, `duraloop.llm`, `duraloop.tools`, `duraloop.loop`.
 """
 
-import typing as _typing
+from . import _lazy
 
-from ._lazy import lazy_exports as _lazy_exports
-
-if _typing.TYPE_CHECKING:
+if _lazy.TYPE_CHECKING:
     from .errors import DuraloopError as DuraloopError
     from .errors import LlmError as LlmError
     from .errors import ToolError as ToolError
@@ -71,8 +69,8 @@ __all__ = [
     "tool",
 ]
 
-if not _typing.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
-    __getattr__, __dir__ = _lazy_exports(
+if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
+    __getattr__, __dir__ = _lazy.lazy_exports(
         __name__,
         {
             "DuraloopError": ".errors",

@@ -1,7 +1,7 @@
 """Lazy re-exports for the package `__init__`s (PEP 562): a name's module loads on first use.
 
 A package `__init__` lists its re-exports twice, in the same order: as
-`from ._x import Name as Name` under `if typing.TYPE_CHECKING:` (what mypy and import-linter
+`from ._x import Name as Name` under `if _lazy.TYPE_CHECKING:` (what mypy and import-linter
 read) and as `{"Name": "._x"}` given to `lazy_exports` (what runs). `import duraloop` then
 costs only the package files themselves; `duraloop.store.JsonlStore` imports the JSONL
 backend the first time it is looked up, and never SQLite. `tests/test_lazy_imports.py`
@@ -13,6 +13,10 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Mapping
+
+TYPE_CHECKING = False
+"""The faces' `if _lazy.TYPE_CHECKING:` (true for type checkers, which go by the name):
+`typing.TYPE_CHECKING` without importing `typing`, most of what `import duraloop` would cost."""
 
 
 def lazy_exports(

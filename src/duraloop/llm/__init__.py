@@ -1,10 +1,8 @@
 """duraloop.llm: the model seam (stream chunks, assembler, errors, adapters)."""
 
-import typing as _typing
+from .. import _lazy
 
-from .._lazy import lazy_exports as _lazy_exports
-
-if _typing.TYPE_CHECKING:
+if _lazy.TYPE_CHECKING:
     from ._activity import note_stream_activity as note_stream_activity
     from ._activity import watching_stream_activity as watching_stream_activity
     from ._anthropic import AnthropicMessagesModel as AnthropicMessagesModel
@@ -113,8 +111,8 @@ __all__ = [
     "wire_tool_id",
 ]
 
-if not _typing.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
-    __getattr__, __dir__ = _lazy_exports(
+if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
+    __getattr__, __dir__ = _lazy.lazy_exports(
         __name__,
         {
             "note_stream_activity": "._activity",

@@ -3,11 +3,9 @@
 Pure and synchronous: no I/O and no concurrency (docs/architecture.md#layers).
 """
 
-import typing as _typing
+from .. import _lazy
 
-from .._lazy import lazy_exports as _lazy_exports
-
-if _typing.TYPE_CHECKING:
+if _lazy.TYPE_CHECKING:
     from ._check import LogCheckReport as LogCheckReport
     from ._check import check_log as check_log
     from ._check import rescue_command as rescue_command
@@ -136,8 +134,8 @@ __all__ = [
     "well_formed_json",
 ]
 
-if not _typing.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
-    __getattr__, __dir__ = _lazy_exports(
+if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
+    __getattr__, __dir__ = _lazy.lazy_exports(
         __name__,
         {
             "LogCheckReport": "._check",

@@ -1,10 +1,8 @@
 """The AgentLoop driver: turns, steps, inbox, hooks, cancellation, live step recovery."""
 
-import typing as _typing
+from .. import _lazy
 
-from .._lazy import lazy_exports as _lazy_exports
-
-if _typing.TYPE_CHECKING:
+if _lazy.TYPE_CHECKING:
     from ._agent import AgentLoop as AgentLoop
     from ._config import LoopConfig as LoopConfig
     from ._durability import Durability as Durability
@@ -45,8 +43,8 @@ __all__ = [
     "start_session",
 ]
 
-if not _typing.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
-    __getattr__, __dir__ = _lazy_exports(
+if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
+    __getattr__, __dir__ = _lazy.lazy_exports(
         __name__,
         {
             "AgentLoop": "._agent",

@@ -3,11 +3,9 @@
 See docs/store.md#store-contract.
 """
 
-import typing as _typing
+from .. import _lazy
 
-from .._lazy import lazy_exports as _lazy_exports
-
-if _typing.TYPE_CHECKING:
+if _lazy.TYPE_CHECKING:
     from ._backend import StorageBackend as StorageBackend
     from ._backend import StoredLog as StoredLog
     from ._backend import WriteReceipt as WriteReceipt
@@ -50,8 +48,8 @@ __all__ = [
     "read_log_file",
 ]
 
-if not _typing.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
-    __getattr__, __dir__ = _lazy_exports(
+if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
+    __getattr__, __dir__ = _lazy.lazy_exports(
         __name__,
         {
             "StorageBackend": "._backend",

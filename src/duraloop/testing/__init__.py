@@ -1,10 +1,8 @@
 """Public test doubles: gates that release tool bodies by key, and whole-log checks."""
 
-import typing as _typing
+from .. import _lazy
 
-from .._lazy import lazy_exports as _lazy_exports
-
-if _typing.TYPE_CHECKING:
+if _lazy.TYPE_CHECKING:
     from ._gates import Gates as Gates
     from ._gates import gated_tool as gated_tool
     from ._logcheck import assert_log_valid as assert_log_valid
@@ -12,8 +10,8 @@ if _typing.TYPE_CHECKING:
 
 __all__ = ["Gates", "assert_log_valid", "describe_log", "gated_tool"]
 
-if not _typing.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
-    __getattr__, __dir__ = _lazy_exports(
+if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
+    __getattr__, __dir__ = _lazy.lazy_exports(
         __name__,
         {
             "Gates": "._gates",

@@ -1,10 +1,8 @@
 """Tools: definition and registry, the execution pipeline, the scheduler, built-in tools."""
 
-import typing as _typing
+from .. import _lazy
 
-from .._lazy import lazy_exports as _lazy_exports
-
-if _typing.TYPE_CHECKING:
+if _lazy.TYPE_CHECKING:
     from ._bash_tool import kill_running_commands as kill_running_commands
     from ._blocking import DEFAULT_CANCEL_GRACE_SECONDS as DEFAULT_CANCEL_GRACE_SECONDS
     from ._builtins import builtin_tools as builtin_tools
@@ -47,8 +45,8 @@ __all__ = [
     "tool",
 ]
 
-if not _typing.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
-    __getattr__, __dir__ = _lazy_exports(
+if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
+    __getattr__, __dir__ = _lazy.lazy_exports(
         __name__,
         {
             "kill_running_commands": "._bash_tool",

@@ -3,18 +3,16 @@
 Private (style rule D3): the adapter is public as `duraloop.llm.AnthropicMessagesModel`.
 """
 
-import typing as _typing
+from ... import _lazy
 
-from ..._lazy import lazy_exports as _lazy_exports
-
-if _typing.TYPE_CHECKING:
+if _lazy.TYPE_CHECKING:
     from ._model import AnthropicMessagesModel as AnthropicMessagesModel
     from ._pairing import check_anthropic_messages as check_anthropic_messages
 
 __all__ = ["AnthropicMessagesModel", "check_anthropic_messages"]
 
-if not _typing.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
-    __getattr__, __dir__ = _lazy_exports(
+if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
+    __getattr__, __dir__ = _lazy.lazy_exports(
         __name__,
         {
             "AnthropicMessagesModel": "._model",

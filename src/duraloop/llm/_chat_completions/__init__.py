@@ -6,11 +6,9 @@ Private (style rule D3): the adapters are public as `duraloop.llm.OpenAIChatMode
 `duraloop.llm.DeepSeekChatModel`.
 """
 
-import typing as _typing
+from ... import _lazy
 
-from ..._lazy import lazy_exports as _lazy_exports
-
-if _typing.TYPE_CHECKING:
+if _lazy.TYPE_CHECKING:
     from ._deepseek import DeepSeekChatModel as DeepSeekChatModel
     from ._openai import OpenAIChatModel as OpenAIChatModel
     from ._pairing import check_chat_completions_messages as check_chat_completions_messages
@@ -23,8 +21,8 @@ __all__ = [
     "check_chat_completions_messages",
 ]
 
-if not _typing.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
-    __getattr__, __dir__ = _lazy_exports(
+if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
+    __getattr__, __dir__ = _lazy.lazy_exports(
         __name__,
         {
             "DeepSeekChatModel": "._deepseek",
