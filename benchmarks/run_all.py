@@ -1,4 +1,4 @@
-"""Run scenarios S, R and P (README.md#performance) and the storage comparison; print a table.
+"""Run scenarios S, R and P (README.md#performance), storage and start-up; print a table.
 
     /work/venv/bin/python benchmarks/run_all.py [--runs 3] [--quick]
 
@@ -17,6 +17,7 @@ import time
 import _scenario as sc
 import bench_parallel
 import bench_resume
+import bench_startup
 import bench_steps
 import bench_storage
 
@@ -41,6 +42,8 @@ def main() -> None:
     figures += bench_parallel.main(runs)
     print()
     figures += bench_storage.main([*runs, "--events", "30000" if args.quick else "100000"])
+    print()
+    figures += bench_startup.main(["--runs", "5" if args.quick else str(bench_startup.RUNS)])
     print()
     elapsed = time.perf_counter() - started
     passed = sum(1 for f in figures if f.passed)

@@ -7,17 +7,16 @@ import logging
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import anyio
 import typer
 from rich.console import Console
 
+from .. import log as _log
+from .. import loop as _loop
+from .. import store as _store
 from ..errors import CorruptLogError, DuraloopError, UnpairedHistoryError
-from ..log import Event, SessionHeader, check_log, rescue_command
-from ..loop import open_session, resume_session, start_session
-from ..store import read_log_file
-from ._chat import run_chat
 from ._help import DuraloopTyper, PlainHelpGroup, root_options
 from ._options import (
     BaseUrlOption,
@@ -53,6 +52,12 @@ from ._render import (
 )
 from ._runner import exit_code_for, os_error_text, require_prompt, run_turn_live
 from ._stores import StoreSpec, name_the_store, open_store, opened_store_text, session_log_file
+
+if TYPE_CHECKING:
+    from ..log import Event, SessionHeader
+
+# The log, the store and the loop load when a command first uses them (their package
+# `__init__`s are lazy, docs/architecture.md#start-up): `duraloop --help` loads none of them.
 
 app = DuraloopTyper(
     name="duraloop",
@@ -102,10 +107,10 @@ def run(
     )
     setup = turn.session_setup(store, cwd=cwd)
     if session is None:
-        loop = start_session(setup)
+        loop = _loop.start_session(setup)
     else:
         # An existing session keeps its recorded workspace unless --cwd says otherwise.
-        loop, repair = open_session(session, setup)
+        loop, repair = _loop.open_session(session, setup)
         if repair is not None and repair.closers:
             err.print(safe(f"repaired {ident(loop.session.id)}: {repair_text(repair)}", "yellow"))
     with loop:
@@ -147,6 +152,8 @@ def chat(
 
     Ctrl-C cancels it. (The `help=` above keeps the command's help one paragraph.)
     """
+    from ._chat import run_chat
+
     turn = TurnOptions(
         model=model,
         system=system,
@@ -159,9 +166,9 @@ def chat(
     setup = turn.session_setup(store, cwd=cwd)
     repair = None
     if session is None:
-        loop = start_session(setup)
+        loop = _loop.start_session(setup)
     else:
-        loop, repair = open_session(session, setup)
+        loop, repair = _loop.open_session(session, setup)
     with loop:
         out.print(styled("session: ", ident(loop.session.id)))
         if repair is not None:
@@ -206,7 +213,7 @@ def resume(
         out.print(safe(f"{ident(session_id)}: {repair_text(loaded.repair)}"))
         return
     require_prompt(prompt)
-    loop, repair = resume_session(session_id, turn.session_setup(sessions, cwd=cwd))
+    loop, repair = _loop.resume_session(session_id, turn.session_setup(sessions, cwd=cwd))
     err.print(safe(f"{ident(session_id)}: {repair_text(repair)}"))
     with loop:
         result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
@@ -240,7 +247,7 @@ def fork(
 def _read(target: str, store: StoreSpec | None) -> tuple[SessionHeader, list[Event]]:
     path = session_log_file(target)
     if path is not None:
-        return read_log_file(path)
+        return _store.read_log_file(path)
     return open_store(store).read(target)
 
 
@@ -300,8 +307,8 @@ def check(
     """Check invariants and provider pairing (never writes); exit 1 with a report if invalid."""
     try:
         if (path := session_log_file(target)) is not None:
-            header, log = read_log_file(path)
-            session_id, report = header.id, check_log(header.id, log)
+            header, log = _store.read_log_file(path)
+            session_id, report = header.id, _log.check_log(header.id, log)
         else:
             session_id, report = target, open_store(store).check(target)
     except CorruptLogError as exc:
@@ -314,8 +321,8 @@ def check(
         raise typer.Exit(1) from None
     rescue = None
     if report.rescue_seq is not None:
-        rescue = rescue_command(session_id, report.rescue_seq, store=opened_store_text())
-        library = rescue_command(session_id, report.rescue_seq)
+        rescue = _log.rescue_command(session_id, report.rescue_seq, store=opened_store_text())
+        library = _log.rescue_command(session_id, report.rescue_seq)
         report = replace(report, problems=[p.replace(library, rescue) for p in report.problems])
     if as_json:
         print_json({"session": session_id, **report.to_json(), "rescue": rescue})
@@ -382,7 +389,7 @@ def main() -> None:
     except DuraloopError as exc:
         if isinstance(exc, UnpairedHistoryError):  # name the store, so the rescue runs as printed
             exc = exc.with_rescue(
-                rescue_command(exc.session_id, exc.rescue_seq, store=opened_store_text())
+                _log.rescue_command(exc.session_id, exc.rescue_seq, store=opened_store_text())
             )
         err.print(styled((type(exc).__name__, "red"), ": ", name_the_store(str(exc))))
         sys.exit(2 if isinstance(exc, ShowFlagsError) else 1)

@@ -9,7 +9,6 @@ arguments as `PROMPT` (required) or `[PROMPT]` (optional), the form the README u
 from __future__ import annotations
 
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -81,6 +80,8 @@ def package_version() -> str:
         The version string (`0.1.0`); when duraloop runs from a source tree that was never
         installed, a sentence saying so.
     """
+    from importlib.metadata import PackageNotFoundError, version  # only `--version` reads it
+
     try:
         return version("duraloop")
     except PackageNotFoundError:

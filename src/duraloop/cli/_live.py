@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from ..log import Event, result_call_id
+from ..log import result_call_id
 from ..log.vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
@@ -31,6 +31,9 @@ from ._render import (
     styled,
     visible,
 )
+
+if TYPE_CHECKING:
+    from ..log import Event
 
 
 class LiveRenderer:

@@ -11,16 +11,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from ..loop import LoopConfig, SessionSetup
-from ..store import SessionStore
-from ..tools import builtin_tools
-from ._config import build_model
 from ._runner import refuse_model_flags_without_prompt, system_prompt
 from ._stores import StoreSpec, open_store, store_option
+
+if TYPE_CHECKING:
+    from ..loop import SessionSetup
+    from ..store import SessionStore
 
 
 def json_option(help_text: str = "Print machine-readable JSON.") -> Any:
@@ -160,6 +160,10 @@ class TurnOptions:
             ConfigError: if the config file, the spec or a flag is invalid (`build_model`).
             CorruptLogError: if a `replay:` log is damaged inside its committed region.
         """
+        from ..loop import LoopConfig, SessionSetup  # a command that runs no turn never loads them
+        from ..tools import builtin_tools
+        from ._config import build_model
+
         model = build_model(
             self.model,
             env=os.environ,

@@ -16,7 +16,7 @@ import logging
 import sys
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.measure import Measurement
@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..errors import UsageError
-from ..log import Event, SessionHeader, result_call_id
+from ..log import result_call_id
 from ..log.vocabulary import (
     ASSISTANT_MESSAGE,
     BLOCK_REASONING,
@@ -40,7 +40,10 @@ from ..log.vocabulary import (
     TURN_START,
     USER_MESSAGE,
 )
-from ..store import RepairReport, SessionSummary
+
+if TYPE_CHECKING:
+    from ..log import Event, SessionHeader
+    from ..store import RepairReport, SessionSummary
 
 _MAX_ARGS_CHARS = 80
 MAX_NAME_CHARS = 64

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 from rich.console import Console
@@ -18,9 +19,10 @@ from rich.console import Console
 from ..errors import UsageError
 from ..log import Message
 from ..log.vocabulary import REASON_COMPLETED, REASON_MAX_TOKENS
-from ..loop import AgentLoop, TurnResult
-from ..tools import kill_running_commands
 from ._live import LiveRenderer
+
+if TYPE_CHECKING:
+    from ..loop import AgentLoop, TurnResult
 
 EXIT_AT_ONCE = 130
 
@@ -38,6 +40,8 @@ async def _watch_signals(loop: AgentLoop, errors: Console) -> None:
                 )
                 loop.cancel({"kind": "user"})
             else:
+                from ..tools import kill_running_commands
+
                 kill_running_commands()  # nothing outlives the process, even mid-drain
                 os._exit(EXIT_AT_ONCE)
 

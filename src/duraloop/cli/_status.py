@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from ..log import Event, result_call_id
+from ..log import result_call_id
 from ..log.vocabulary import (
     ASSISTANT_MESSAGE,
     STEP_START,
@@ -17,6 +17,9 @@ from ..log.vocabulary import (
     TURN_START,
 )
 from ._render import safe
+
+if TYPE_CHECKING:
+    from ..log import Event
 
 
 class StatusLine:

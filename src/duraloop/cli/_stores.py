@@ -22,12 +22,15 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 import typer
 
 from ..errors import ConfigError, UsageError
-from ..store import LOG_FILE_NAME, ZSTD_LOG_FILE_NAME, JsonlStore, SessionStore
+from ..store import LOG_FILE_NAME, ZSTD_LOG_FILE_NAME
+
+if TYPE_CHECKING:
+    from ..store import SessionStore
 
 StoreKind = Literal["jsonl", "jsonl+zstd", "sqlite"]
 """The kinds `--store` accepts before a colon."""
@@ -150,6 +153,8 @@ def open_store(spec: StoreSpec | None) -> SessionStore:
         UsageError: if a JSONL root is a file, a zstd root would be mixed into a raw one, or
             SQLite stores are not available in this build.
     """
+    from ..store import JsonlStore  # `--help` and `show FILE` never load the store
+
     if spec is not None:
         _OPENED.append(spec)
     spec = spec if spec is not None else default_store_spec()

@@ -3,75 +3,78 @@
 Pure and synchronous: no I/O and no concurrency (docs/architecture.md#layers).
 """
 
-from ._check import LogCheckReport as LogCheckReport
-from ._check import check_log as check_log
-from ._check import rescue_command as rescue_command
-from ._check import validate_after_checkpoint as validate_after_checkpoint
-from ._check import validate_log as validate_log
-from ._checkpoint import SessionCheckpoint as SessionCheckpoint
-from ._checkpoint import decode_checkpoint as decode_checkpoint
-from ._checkpoint import encode_checkpoint as encode_checkpoint
-from ._event import Event as Event
-from ._event import decode_event as decode_event
-from ._event import encode_event as encode_event
-from ._event import encode_events_lines as encode_events_lines
-from ._event import event_to_json as event_to_json
-from ._fork import closed_history_boundary as closed_history_boundary
-from ._fork import fork_header as fork_header
-from ._fork import fork_seed as fork_seed
-from ._header import SESSION_FORMAT_VERSION as SESSION_FORMAT_VERSION
-from ._header import SessionHeader as SessionHeader
-from ._invariants import InvariantChecker as InvariantChecker
-from ._json import MAX_JSON_DEPTH as MAX_JSON_DEPTH
-from ._json import JsonObject as JsonObject
-from ._json import JsonValue as JsonValue
-from ._json import is_safe_int as is_safe_int
-from ._json import lossless_copy as lossless_copy
-from ._json import well_formed_json as well_formed_json
-from ._lazy import LazyEvents as LazyEvents
-from ._lazy import PrefixLoader as PrefixLoader
-from ._lazy import same_events as same_events
-from ._legacy import readable_events as readable_events
-from ._messages import ContentBlock as ContentBlock
-from ._messages import Message as Message
-from ._messages import ToolCallBlock as ToolCallBlock
-from ._messages import assistant_message as assistant_message
-from ._messages import new_message_id as new_message_id
-from ._messages import result_call_id as result_call_id
-from ._messages import text_of as text_of
-from ._messages import tool_calls_of as tool_calls_of
-from ._messages import tool_result_message as tool_result_message
-from ._messages import user_message as user_message
-from ._pairing import ASSISTANT_CONTENT_MISSING as ASSISTANT_CONTENT_MISSING
-from ._pairing import DUPLICATE_TOOL_CALL_ID as DUPLICATE_TOOL_CALL_ID
-from ._pairing import DUPLICATE_TOOL_RESULT as DUPLICATE_TOOL_RESULT
-from ._pairing import INVALID_TOOL_CALL_ID as INVALID_TOOL_CALL_ID
-from ._pairing import TOOL_RESULT_ORDER as TOOL_RESULT_ORDER
-from ._pairing import TOOL_RESULTS_NOT_FIRST as TOOL_RESULTS_NOT_FIRST
-from ._pairing import UNANSWERED_TOOL_CALL as UNANSWERED_TOOL_CALL
-from ._pairing import UNEXPECTED_TOOL_RESULT as UNEXPECTED_TOOL_RESULT
-from ._pairing import CallGroup as CallGroup
-from ._pairing import PairingCheck as PairingCheck
-from ._pairing import check_pairing as check_pairing
-from ._pending import PendingCall as PendingCall
-from ._pending import PendingToolCalls as PendingToolCalls
-from ._pending import RecoveryResult as RecoveryResult
-from ._pending import UnansweredStep as UnansweredStep
-from ._pending import unanswered_tool_result as unanswered_tool_result
-from ._repair import final_turn_closers as final_turn_closers
-from ._repair import interrupted_turn_closers as interrupted_turn_closers
-from ._session import Session as Session
-from ._session import now_ms as now_ms
-from ._turns import last_turn_and_latest as last_turn_and_latest
-from ._turns import last_turn_boundary as last_turn_boundary
-from ._turns import last_turn_end as last_turn_end
-from ._turns import last_turn_start as last_turn_start
-from ._turns import open_turn_start as open_turn_start
-from ._turns import scan_turns as scan_turns
-from ._turns import step_start as step_start
-from ._turns import turn_count as turn_count
-from ._turns import turn_starts as turn_starts
-from ._validate import check_vocabulary as check_vocabulary
+from .. import _lazy
+
+if _lazy.TYPE_CHECKING:
+    from ._check import LogCheckReport as LogCheckReport
+    from ._check import check_log as check_log
+    from ._check import rescue_command as rescue_command
+    from ._check import validate_after_checkpoint as validate_after_checkpoint
+    from ._check import validate_log as validate_log
+    from ._checkpoint import SessionCheckpoint as SessionCheckpoint
+    from ._checkpoint import decode_checkpoint as decode_checkpoint
+    from ._checkpoint import encode_checkpoint as encode_checkpoint
+    from ._event import Event as Event
+    from ._event import decode_event as decode_event
+    from ._event import encode_event as encode_event
+    from ._event import encode_events_lines as encode_events_lines
+    from ._event import event_to_json as event_to_json
+    from ._fork import closed_history_boundary as closed_history_boundary
+    from ._fork import fork_header as fork_header
+    from ._fork import fork_seed as fork_seed
+    from ._header import SESSION_FORMAT_VERSION as SESSION_FORMAT_VERSION
+    from ._header import SessionHeader as SessionHeader
+    from ._invariants import InvariantChecker as InvariantChecker
+    from ._json import MAX_JSON_DEPTH as MAX_JSON_DEPTH
+    from ._json import JsonObject as JsonObject
+    from ._json import JsonValue as JsonValue
+    from ._json import is_safe_int as is_safe_int
+    from ._json import lossless_copy as lossless_copy
+    from ._json import well_formed_json as well_formed_json
+    from ._lazy_events import LazyEvents as LazyEvents
+    from ._lazy_events import PrefixLoader as PrefixLoader
+    from ._lazy_events import same_events as same_events
+    from ._legacy import readable_events as readable_events
+    from ._messages import ContentBlock as ContentBlock
+    from ._messages import Message as Message
+    from ._messages import ToolCallBlock as ToolCallBlock
+    from ._messages import assistant_message as assistant_message
+    from ._messages import new_message_id as new_message_id
+    from ._messages import result_call_id as result_call_id
+    from ._messages import text_of as text_of
+    from ._messages import tool_calls_of as tool_calls_of
+    from ._messages import tool_result_message as tool_result_message
+    from ._messages import user_message as user_message
+    from ._pairing import ASSISTANT_CONTENT_MISSING as ASSISTANT_CONTENT_MISSING
+    from ._pairing import DUPLICATE_TOOL_CALL_ID as DUPLICATE_TOOL_CALL_ID
+    from ._pairing import DUPLICATE_TOOL_RESULT as DUPLICATE_TOOL_RESULT
+    from ._pairing import INVALID_TOOL_CALL_ID as INVALID_TOOL_CALL_ID
+    from ._pairing import TOOL_RESULT_ORDER as TOOL_RESULT_ORDER
+    from ._pairing import TOOL_RESULTS_NOT_FIRST as TOOL_RESULTS_NOT_FIRST
+    from ._pairing import UNANSWERED_TOOL_CALL as UNANSWERED_TOOL_CALL
+    from ._pairing import UNEXPECTED_TOOL_RESULT as UNEXPECTED_TOOL_RESULT
+    from ._pairing import CallGroup as CallGroup
+    from ._pairing import PairingCheck as PairingCheck
+    from ._pairing import check_pairing as check_pairing
+    from ._pending import PendingCall as PendingCall
+    from ._pending import PendingToolCalls as PendingToolCalls
+    from ._pending import RecoveryResult as RecoveryResult
+    from ._pending import UnansweredStep as UnansweredStep
+    from ._pending import unanswered_tool_result as unanswered_tool_result
+    from ._repair import final_turn_closers as final_turn_closers
+    from ._repair import interrupted_turn_closers as interrupted_turn_closers
+    from ._session import Session as Session
+    from ._session import now_ms as now_ms
+    from ._turns import last_turn_and_latest as last_turn_and_latest
+    from ._turns import last_turn_boundary as last_turn_boundary
+    from ._turns import last_turn_end as last_turn_end
+    from ._turns import last_turn_start as last_turn_start
+    from ._turns import open_turn_start as open_turn_start
+    from ._turns import scan_turns as scan_turns
+    from ._turns import step_start as step_start
+    from ._turns import turn_count as turn_count
+    from ._turns import turn_starts as turn_starts
+    from ._validate import check_vocabulary as check_vocabulary
 
 __all__ = [
     "validate_after_checkpoint",
@@ -144,3 +147,80 @@ __all__ = [
     "validate_log",
     "well_formed_json",
 ]
+
+if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
+    __getattr__, __dir__ = _lazy.lazy_exports(
+        __name__,
+        {
+            "LogCheckReport": "._check",
+            "check_log": "._check",
+            "rescue_command": "._check",
+            "validate_after_checkpoint": "._check",
+            "validate_log": "._check",
+            "SessionCheckpoint": "._checkpoint",
+            "decode_checkpoint": "._checkpoint",
+            "encode_checkpoint": "._checkpoint",
+            "Event": "._event",
+            "decode_event": "._event",
+            "encode_event": "._event",
+            "encode_events_lines": "._event",
+            "event_to_json": "._event",
+            "closed_history_boundary": "._fork",
+            "fork_header": "._fork",
+            "fork_seed": "._fork",
+            "SESSION_FORMAT_VERSION": "._header",
+            "SessionHeader": "._header",
+            "InvariantChecker": "._invariants",
+            "MAX_JSON_DEPTH": "._json",
+            "JsonObject": "._json",
+            "JsonValue": "._json",
+            "is_safe_int": "._json",
+            "lossless_copy": "._json",
+            "well_formed_json": "._json",
+            "LazyEvents": "._lazy_events",
+            "PrefixLoader": "._lazy_events",
+            "same_events": "._lazy_events",
+            "readable_events": "._legacy",
+            "ContentBlock": "._messages",
+            "Message": "._messages",
+            "ToolCallBlock": "._messages",
+            "assistant_message": "._messages",
+            "new_message_id": "._messages",
+            "result_call_id": "._messages",
+            "text_of": "._messages",
+            "tool_calls_of": "._messages",
+            "tool_result_message": "._messages",
+            "user_message": "._messages",
+            "ASSISTANT_CONTENT_MISSING": "._pairing",
+            "DUPLICATE_TOOL_CALL_ID": "._pairing",
+            "DUPLICATE_TOOL_RESULT": "._pairing",
+            "INVALID_TOOL_CALL_ID": "._pairing",
+            "TOOL_RESULT_ORDER": "._pairing",
+            "TOOL_RESULTS_NOT_FIRST": "._pairing",
+            "UNANSWERED_TOOL_CALL": "._pairing",
+            "UNEXPECTED_TOOL_RESULT": "._pairing",
+            "CallGroup": "._pairing",
+            "PairingCheck": "._pairing",
+            "check_pairing": "._pairing",
+            "PendingCall": "._pending",
+            "PendingToolCalls": "._pending",
+            "RecoveryResult": "._pending",
+            "UnansweredStep": "._pending",
+            "unanswered_tool_result": "._pending",
+            "final_turn_closers": "._repair",
+            "interrupted_turn_closers": "._repair",
+            "Session": "._session",
+            "now_ms": "._session",
+            "last_turn_and_latest": "._turns",
+            "last_turn_boundary": "._turns",
+            "last_turn_end": "._turns",
+            "last_turn_start": "._turns",
+            "open_turn_start": "._turns",
+            "scan_turns": "._turns",
+            "step_start": "._turns",
+            "turn_count": "._turns",
+            "turn_starts": "._turns",
+            "check_vocabulary": "._validate",
+        },
+        submodules=("vocabulary",),
+    )

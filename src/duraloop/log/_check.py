@@ -17,7 +17,7 @@ from ..errors import EventRejectedError, PairingError
 from ._checkpoint import SessionCheckpoint
 from ._event import Event
 from ._header import SessionHeader
-from ._lazy import PrefixLoader
+from ._lazy_events import PrefixLoader
 from ._messages import Message
 from ._pairing import check_pairing
 from ._pending import UnansweredStep

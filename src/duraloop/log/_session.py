@@ -20,7 +20,7 @@ from ._event import Event, check_envelope
 from ._header import SessionHeader
 from ._invariants import InvariantChecker
 from ._json import MAX_SAFE_INTEGER, JsonValue, check_lossless, lossless_copy
-from ._lazy import LazyEvents, PrefixLoader
+from ._lazy_events import LazyEvents, PrefixLoader
 from ._messages import Message
 from ._surface import Surface
 from ._validate import check_message_shape, check_vocabulary

@@ -3,25 +3,28 @@
 See docs/store.md#store-contract.
 """
 
-from ._backend import StorageBackend as StorageBackend
-from ._backend import StoredLog as StoredLog
-from ._backend import WriteReceipt as WriteReceipt
-from ._jsonl._backend import JsonlBackend as JsonlBackend
-from ._jsonl._paths import LOG_FILE_NAME as LOG_FILE_NAME
-from ._jsonl._paths import ZSTD_LOG_FILE_NAME as ZSTD_LOG_FILE_NAME
-from ._loaded import LoadedSession as LoadedSession
-from ._loaded import RepairReport as RepairReport
-from ._loose_file import read_log_file as read_log_file
-from ._memory import MemoryBackend as MemoryBackend
-from ._session_store import SessionStore as SessionStore
-from ._sqlite._backend import SqliteBackend as SqliteBackend
-from ._stores import JsonlStore as JsonlStore
-from ._stores import MemoryStore as MemoryStore
-from ._stores import SqliteStore as SqliteStore
-from ._summary import SessionSummary as SessionSummary
-from ._tail import TornTail as TornTail
-from ._writer import SessionWriter as SessionWriter
-from ._writer import WriterStatistics as WriterStatistics
+from .. import _lazy
+
+if _lazy.TYPE_CHECKING:
+    from ._backend import StorageBackend as StorageBackend
+    from ._backend import StoredLog as StoredLog
+    from ._backend import WriteReceipt as WriteReceipt
+    from ._jsonl._backend import JsonlBackend as JsonlBackend
+    from ._jsonl._paths import LOG_FILE_NAME as LOG_FILE_NAME
+    from ._jsonl._paths import ZSTD_LOG_FILE_NAME as ZSTD_LOG_FILE_NAME
+    from ._loaded import LoadedSession as LoadedSession
+    from ._loaded import RepairReport as RepairReport
+    from ._loose_file import read_log_file as read_log_file
+    from ._memory import MemoryBackend as MemoryBackend
+    from ._session_store import SessionStore as SessionStore
+    from ._sqlite._backend import SqliteBackend as SqliteBackend
+    from ._stores import JsonlStore as JsonlStore
+    from ._stores import MemoryStore as MemoryStore
+    from ._stores import SqliteStore as SqliteStore
+    from ._summary import SessionSummary as SessionSummary
+    from ._tail import TornTail as TornTail
+    from ._writer import SessionWriter as SessionWriter
+    from ._writer import WriterStatistics as WriterStatistics
 
 __all__ = [
     "JsonlBackend",
@@ -44,3 +47,29 @@ __all__ = [
     "ZSTD_LOG_FILE_NAME",
     "read_log_file",
 ]
+
+if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
+    __getattr__, __dir__ = _lazy.lazy_exports(
+        __name__,
+        {
+            "StorageBackend": "._backend",
+            "StoredLog": "._backend",
+            "WriteReceipt": "._backend",
+            "JsonlBackend": "._jsonl._backend",
+            "LOG_FILE_NAME": "._jsonl._paths",
+            "ZSTD_LOG_FILE_NAME": "._jsonl._paths",
+            "LoadedSession": "._loaded",
+            "RepairReport": "._loaded",
+            "read_log_file": "._loose_file",
+            "MemoryBackend": "._memory",
+            "SessionStore": "._session_store",
+            "SqliteBackend": "._sqlite._backend",
+            "JsonlStore": "._stores",
+            "MemoryStore": "._stores",
+            "SqliteStore": "._stores",
+            "SessionSummary": "._summary",
+            "TornTail": "._tail",
+            "SessionWriter": "._writer",
+            "WriterStatistics": "._writer",
+        },
+    )

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from ._jsonl._backend import Compression, JsonlBackend
 from ._memory import MemoryBackend
 from ._session_store import SessionStore
-from ._sqlite._backend import SqliteBackend
+
+if TYPE_CHECKING:
+    from ._sqlite._backend import SqliteBackend
 
 
 class MemoryStore(SessionStore):
@@ -64,7 +67,11 @@ class SqliteStore(SessionStore):
     def __init__(
         self, path: Path | str, *, pack_chunks: bool = True, create_on_open: bool = True
     ) -> None:
-        self.sqlite = SqliteBackend(path, pack_chunks=pack_chunks, create_on_open=create_on_open)
+        from ._sqlite._backend import SqliteBackend  # deferred: JSONL never loads sqlite3
+
+        self.sqlite: SqliteBackend = SqliteBackend(
+            path, pack_chunks=pack_chunks, create_on_open=create_on_open
+        )
         super().__init__(self.sqlite)
 
     def close(self) -> None:

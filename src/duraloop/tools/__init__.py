@@ -1,24 +1,27 @@
 """Tools: definition and registry, the execution pipeline, the scheduler, built-in tools."""
 
-from ._bash_tool import kill_running_commands as kill_running_commands
-from ._blocking import DEFAULT_CANCEL_GRACE_SECONDS as DEFAULT_CANCEL_GRACE_SECONDS
-from ._builtins import builtin_tools as builtin_tools
-from ._context import ToolContext as ToolContext
-from ._definition import Tool as Tool
-from ._definition import tool as tool
-from ._hooks import Deny as Deny
-from ._hooks import ToolHooks as ToolHooks
-from ._outcome import DEFAULT_MAX_OUTPUT_BYTES as DEFAULT_MAX_OUTPUT_BYTES
-from ._outcome import MIN_MAX_OUTPUT_BYTES as MIN_MAX_OUTPUT_BYTES
-from ._outcome import ToolOutcome as ToolOutcome
-from ._pipeline import Prepared as Prepared
-from ._pipeline import ToolPipeline as ToolPipeline
-from ._registry import ToolRegistry as ToolRegistry
-from ._request import ToolCallRequest as ToolCallRequest
-from ._scheduler import SchedulerOutcome as SchedulerOutcome
-from ._scheduler import execute_tool_calls as execute_tool_calls
-from ._signal import CancelSignal as CancelSignal
-from ._signal import TurnCancelled as TurnCancelled
+from .. import _lazy
+
+if _lazy.TYPE_CHECKING:
+    from ._bash_tool import kill_running_commands as kill_running_commands
+    from ._blocking import DEFAULT_CANCEL_GRACE_SECONDS as DEFAULT_CANCEL_GRACE_SECONDS
+    from ._builtins import builtin_tools as builtin_tools
+    from ._context import ToolContext as ToolContext
+    from ._definition import Tool as Tool
+    from ._definition import tool as tool
+    from ._hooks import Deny as Deny
+    from ._hooks import ToolHooks as ToolHooks
+    from ._outcome import DEFAULT_MAX_OUTPUT_BYTES as DEFAULT_MAX_OUTPUT_BYTES
+    from ._outcome import MIN_MAX_OUTPUT_BYTES as MIN_MAX_OUTPUT_BYTES
+    from ._outcome import ToolOutcome as ToolOutcome
+    from ._pipeline import Prepared as Prepared
+    from ._pipeline import ToolPipeline as ToolPipeline
+    from ._registry import ToolRegistry as ToolRegistry
+    from ._request import ToolCallRequest as ToolCallRequest
+    from ._scheduler import SchedulerOutcome as SchedulerOutcome
+    from ._scheduler import execute_tool_calls as execute_tool_calls
+    from ._signal import CancelSignal as CancelSignal
+    from ._signal import TurnCancelled as TurnCancelled
 
 __all__ = [
     "CancelSignal",
@@ -41,3 +44,29 @@ __all__ = [
     "kill_running_commands",
     "tool",
 ]
+
+if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
+    __getattr__, __dir__ = _lazy.lazy_exports(
+        __name__,
+        {
+            "kill_running_commands": "._bash_tool",
+            "DEFAULT_CANCEL_GRACE_SECONDS": "._blocking",
+            "builtin_tools": "._builtins",
+            "ToolContext": "._context",
+            "Tool": "._definition",
+            "tool": "._definition",
+            "Deny": "._hooks",
+            "ToolHooks": "._hooks",
+            "DEFAULT_MAX_OUTPUT_BYTES": "._outcome",
+            "MIN_MAX_OUTPUT_BYTES": "._outcome",
+            "ToolOutcome": "._outcome",
+            "Prepared": "._pipeline",
+            "ToolPipeline": "._pipeline",
+            "ToolRegistry": "._registry",
+            "ToolCallRequest": "._request",
+            "SchedulerOutcome": "._scheduler",
+            "execute_tool_calls": "._scheduler",
+            "CancelSignal": "._signal",
+            "TurnCancelled": "._signal",
+        },
+    )

@@ -6,10 +6,13 @@ Private (style rule D3): the adapters are public as `duraloop.llm.OpenAIChatMode
 `duraloop.llm.DeepSeekChatModel`.
 """
 
-from ._deepseek import DeepSeekChatModel as DeepSeekChatModel
-from ._openai import OpenAIChatModel as OpenAIChatModel
-from ._pairing import check_chat_completions_messages as check_chat_completions_messages
-from ._transport import ChatCompletionsModel as ChatCompletionsModel
+from ... import _lazy
+
+if _lazy.TYPE_CHECKING:
+    from ._deepseek import DeepSeekChatModel as DeepSeekChatModel
+    from ._openai import OpenAIChatModel as OpenAIChatModel
+    from ._pairing import check_chat_completions_messages as check_chat_completions_messages
+    from ._transport import ChatCompletionsModel as ChatCompletionsModel
 
 __all__ = [
     "ChatCompletionsModel",
@@ -17,3 +20,14 @@ __all__ = [
     "OpenAIChatModel",
     "check_chat_completions_messages",
 ]
+
+if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
+    __getattr__, __dir__ = _lazy.lazy_exports(
+        __name__,
+        {
+            "DeepSeekChatModel": "._deepseek",
+            "OpenAIChatModel": "._openai",
+            "check_chat_completions_messages": "._pairing",
+            "ChatCompletionsModel": "._transport",
+        },
+    )

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from duraloop.errors import CorruptLogError, UsageError
-from duraloop.log import SessionHeader
+
+if TYPE_CHECKING:
+    from duraloop.log import SessionHeader
 
 LOG_FILE_NAME = "session.jsonl"
 ZSTD_LOG_FILE_NAME = "session.jsonl.zstd"
