@@ -1,0 +1,51 @@
+"""One measurement in a fresh process: `child.py DRIVER SCENARIO ROOT [N]`, prints one JSON line.
+
+DRIVER is `openai_agents`, `langgraph`, `pydantic_ai` or `duraloop` (the module `_DRIVER.py`
+beside this file); SCENARIO is `import`, `steps`, `build`, `resume` or `parallel`. The
+`import` scenario times importing the framework's modules before anything else is loaded.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import sys
+import time
+from pathlib import Path
+
+MODULES = {
+    "openai_agents": ("agents",),
+    "langgraph": ("langgraph.graph", "langgraph.prebuilt", "langgraph.checkpoint.sqlite"),
+    "pydantic_ai": ("pydantic_ai",),
+    "duraloop": ("duraloop", "duraloop.loop", "duraloop.store", "duraloop.llm"),
+}
+
+
+def main(argv: list[str]) -> None:
+    driver, scenario, root = argv[0], argv[1], Path(argv[2])
+    size = int(argv[3]) if len(argv) > 3 else 0
+    started = time.perf_counter()
+    for name in MODULES[driver]:
+        importlib.import_module(name)
+    imported = (time.perf_counter() - started) * 1000
+    if scenario == "import":
+        print(json.dumps({"import_ms": imported}))
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    module = importlib.import_module(f"_{driver}")
+    if scenario not in ("steps", "build", "resume", "parallel"):
+        raise SystemExit(f"unknown scenario {scenario!r}")
+    function = getattr(module, scenario)
+    args = (size, root) if scenario in ("steps", "build") else (root,)
+    if inspect.iscoroutinefunction(function):
+        import anyio
+
+        result = anyio.run(function, *args)
+    else:
+        result = function(*args)
+    print(json.dumps({"import_ms": imported, **(result or {})}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
