@@ -138,6 +138,19 @@ def build_large_log(root: Path, events: int) -> tuple[str, int]:
     return sid, lines
 
 
+def copy_to_sqlite(root: Path, session_id: str, target: Path) -> str:
+    """Store the JSONL session under `root` in a SQLite store at `target` (one batch)."""
+    from duraloop.log import Session
+    from duraloop.store import SqliteStore
+
+    header, events = sc.JsonlStore(root / "store").read(session_id)
+    (target / "store").mkdir(parents=True)
+    with SqliteStore(target / "sessions.db") as store:
+        with store.open_writer(Session(session_id, seed=events, header=header)):
+            pass
+    return session_id
+
+
 # --------------------------------------------------------------------------- the child
 
 
@@ -145,8 +158,12 @@ def child(root: str, session_id: str) -> None:
     """Resume `session_id` from the store under `root`, build the next request, print timings."""
     from duraloop.llm import ToolSchema
     from duraloop.loop import AgentLoop, default_system_prompt
+    from duraloop.store import SessionStore, SqliteStore
 
-    store = sc.JsonlStore(Path(root) / "store")
+    sqlite = Path(root) / "sessions.db"
+    store: SessionStore = (
+        SqliteStore(sqlite) if sqlite.exists() else sc.JsonlStore(Path(root) / "store")
+    )
     model = sc.EncodingModel([{"text": "unused"}])
     marks = [time.perf_counter()]
     # `prepare` is `load` plus the session its validation built (resume_session's first
@@ -208,8 +225,11 @@ def run_child(pristine: Path, session_id: str, *, snapshot: bool) -> tuple[dict[
     """Copy the pristine store, resume it in a new process; return its report and wall ms.
 
     Without `snapshot`, the copy's snapshot files are removed first (the whole log is read).
+    A pristine directory holding `sessions.db` is a SQLite store (the child opens that).
     """
     with tempfile.TemporaryDirectory(prefix="duraloop-bench-r-") as tmp:
+        if (pristine / "sessions.db").exists():
+            shutil.copy(pristine / "sessions.db", Path(tmp) / "sessions.db")
         shutil.copytree(pristine / "store", Path(tmp) / "store")
         if not snapshot:
             for path in (Path(tmp) / "store").rglob("session.snapshot"):
@@ -248,9 +268,16 @@ def measure(runs: int, steps: int, events: int) -> list[sc.Figure]:
             file=sys.stderr,
             flush=True,
         )
-        labels = {"tiny": "10-step", "steps": f"{steps}-step", "large": f"{events // 1000}k-event"}
+        roots["sqlite"] = Path(build) / "sqlite"
+        ids["sqlite"] = copy_to_sqlite(roots["steps"], ids["steps"], roots["sqlite"])
+        labels = {
+            "tiny": "10-step",
+            "steps": f"{steps}-step",
+            "large": f"{events // 1000}k-event",
+            "sqlite": f"{steps}-step SQLite",
+        }
         reports: dict[tuple[str, bool], list[tuple[dict[str, Any], float]]] = {}
-        for key in ("tiny", "steps", "large"):
+        for key in ("tiny", "steps", "large", "sqlite"):
             for snapshot in (True, False):
                 reports[key, snapshot] = []
             for _ in range(runs):  # interleaved: with, then without, the snapshot
@@ -258,7 +285,10 @@ def measure(runs: int, steps: int, events: int) -> list[sc.Figure]:
                     reports[key, snapshot].append(
                         run_child(roots[key], ids[key], snapshot=snapshot)
                     )
-            size = sc.log_path(sc.JsonlStore(roots[key] / "store"), ids[key]).stat().st_size
+            if key == "sqlite":
+                size = (roots[key] / "sessions.db").stat().st_size
+            else:
+                size = sc.log_path(sc.JsonlStore(roots[key] / "store"), ids[key]).stat().st_size
             first = reports[key, True][0][0]
             print(
                 f"  {labels[key]}: {first['events']} events, {size / 1e6:.2f} MB, "
@@ -353,8 +383,9 @@ def measure(runs: int, steps: int, events: int) -> list[sc.Figure]:
         100.0,
     )
     figure(f"{labels['large']}: resume without a snapshot", ready("large", snapshot=False), 400.0)
+    figure(f"resume {labels['sqlite']} -> request built", ready("sqlite", snapshot=True), 15.0)
     figure(
-        "  whole new process wall, 1000-step with snapshot",
+        f"  whole new process wall, {labels['steps']} with snapshot",
         [w for _, w in reports["steps", True]],
         None,
     )

@@ -40,8 +40,14 @@ def build(n: int, root: Path) -> None:
 
 def resume(root: Path) -> dict[str, Any]:
     """Scenario R: `bench_resume.run_child` (a new process resumes and encodes the request)."""
-    report, _ = bench_resume.run_child(root, (root / "session-id").read_text())
-    return {"resume_ms": report["total_ms"], "request_bytes": report["request_bytes"]}
+    session_id = (root / "session-id").read_text()
+    report, _ = bench_resume.run_child(root, session_id, snapshot=True)
+    whole, _ = bench_resume.run_child(root, session_id, snapshot=False)
+    return {
+        "resume_ms": report["total_ms"],
+        "resume_without_snapshot_ms": whole["total_ms"],
+        "request_bytes": report["request_bytes"],
+    }
 
 
 def parallel(root: Path) -> dict[str, Any]:

@@ -140,6 +140,12 @@ def one_run(
         shutil.copytree(pristine, copy)
         result = child(python, driver, "resume", copy)
     figures.add(f"R: resume {R_STEPS} steps -> request (ms)", driver, result["resume_ms"])
+    if "resume_without_snapshot_ms" in result:  # duraloop: the same, its snapshot removed
+        figures.add(
+            "R: same, duraloop without its snapshot (ms)",
+            driver,
+            result["resume_without_snapshot_ms"],
+        )
     figures.add("R: that request (kB)", driver, result["request_bytes"] / 1e3)
     with tempfile.TemporaryDirectory(dir=work) as root:
         result = child(python, driver, "parallel", Path(root))
