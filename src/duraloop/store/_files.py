@@ -277,3 +277,24 @@ def truncate_keeping_tail(path: Path, torn: int) -> tuple[str, int]:
     except OSError as exc:
         raise StoreError(f"cannot truncate the torn tail of {path}: {exc}") from exc
     return copy, size
+
+
+def read_written(path: Path, size: int, *, purpose: str) -> bytes:
+    """Read the first `size` bytes of a file this store wrote (its writer's lock is held).
+
+    Args:
+        path: the log file.
+        size: how many bytes this store knows it holds.
+        purpose: what the bytes are read for, for the message (e.g. "to take a snapshot").
+
+    Raises:
+        StoreError: if it cannot be read, or holds fewer bytes than this store wrote.
+    """
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(size)
+    except OSError as exc:
+        raise StoreError(f"cannot read {path} {purpose}: {exc}") from exc
+    if len(data) != size:
+        raise StoreError(f"{path} is shorter than the {size} bytes this store wrote")
+    return data

@@ -43,6 +43,7 @@ from ...log.vocabulary import (
     BLOCK_TOOL_RESULT,
     UNSUPPORTED_CONTENT,
 )
+from .._content import joined_text
 from .._tool_ids import ToolIdMap
 
 logger = logging.getLogger(__name__)
@@ -162,7 +163,9 @@ class MessageConverter:
         for block in message.get("content", []):
             kind = block.get("type")
             if kind == BLOCK_TOOL_RESULT:
-                text = _result_text(block.get("content", []), message)
+                text = joined_text(
+                    block.get("content", []), message, sep="\n", image=_unsupported_image
+                )
                 result: JsonObject = {
                     "type": "tool_result",
                     "tool_use_id": self.ids.to_wire(block["toolCallId"]),
@@ -251,21 +254,6 @@ def parse_input(arguments: str, call_id: str) -> JsonObject:
         return value
     logger.warning("tool call %s has arguments that are not a JSON object; sent as {}", call_id)
     return {}
-
-
-def _result_text(blocks: list[Any], message: Message) -> str:
-    if len(blocks) == 1:  # the common case: one text block, returned as it is
-        block = blocks[0]
-        if block.get("type") == BLOCK_TEXT and type(text := block["text"]) is str:
-            return text
-    parts: list[str] = []
-    for block in blocks:
-        kind = block.get("type")
-        if kind == BLOCK_TEXT:
-            parts.append(block["text"])
-        elif kind == BLOCK_IMAGE:
-            raise _unsupported_image(message)
-    return "\n".join(parts)
 
 
 def _unsupported_image(message: Message) -> LlmError:

@@ -13,7 +13,7 @@ successful text tool result is converted inline, without the general loop.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Final, Literal, TypeAlias
 
 from ...errors import LlmError
@@ -26,6 +26,7 @@ from ...log.vocabulary import (
     BLOCK_TOOL_RESULT,
     UNSUPPORTED_CONTENT,
 )
+from .._content import joined_text
 
 NO_OUTPUT: Final = "(no output)"
 ERROR_PREFIX: Final = "Error: "
@@ -74,7 +75,7 @@ def convert_message(
     if role == "assistant":
         return [_convert_assistant(message, echo, wire_id)]
     if role == "system":
-        content = _joined_text(message.get("content", ()), message, "")
+        content = joined_text(message.get("content", ()), message, sep="", image=_unsupported_image)
         return [{"role": "system", "content": content}]
     raise LlmError(
         f"message {message['id']} has role {role!r}, which Chat Completions cannot carry",
@@ -137,25 +138,13 @@ def _convert_user(message: Message, wire_id: Callable[[str], str]) -> list[JsonO
 
 
 def _tool_message(block: Any, message: Message, wire_id: Callable[[str], str]) -> JsonObject:
-    content = _joined_text(block.get("content", ()), message, "\n") or NO_OUTPUT
+    content = (
+        joined_text(block.get("content", ()), message, sep="\n", image=_unsupported_image)
+        or NO_OUTPUT
+    )
     if block.get("isError") and not content.startswith("Error"):
         content = ERROR_PREFIX + content
     return {"role": "tool", "tool_call_id": wire_id(block["toolCallId"]), "content": content}
-
-
-def _joined_text(blocks: Sequence[Any], message: Message, sep: str) -> str:
-    if len(blocks) == 1:  # the common case: one text block, returned as it is
-        block = blocks[0]
-        if block.get("type") == BLOCK_TEXT and type(text := block["text"]) is str:
-            return text
-    parts: list[str] = []
-    for block in blocks:
-        kind = block.get("type")
-        if kind == BLOCK_TEXT:
-            parts.append(block["text"])
-        elif kind == BLOCK_IMAGE:
-            raise _unsupported_image(message)
-    return sep.join(parts)
 
 
 def _unsupported_image(message: Message) -> LlmError:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from duraloop.errors import StoreError
 
-from .._files import fsync_dir, write_all
+from .._files import fsync_dir, read_written, write_all
 from ._zstd import FrameCodec, decompress_complete, scan_frames
 
 _FILE_MODE = 0o600
@@ -43,13 +43,7 @@ def merge_frames(path: Path, start: int | None, end: int, codec: FrameCodec) -> 
         StoreError: if the log cannot be read or the new file cannot be written; the log
             is unchanged.
     """
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(end)
-    except OSError as exc:
-        raise StoreError(f"cannot read {path} to merge its frames: {exc}") from exc
-    if len(data) != end:
-        raise StoreError(f"{path} is not the {end} bytes this store wrote; nothing was merged")
+    data = read_written(path, end, purpose="to merge its frames")
     if start is None:
         frames = scan_frames(data, path=str(path), max_frames=1).frames
         start = frames[0][1] if frames else end

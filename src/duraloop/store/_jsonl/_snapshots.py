@@ -22,7 +22,7 @@ from duraloop.errors import CorruptLogError, StoreError
 from duraloop.log import Event, LazyEvents, SessionHeader
 
 from .._backend import StoredLog
-from .._files import write_all
+from .._files import read_written, write_all
 from .._snapshot import SnapshotHeader, SnapshotIgnoredError, SnapshotRead, check_binding
 from .._snapshot import decode_snapshot as decode_snapshot_blob
 from ._scan import scan_log, scan_zstd_log
@@ -69,14 +69,7 @@ class PrefixDigests:
         entry = self._states.get(session_id)
         if entry is not None and entry[0] == size:
             return entry[1].hexdigest()
-        try:
-            with path.open("rb") as handle:
-                data = handle.read(size)
-        except OSError as exc:
-            raise StoreError(f"cannot read {path} to take a snapshot: {exc}") from exc
-        if len(data) != size:
-            raise StoreError(f"{path} is shorter than the {size} bytes this store wrote")
-        self.reset(session_id, data)
+        self.reset(session_id, read_written(path, size, purpose="to take a snapshot"))
         return self._states[session_id][1].hexdigest()
 
 
