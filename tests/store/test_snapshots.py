@@ -527,33 +527,83 @@ def test_zstd_frames_of_a_closed_turn_are_merged_into_one(tmp_path: Path) -> Non
     turns = [(4, 3, False, False)]
     sid = anyio.run(
         lambda: _run_turns(
-            _store(root, "zstd"), workspace, turns, session_id=None, snapshot_every=None
+            _store(root, "zstd"), workspace, turns, session_id=None, snapshot_every=1
         )
-    )
-    unmerged = _log_file(root).read_bytes()
-    _, before = _store(root, "zstd").read(sid)
-    anyio.run(
-        lambda: _run_turns(_store(root, "zstd"), workspace, turns, session_id=sid, snapshot_every=1)
     )
     merged = _log_file(root).read_bytes()
     frames = scan_frames(merged, path=None).frames
-    assert len(frames) == 2  # the header frame, then everything else in one
-    assert len(scan_frames(unmerged, path=None).frames) > 10
+    # The header frame, the turn's batches in one frame, and the batch that closed the
+    # turn kept as it was (a crash-sized cut of the end tears only that one).
+    assert len(frames) == 3
     _, after = _store(root, "zstd").read(sid)
-    assert after[: len(before)] == before  # every event kept, as it was
     _, as_dsh_reads_it = read_log_file(_log_file(root))
     assert as_dsh_reads_it == after
-    assert not list(root.rglob("*.merge"))  # no temporary file left
+    assert after[-1].type == "turn/end"
     loaded, _ = _store(root, "zstd").prepare(sid)
     assert loaded.snapshot == "used"  # the snapshot binds the merged bytes
-    # A later process merges only what it wrote after the snapshot it resumed from: the
-    # frames merged before are left as they are (no rewrite of the whole log each time).
+    # A later process merges only what it wrote after the snapshot it resumed from.
     anyio.run(
         lambda: _run_turns(_store(root, "zstd"), workspace, turns, session_id=sid, snapshot_every=1)
     )
     again = _log_file(root).read_bytes()
     assert again.startswith(merged)
-    assert len(scan_frames(again, path=None).frames) == 3
+    assert len(scan_frames(again, path=None).frames) == 5
+    assert not list(root.rglob("*.merge"))  # no temporary file left
+
+
+def test_zstd_merge_never_rewrites_frames_of_a_process_that_wrote_no_snapshot(
+    tmp_path: Path,
+) -> None:
+    from duraloop.store._jsonl._zstd import scan_frames
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    root = tmp_path / "store"
+    turns = [(3, 2, False, False)]
+    sid = anyio.run(
+        lambda: _run_turns(
+            _store(root, "zstd"), workspace, turns, session_id=None, snapshot_every=None
+        )
+    )
+    unmerged = _log_file(root).read_bytes()
+    count = len(scan_frames(unmerged, path=None).frames)
+    # A stale temporary file of a merge killed before its rename is swept by the next one.
+    stale = _log_file(root).with_name("session.jsonl.zstd.0123456789ab.merge")
+    stale.write_bytes(unmerged)
+    anyio.run(
+        lambda: _run_turns(_store(root, "zstd"), workspace, turns, session_id=sid, snapshot_every=1)
+    )
+    after = _log_file(root).read_bytes()
+    assert after.startswith(unmerged)  # the earlier frames are left as they were
+    assert len(scan_frames(after, path=None).frames) == count + 2
+    assert not stale.exists()
+
+
+def test_a_cut_of_the_last_few_bytes_tears_only_the_closing_batch(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    root = tmp_path / "store"
+    sid = anyio.run(
+        lambda: _run_turns(
+            _store(root, "zstd"),
+            workspace,
+            [(3, 2, False, False)] * 3,
+            session_id=None,
+            snapshot_every=1,
+        )
+    )
+    _, before = _store(root, "zstd").read(sid)
+    log = _log_file(root)
+    log.write_bytes(log.read_bytes()[:-5])
+    (log.parent / SNAPSHOT).unlink()
+    loaded = _store(root, "zstd").load(sid)
+    kept = list(loaded.events[: len(loaded.events) - len(loaded.repair.closers)])
+    last_step = max(e.seq for e in before if e.type == "step/start")
+    # Only the last batch (the final step's response, step/end, turn/end) is torn, as without
+    # merging: never the merged frame holding the turns before it.
+    assert len(kept) > last_step
+    assert kept == before[: len(kept)]
+    assert loaded.repair.truncated_bytes > 0
 
 
 def test_a_snapshot_that_cannot_be_written_is_logged_and_the_turn_still_completes(
@@ -578,3 +628,18 @@ def test_a_snapshot_that_cannot_be_written_is_logged_and_the_turn_still_complete
     assert not list(root.rglob(SNAPSHOT))
     _, events = JsonlStore(root).read(sid)
     assert events[-1].type == "turn/end"  # the log is whole; only the cache is missing
+
+
+def test_reading_a_snapshot_file_as_a_log_says_what_it_is(tmp_path: Path) -> None:
+    from duraloop.errors import UsageError
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    root = tmp_path / "store"
+    anyio.run(
+        lambda: _run_turns(
+            JsonlStore(root), workspace, [(1, 1, False, False)], session_id=None, snapshot_every=1
+        )
+    )
+    with pytest.raises(UsageError, match="is a duraloop snapshot .* not a log; pass the session"):
+        read_log_file(_log_dir(root) / SNAPSHOT)

@@ -12,6 +12,7 @@ import logging
 import os
 from pathlib import Path
 
+from duraloop.errors import UsageError
 from duraloop.log import Event, SessionHeader, readable_events
 
 from ._jsonl._scan import scan_log, scan_zstd_log
@@ -52,10 +53,16 @@ def read_log_file(path: str | os.PathLike[str]) -> tuple[SessionHeader, list[Eve
             shape is malformed.
         SessionFormatUnsupportedError: for another format version, an unknown event type,
             or rejected legacy vocabulary.
+        UsageError: if the file is a snapshot (`session.snapshot`), not a log.
         OSError: if the file cannot be read.
     """
     file = Path(path)
     data = file.read_bytes()
+    if data.startswith(b'{"format":"duraloop-snapshot"'):
+        raise UsageError(
+            f"{file} is a duraloop snapshot (a cache of a session's derived state beside its "
+            "log), not a log; pass the session.jsonl or session.jsonl.zstd beside it"
+        )
     if file.name.endswith(_ZSTD_SUFFIX):
         result = scan_zstd_log(data, path=str(file))
     else:

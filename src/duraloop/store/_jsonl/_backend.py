@@ -155,6 +155,7 @@ class JsonlBackend:
         if result.torn_offset is None:
             self._ends[session_id] = result.size_bytes
             self._digests.reset(session_id, data)
+            self._merged.setdefault(session_id, result.size_bytes)
         torn_bytes = result.size_bytes - result.committed_bytes
         return StoredLog(
             result.header,
@@ -185,16 +186,18 @@ class JsonlBackend:
         return read
 
     def merge_frames(self, session_id: str) -> int:
-        """Merge the frames written since the last merge into one; see `StorageBackend`.
+        """Merge the frames since the last merge into one (see `StorageBackend`; 0 if raw).
 
-        A no-op (0) for a raw log, or one whose end this backend does not know.
+        A merge starts where the last stopped: after the header frame of a log created here,
+        at the covered end of the snapshot a load used, else at the log's end now (frames of
+        earlier processes are never rewritten).
         """
         end = self._ends.get(session_id)
         path = self._read_paths.get(session_id)
         if self._codec is None or end is None or path is None:
             return 0
-        size, merged_from = merge_frames(path, self._merged.get(session_id), end, self._codec)
-        self._merged[session_id] = size
+        start = self._merged.setdefault(session_id, end)
+        size, self._merged[session_id] = merge_frames(path, start, end, self._codec)
         if size != end:
             self._ends[session_id] = size
             self._digests.forget(session_id)
@@ -257,7 +260,8 @@ class JsonlBackend:
         final = directory / self._file_name
         tmp = directory / f"{self._file_name}.{secrets.token_hex(6)}.tmp"
         lines = encode_batch(batch, pack_chunks=self.pack_chunks)
-        payload = self._frame(encode_header(header)) + (self._frame(lines) if lines else b"")
+        header_frame = self._frame(encode_header(header))
+        payload = header_frame + (self._frame(lines) if lines else b"")
         try:
             self._mkdirs(directory)
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _FILE_MODE)
@@ -271,6 +275,7 @@ class JsonlBackend:
             self._ends[header.id] = len(payload)
             self._read_paths[header.id] = final
             self._digests.reset(header.id, payload)
+            self._merged[header.id] = len(header_frame)
         except FileExistsError as exc:
             raise SessionExistsError(
                 f'session "{header.id}" already has a persisted log; resume it instead'
@@ -351,7 +356,7 @@ class JsonlBackend:
         copy, size = truncate_keeping_tail(path, torn)
         self._ends[session_id] = torn
         self._digests.forget(session_id)
-        self._merged.pop(session_id, None)
+        self._merged[session_id] = min(self._merged.get(session_id, torn), torn)
         logger.warning(
             "session %s: truncated torn tail at byte %d (%d bytes, kept in %s)",
             session_id,

@@ -25,32 +25,38 @@ from ._zstd import FrameCodec, decompress_complete, scan_frames
 _FILE_MODE = 0o600
 
 
-def merge_frames(path: Path, start: int | None, end: int, codec: FrameCodec) -> tuple[int, int]:
-    """Replace the complete frames between byte `start` and `end` by one frame.
+def merge_frames(path: Path, start: int, end: int, codec: FrameCodec) -> tuple[int, int]:
+    """Replace the complete frames from byte `start` to the last one by one frame.
+
+    The last frame (the batch that closed the turn) is kept as it is, so a crash-sized cut
+    of the file's end tears only that small frame, as without merging, never the merged
+    one. A temporary file of an earlier merge that was killed before its rename is removed
+    first (the writer's lock is held, so no merge of another process is running).
 
     Args:
         path: the zstd log (its writer's lock is held; `end` is its size).
-        start: where the frames to merge begin (a frame boundary), or None for right after
-            the header frame.
+        start: where the frames to merge begin (a frame boundary this backend wrote or a
+            snapshot recorded).
         end: the log's size.
         codec: the backend's frame codec.
 
     Returns:
-        The new size of the log and where the merged frame starts (equal when there was
-        nothing to merge: fewer than two frames).
+        The new size of the log, and where the next merge starts (the kept last frame).
+        Both are `end` when there was nothing to merge (fewer than three frames).
 
     Raises:
         StoreError: if the log cannot be read or the new file cannot be written; the log
             is unchanged.
     """
+    for stale in path.parent.glob(f"{path.name}.*.merge"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
     data = read_written(path, end, purpose="to merge its frames")
-    if start is None:
-        frames = scan_frames(data, path=str(path), max_frames=1).frames
-        start = frames[0][1] if frames else end
     scan = scan_frames(data[start:], path=str(path))
-    if scan.torn_start is not None or len(scan.frames) < 2:
+    if scan.torn_start is not None or len(scan.frames) < 3:
         return end, start
-    plaintext = decompress_complete(data[start:], path=str(path), offset=start)
+    last = start + scan.frames[-1][0]
+    plaintext = decompress_complete(data[start:last], path=str(path), offset=start)
     merged = codec.compress(plaintext)
     if decompress_complete(merged, path=str(path), offset=start) != plaintext:
         raise StoreError(f"merging the frames of {path} did not round-trip; nothing was merged")
@@ -60,6 +66,7 @@ def merge_frames(path: Path, start: int | None, end: int, codec: FrameCodec) -> 
         try:
             write_all(fd, data[:start])
             write_all(fd, merged)
+            write_all(fd, data[last:])
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -69,4 +76,5 @@ def merge_frames(path: Path, start: int | None, end: int, codec: FrameCodec) -> 
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise StoreError(f"cannot merge the frames of {path}: {exc}") from exc
-    return start + len(merged), start
+    kept = start + len(merged)
+    return kept + (end - last), kept

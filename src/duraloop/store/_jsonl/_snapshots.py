@@ -181,6 +181,9 @@ def write_snapshot_file(log_path: Path, blob: bytes) -> None:
         StoreError: if it cannot be written (nothing of the log is touched).
     """
     final = snapshot_path(log_path)
+    for stale in final.parent.glob(f"{SNAPSHOT_FILE_NAME}.*.tmp"):  # a write killed earlier
+        with contextlib.suppress(OSError):
+            stale.unlink()
     tmp = final.with_name(f"{SNAPSHOT_FILE_NAME}.{secrets.token_hex(6)}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _FILE_MODE)
