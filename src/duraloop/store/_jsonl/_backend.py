@@ -179,8 +179,7 @@ class JsonlBackend:
         check_identity(self.root, header, session_id, path)
         read = read_with_snapshot(path, header, blob, data, zstd=zstd, digests=self._digests)
         self._read_paths[session_id] = path
-        # The frames before the covered end were merged when the snapshot was written.
-        self._merged[session_id] = read.covered_bytes
+        self._merged[session_id] = read.covered_bytes  # merged when the snapshot was written
         if read.stored.torn is None:
             self._ends[session_id] = len(data)
         return read
@@ -188,9 +187,8 @@ class JsonlBackend:
     def merge_frames(self, session_id: str) -> int:
         """Merge the frames since the last merge into one (see `StorageBackend`; 0 if raw).
 
-        A merge starts where the last stopped: after the header frame of a log created here,
-        at the covered end of the snapshot a load used, else at the log's end now (frames of
-        earlier processes are never rewritten).
+        It starts where the last merge stopped, never at a frame an earlier process wrote
+        unless a snapshot says it was merged (docs/store.md#zstd-framing).
         """
         end = self._ends.get(session_id)
         path = self._read_paths.get(session_id)
