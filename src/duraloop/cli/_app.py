@@ -209,7 +209,7 @@ def resume(
     sessions = open_store(store)
     if prompt is None:
         turn.refuse_model_flags()
-        loaded = sessions.load(session_id)
+        loaded = sessions.prepare(session_id)[0]  # repair only: the prefix stays on disk
         out.print(safe(f"{ident(session_id)}: {repair_text(loaded.repair)}"))
         return
     require_prompt(prompt)
