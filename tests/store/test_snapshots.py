@@ -69,6 +69,13 @@ def _turn_script(turn: int, steps: int, calls: int, *, fail_tool: bool, error: b
     return script
 
 
+def _dirs(tmp_path: Path) -> tuple[Path, Path]:
+    """A workspace (created) and a store root under `tmp_path`."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    return workspace, tmp_path / "store"
+
+
 def _store(root: Path, compression: str) -> JsonlStore:
     return JsonlStore(root, compression="zstd" if compression == "zstd" else "none")
 
@@ -156,9 +163,7 @@ def _copy(root: Path, to: Path, *, snapshot: bool) -> Path:
 
 @pytest.mark.parametrize("compression", ["none", "zstd"])
 def test_load_through_snapshot_equals_whole_log_load(tmp_path: Path, compression: str) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    root = tmp_path / "store"
+    workspace, root = _dirs(tmp_path)
     sid = anyio.run(
         lambda: _run_turns(
             _store(root, compression),
@@ -238,9 +243,7 @@ def _damage_snapshot(directory: Path, how: str) -> None:
 def test_damaged_snapshot_is_ignored_and_reported(
     tmp_path: Path, how: str, reason: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    root = tmp_path / "store"
+    workspace, root = _dirs(tmp_path)
     sid = anyio.run(
         lambda: _run_turns(
             JsonlStore(root), workspace, [(1, 2, False, False)], session_id=None, snapshot_every=1
@@ -256,9 +259,7 @@ def test_damaged_snapshot_is_ignored_and_reported(
 
 
 def test_stale_snapshot_of_a_changed_prefix_is_never_believed(tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    root = tmp_path / "store"
+    workspace, root = _dirs(tmp_path)
     sid = anyio.run(
         lambda: _run_turns(
             JsonlStore(root), workspace, [(1, 1, False, False)], session_id=None, snapshot_every=1
@@ -277,9 +278,7 @@ def test_stale_snapshot_of_a_changed_prefix_is_never_believed(tmp_path: Path) ->
 
 
 def test_snapshot_of_another_session_is_ignored(tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    root = tmp_path / "store"
+    workspace, root = _dirs(tmp_path)
     first = anyio.run(
         lambda: _run_turns(
             JsonlStore(root), workspace, [(1, 1, False, False)], session_id=None, snapshot_every=1
@@ -322,9 +321,7 @@ def test_snapshot_every_must_be_a_positive_integer_or_none() -> None:
 
 
 def test_snapshot_every_none_writes_no_snapshot(tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    root = tmp_path / "store"
+    workspace, root = _dirs(tmp_path)
     anyio.run(
         lambda: _run_turns(
             JsonlStore(root),
@@ -431,9 +428,7 @@ def test_property_snapshot_load_equals_whole_log_load(
 def test_crash_after_snapshot_repairs_the_tail_through_the_snapshot(
     tmp_path: Path, compression: str
 ) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    root = tmp_path / "store"
+    workspace, root = _dirs(tmp_path)
     turns = [(2, 2, False, False), (1, 3, False, False)]
     sid = anyio.run(
         lambda: _run_turns(
@@ -521,9 +516,7 @@ def test_dsh_fixture_layout_with_snapshots_reads_as_dsh_reads_it(
 def test_zstd_frames_of_a_closed_turn_are_merged_into_one(tmp_path: Path) -> None:
     from duraloop.store._jsonl._zstd import scan_frames
 
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    root = tmp_path / "store"
+    workspace, root = _dirs(tmp_path)
     turns = [(4, 3, False, False)]
     sid = anyio.run(
         lambda: _run_turns(
@@ -556,9 +549,7 @@ def test_zstd_merge_never_rewrites_frames_of_a_process_that_wrote_no_snapshot(
 ) -> None:
     from duraloop.store._jsonl._zstd import scan_frames
 
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    root = tmp_path / "store"
+    workspace, root = _dirs(tmp_path)
     turns = [(3, 2, False, False)]
     sid = anyio.run(
         lambda: _run_turns(
@@ -580,9 +571,7 @@ def test_zstd_merge_never_rewrites_frames_of_a_process_that_wrote_no_snapshot(
 
 
 def test_a_cut_of_the_last_few_bytes_tears_only_the_closing_batch(tmp_path: Path) -> None:
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    root = tmp_path / "store"
+    workspace, root = _dirs(tmp_path)
     sid = anyio.run(
         lambda: _run_turns(
             _store(root, "zstd"),
@@ -616,9 +605,7 @@ def test_a_snapshot_that_cannot_be_written_is_logged_and_the_turn_still_complete
         raise StoreError("the disk is full")
 
     monkeypatch.setattr(JsonlBackend, "write_snapshot", refuse)
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    root = tmp_path / "store"
+    workspace, root = _dirs(tmp_path)
     sid = anyio.run(
         lambda: _run_turns(
             JsonlStore(root), workspace, [(1, 1, False, False)], session_id=None, snapshot_every=1
@@ -633,9 +620,7 @@ def test_a_snapshot_that_cannot_be_written_is_logged_and_the_turn_still_complete
 def test_reading_a_snapshot_file_as_a_log_says_what_it_is(tmp_path: Path) -> None:
     from duraloop.errors import UsageError
 
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    root = tmp_path / "store"
+    workspace, root = _dirs(tmp_path)
     anyio.run(
         lambda: _run_turns(
             JsonlStore(root), workspace, [(1, 1, False, False)], session_id=None, snapshot_every=1
