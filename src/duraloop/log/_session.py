@@ -14,13 +14,16 @@ import time as _time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import msgspec
+
 from ..errors import EventRejectedError
-from ._checkpoint import SessionCheckpoint
+from ._checkpoint import EncodedPrefix, SessionCheckpoint
 from ._event import Event, check_envelope
 from ._header import SessionHeader
 from ._invariants import InvariantChecker
 from ._json import MAX_SAFE_INTEGER, JsonValue, check_lossless, lossless_copy
 from ._lazy_events import LazyEvents, PrefixLoader
+from ._lazy_messages import LazyMessages
 from ._messages import Message
 from ._surface import Surface
 from ._validate import check_message_shape, check_vocabulary
@@ -33,6 +36,8 @@ Observer = Callable[[Event], None]
 
 Validator = Callable[[Event], None]
 """Called before each commit; raising vetoes the append (nothing is committed)."""
+
+_messages_encoder = msgspec.json.Encoder()
 
 
 def now_ms() -> int:
@@ -89,7 +94,7 @@ class Session:
         self.restored_from: SessionCheckpoint | None = None
         """The snapshot checkpoint this session was restored from (`restore`), else None."""
         self._surface = Surface()
-        self._messages: list[Message] = []
+        self._messages: list[Message] | LazyMessages = []
         self._generation = 0
         self._invariants = InvariantChecker() if check_invariants else None
         self._validators: list[Validator] = []
@@ -116,8 +121,10 @@ class Session:
 
         The same session as `Session(session_id, seed=prefix + tail)` with invariants checked,
         when the checkpoint is that prefix's (the store verified it against the log bytes):
-        the tail is validated event by event as a seed is, and the prefix is decoded only if
-        something reads it (`LazyEvents`). See docs/store.md#snapshots.
+        the tail is validated event by event as a seed is, and the prefix's events and
+        derived messages are decoded only if something reads them (`LazyEvents`,
+        `LazyMessages`, which also carries the checkpoint's encoded prefixes to a request
+        encoder). See docs/store.md#snapshots.
 
         Args:
             session_id: the session id.
@@ -138,7 +145,9 @@ class Session:
         session._events = LazyEvents(count, load_prefix, {count - 1: checkpoint.last_event})
         session.restored_from = checkpoint
         session._surface.restore(checkpoint.nodes, checkpoint.replace_generation)
-        session._messages = list(checkpoint.messages)  # type: ignore[arg-type]
+        covered = checkpoint.message_count
+        encodings = {e.key: e for e in checkpoint.encoded if e.messages == covered}
+        session._messages = LazyMessages(covered, checkpoint.messages, encodings)
         invariants = session._invariants
         if invariants is not None:
             invariants.last_seq = count - 1
@@ -149,26 +158,43 @@ class Session:
         session.first_live_seq = count + len(tail)
         return session
 
-    def checkpoint(self, loop: dict[str, Any] | None = None) -> SessionCheckpoint | None:
+    def checkpoint(
+        self, loop: dict[str, Any] | None = None, *, encoded: Sequence[EncodedPrefix] = ()
+    ) -> SessionCheckpoint | None:
         """Return the derived state of the whole log, or None when no snapshot may be taken.
 
         A checkpoint is taken only at a clean point: invariants are checked, no turn is open,
-        and the log is not empty. See docs/store.md#snapshots.
+        and the log is not empty. The derived messages are encoded to JSON here (a restored
+        prefix is copied as stored, not decoded). See docs/store.md#snapshots.
 
         Args:
             loop: the loop's own fold to store with it (JSON; `{}` when None).
+            encoded: a model adapter's encoded forms of the derived messages; one that does
+                not cover exactly the current messages is left out, as is a repeated key.
         """
         invariants = self._invariants
         if invariants is None or invariants.open_turn is not None or not self._events:
             return None
+        messages = self._messages
+        if isinstance(messages, LazyMessages):
+            raw = messages.encoded()
+        else:
+            raw = _messages_encoder.encode(messages)
+        count = len(messages)
+        kept: dict[str, EncodedPrefix] = {}
+        for prefix in encoded:
+            if prefix.messages == count:
+                kept.setdefault(prefix.key, prefix)
         return SessionCheckpoint(
             count=len(self._events),
             nodes=list(self._surface.nodes),
             replace_generation=self._surface.replace_generation,
-            messages=list(self._messages),  # type: ignore[arg-type]
+            message_count=count,
+            messages=raw,
             next_turn=invariants.next_turn,
             last_event=self._events[-1],
             loop=loop or {},
+            encoded=list(kept.values()),
         )
 
     @property
@@ -260,12 +286,24 @@ class Session:
     def derive_messages(self) -> list[Message]:
         """Return the model history: the surface's messages in order.
 
-        See docs/log.md#surface-and-derived-messages.
+        See docs/log.md#surface-and-derived-messages. A session restored from a snapshot
+        decodes the covered messages for this (once); `request_history` does not.
 
         Returns:
             A fresh list of the (shared, treat-as-immutable) message dicts.
         """
         return list(self._messages)
+
+    def request_history(self) -> Sequence[Message]:
+        """Return the derived messages for a model request, without decoding a restored prefix.
+
+        The same messages as `derive_messages`, in a sequence that later appends do not
+        change: a fresh list, or for a session restored from a snapshot a `LazyMessages`
+        copy that decodes the covered messages only if they are read, and carries the
+        snapshot's encoded prefixes to a request encoder (docs/store.md#snapshots).
+        """
+        messages = self._messages
+        return messages.copy() if isinstance(messages, LazyMessages) else list(messages)
 
     @property
     def messages(self) -> Sequence[Message]:

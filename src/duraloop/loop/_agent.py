@@ -237,7 +237,7 @@ class AgentLoop(NamedSends):
             next_turn=list(self.inbox.next_turn),  # type: ignore[arg-type]
             next_step=list(self.inbox.next_step),  # type: ignore[arg-type]
         )
-        self._snapshots.write(self._durability.writer, fold, state.pairing)
+        self._snapshots.write(self._durability.writer, fold, state.pairing, self.model)
 
     async def dispose(self) -> None:
         """Cancel the running turn as `{"kind": "disposed"}`, wait for it to close, then close.
