@@ -396,3 +396,33 @@ def test_lazy_messages_read_like_a_list_and_encode_without_decoding() -> None:
     broken = LazyMessages(2, b'[{"a":1}]')
     with pytest.raises(Exception, match="are 1, not 2"):
         broken[0]
+
+
+@pytest.mark.parametrize("shorten", [False, True])
+def test_a_damaged_line_after_the_snapshot_is_reported_as_without_it(
+    tmp_path: Path, shorten: bool
+) -> None:
+    """The covered prefix is digested, not kept: a torn tail after it still gets the line
+    number a whole-log read gives; a log shorter than the prefix ignores the snapshot."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    root = tmp_path / "store"
+    sid = anyio.run(lambda: _run(root, workspace, [(1, 2, False, False)]))
+    log = next(root.rglob("session.jsonl"))
+    data = log.read_bytes()
+    if shorten:
+        log.write_bytes(data[: len(data) // 2])
+    else:
+        log.write_bytes(data + b'{"type": "not an event"}\n')
+    reports = []
+    for name, snapshot in (("a", True), ("b", False)):
+        loaded, session = JsonlStore(_copy(root, tmp_path / name, snapshot=snapshot)).prepare(sid)
+        cut = loaded.repair.cut
+        events = list(session.events[:-1])
+        reports.append((loaded.repair.truncated_bytes, cut, events, session.derive_messages()))
+        if snapshot:
+            expected = "ignored: the log is" if shorten else "used"
+            assert loaded.snapshot.startswith(expected)
+    assert reports[0] == reports[1]
+    cut = reports[0][1]
+    assert cut is not None and (shorten or "at line" in cut.reason)

@@ -181,9 +181,11 @@ class SnapshotRead:
         load_prefix: decodes the covered prefix's events as stored (checked against the
             binding again), for a reader that needs them.
         covered_bytes: the byte length of the covered log prefix.
+        log_size_bytes: the byte length of the whole log as read.
     """
 
     checkpoint: SessionCheckpoint
     stored: StoredLog
     load_prefix: Callable[[], list[Event]]
     covered_bytes: int
+    log_size_bytes: int

@@ -54,7 +54,7 @@ from ._paths import (
     encode_segment,
     session_dir,
 )
-from ._scan import read_header, scan_log, scan_zstd_log
+from ._scan import scan_log, scan_zstd_log
 from ._snapshots import PrefixDigests, read_snapshot_file, read_with_snapshot, write_snapshot_file
 from ._zstd import FrameCodec
 
@@ -173,15 +173,14 @@ class JsonlBackend:
         blob = read_snapshot_file(path)
         if blob is None:
             return None
-        data = read_stable(path)
         zstd = self.compression == "zstd"
-        header = read_header(data, zstd=zstd, path=str(path))
-        check_identity(self.root, header, session_id, path)
-        read = read_with_snapshot(path, header, blob, data, zstd=zstd, digests=self._digests)
+        read = read_with_snapshot(path, session_id, blob, zstd=zstd, digests=self._digests)
+        stored = read.stored
+        check_identity(self.root, stored.header, session_id, path)
         self._read_paths[session_id] = path
         self._merged[session_id] = read.covered_bytes  # merged when the snapshot was written
-        if read.stored.torn is None:
-            self._ends[session_id] = len(data)
+        if stored.torn is None:
+            self._ends[session_id] = read.log_size_bytes
         return read
 
     def merge_frames(self, session_id: str) -> int:

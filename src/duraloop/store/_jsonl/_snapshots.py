@@ -19,13 +19,14 @@ from pathlib import Path
 import xxhash
 
 from duraloop.errors import CorruptLogError, StoreError
-from duraloop.log import Event, LazyEvents, SessionHeader
+from duraloop.log import Event, LazyEvents
 
 from .._backend import StoredLog
 from .._files import read_written, write_all
 from .._snapshot import SnapshotHeader, SnapshotIgnoredError, SnapshotRead, check_binding
 from .._snapshot import decode_snapshot as decode_snapshot_blob
-from ._scan import scan_log, scan_zstd_log
+from ._covered_read import read_covered
+from ._scan import read_header, scan_log, scan_zstd_log
 from ._tail_scan import scan_raw_tail, scan_zstd_tail
 from ._zstd import decompress_complete
 
@@ -94,53 +95,70 @@ def read_snapshot_file(log_path: Path) -> bytes | None:
 
 def read_with_snapshot(
     path: Path,
-    header: SessionHeader,
+    session_id: str,
     blob: bytes,
-    data: bytes,
     *,
     zstd: bool,
     digests: PrefixDigests,
 ) -> SnapshotRead:
-    """Verify a snapshot against the log `data` and scan only the tail after its prefix.
+    """Verify a snapshot against the log as read now and scan only the tail after its prefix.
+
+    The covered prefix is digested as it is read, not kept (`read_covered`).
 
     Args:
         path: the log file.
-        header: the log's header, read from `data` and identity-checked.
+        session_id: the session the snapshot must be of.
         blob: the snapshot file.
-        data: the whole log as read now.
         zstd: whether the log is zstd-framed.
-        digests: the backend's running digests; a clean log's is set to `data`'s.
+        digests: the backend's running digests; a clean log's is set to the bytes read.
 
     Returns:
-        The read: the checkpoint, the tail with its torn marker, the prefix loader.
+        The read: the checkpoint, the log's header (the caller checks its identity), the
+        tail with its torn marker, the prefix loader.
 
     Raises:
         SnapshotIgnoredError: if the snapshot is damaged, another's, or stale.
-        CorruptLogError: if the tail is damaged (the caller reads the whole log again).
+        CorruptLogError: if the header or the tail is damaged (the caller reads the whole
+            log again).
+        SessionFormatUnsupportedError: if the header is of another format version.
+        StoreError: if the log cannot be read.
     """
     snap, checkpoint = decode_snapshot_blob(
-        blob, header.id, decompress=_decompress if zstd else None
+        blob, session_id, decompress=_decompress if zstd else None
     )
-    state = xxhash.xxh3_64(memoryview(data)[: snap.log_bytes])
-    if len(data) < snap.log_bytes or state.hexdigest() != snap.log_digest:
-        check_binding(snap, data)  # raises the precise reason
+    covered = read_covered(path, snap.log_bytes)
+    header = read_header(covered.head, zstd=zstd, path=str(path))
+    if covered.prefix_bytes < snap.log_bytes:
+        raise SnapshotIgnoredError(
+            f"the log is {covered.size} bytes, shorter than the {snap.log_bytes} the snapshot "
+            "covers (stale)"
+        )
+    state = covered.state
+    if state.hexdigest() != snap.log_digest:
+        raise SnapshotIgnoredError("the log prefix the snapshot covers has changed (stale)")
 
     def load_prefix() -> list[Event]:
         return read_prefix(path, snap, zstd=zstd)
 
+    def prefix_lines() -> int:
+        return read_written(path, snap.log_bytes, purpose="to number its lines").count(b"\n")
+
     count = checkpoint.count
     events = LazyEvents(count, load_prefix, {count - 1: checkpoint.last_event})
     recovered = 0
+    tail, size = covered.tail, covered.size
     if zstd:
-        committed, cut, recovered = scan_zstd_tail(data, snap.log_bytes, events, path=str(path))
+        committed, cut, recovered = scan_zstd_tail(tail, snap.log_bytes, events, path=str(path))
     else:
-        committed, cut = scan_raw_tail(data, snap.log_bytes, events, path=str(path))
-    torn = committed if committed < len(data) else None
+        committed, cut = scan_raw_tail(
+            tail, snap.log_bytes, events, path=str(path), prefix_lines=prefix_lines
+        )
+    torn = committed if committed < size else None
     if torn is None:
-        state.update(memoryview(data)[snap.log_bytes :])
-        digests.adopt(header.id, len(data), state)
-    stored = StoredLog(header, events.tail, torn, str(path), len(data) - committed, recovered, cut)
-    return SnapshotRead(checkpoint, stored, load_prefix, snap.log_bytes)
+        state.update(tail)
+        digests.adopt(header.id, size, state)
+    stored = StoredLog(header, events.tail, torn, str(path), size - committed, recovered, cut)
+    return SnapshotRead(checkpoint, stored, load_prefix, snap.log_bytes, size)
 
 
 def _decompress(body: bytes) -> bytes:
