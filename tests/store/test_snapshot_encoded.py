@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from duraloop.errors import LlmError, ToolError, WirePairingError
+from duraloop.errors import CorruptLogError, LlmError, ToolError, WirePairingError
 from duraloop.llm import DeepSeekChatModel, ModelRequest, OpenAIChatModel, ScriptedModel
 from duraloop.llm._chat_completions._request import RequestEncoder
 from duraloop.llm._chunks import StreamChunk
@@ -426,3 +426,25 @@ def test_a_damaged_line_after_the_snapshot_is_reported_as_without_it(
     assert reports[0] == reports[1]
     cut = reports[0][1]
     assert cut is not None and (shorten or "at line" in cut.reason)
+
+
+def test_messages_left_on_disk_are_checked_when_read_back(tmp_path: Path) -> None:
+    """An uncompressed snapshot's messages section is read only when decoded, and only
+    believed if it is still the section digested at load time."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    root = tmp_path / "store"
+    sid = anyio.run(lambda: _run(root, workspace, [(1, 2, False, False)]))
+    _, whole = JsonlStore(_copy(root, tmp_path / "b", snapshot=False)).prepare(sid)
+    _, restored = JsonlStore(root).prepare(sid)
+    assert restored.restored_from is not None
+    assert callable(restored.restored_from.messages)  # left on disk
+    path = _snapshot_file(root)
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0x01  # inside the messages section
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptLogError, match="changed since the session was loaded"):
+        list(restored.request_history())
+    data[-3] ^= 0x01
+    path.write_bytes(bytes(data))
+    assert restored.derive_messages() == whole.derive_messages()

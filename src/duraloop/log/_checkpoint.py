@@ -10,19 +10,25 @@ an opaque object of the layer above (the loop's own fold: inbox, request bookkee
 to the exact bytes of the log prefix it covers and never trusts it otherwise.
 
 Encoded, a checkpoint is newline-separated sections of compact JSON (msgspec never writes a
-raw newline): a head line (everything but the big parts), the derived messages as one JSON
-array, then the body of each encoded prefix, in the head's order. Decoding parses the head
-only; the messages and the encoded bodies stay bytes until something reads them
-(`LazyMessages`), so a resume costs nothing proportional to the history.
+raw newline): a head line (everything but the big parts), the body of each encoded prefix,
+in the head's order, then the derived messages as one JSON array (last, so a store may leave
+that section on disk until it is read: `MessagesSource`). Decoding parses the head only; the
+messages and the encoded bodies stay bytes until something reads them (`LazyMessages`), so a
+resume costs nothing proportional to the history.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeAlias
 
 import msgspec
 
 from ._event import Event
+
+MessagesSource: TypeAlias = "bytes | memoryview | Callable[[], bytes]"
+"""A checkpoint's derived messages as one JSON array: the bytes, or a function that reads
+them (checking them against the snapshot's digest, raising `CorruptLogError` if they changed)."""
 
 
 class EncodedPrefix(msgspec.Struct, frozen=True, kw_only=True):
@@ -69,7 +75,8 @@ class SessionCheckpoint(msgspec.Struct, kw_only=True):
         nodes: the surface's node seqs, in order.
         replace_generation: how many surface replaces the covered events made.
         message_count: how many derived messages there are.
-        messages: the derived messages (oldest first) as one JSON array, not decoded.
+        messages: the derived messages (oldest first) as one JSON array, not decoded (or
+            the function that reads that array).
         next_turn: the number the next `turn/start` must carry.
         last_event: the covered log's last event (seq count-1).
         loop: the loop's own fold of the covered events (JSON it writes and reads alone).
@@ -80,7 +87,7 @@ class SessionCheckpoint(msgspec.Struct, kw_only=True):
     nodes: list[int]
     replace_generation: int
     message_count: int
-    messages: bytes | memoryview
+    messages: MessagesSource
     next_turn: int
     last_event: Event
     loop: dict[str, Any] = msgspec.field(default_factory=dict)
@@ -109,14 +116,17 @@ def encode_checkpoint(checkpoint: SessionCheckpoint) -> bytes:
             _EncodedHead(key=e.key, messages=e.messages, meta=e.meta) for e in checkpoint.encoded
         ],
     )
-    sections = [_encoder.encode(head), bytes(checkpoint.messages)]
-    sections += [bytes(encoded.body) for encoded in checkpoint.encoded]
+    messages = checkpoint.messages
+    sections = [_encoder.encode(head), *(bytes(encoded.body) for encoded in checkpoint.encoded)]
+    sections.append(messages() if callable(messages) else bytes(messages))
     if any(b"\n" in section for section in sections[1:]):
         raise ValueError("a checkpoint section holds a raw newline")
     return b"\n".join(sections)
 
 
-def decode_checkpoint(data: bytes, start: int = 0) -> SessionCheckpoint:
+def decode_checkpoint(
+    data: bytes, start: int = 0, *, messages: Callable[[], bytes] | None = None
+) -> SessionCheckpoint:
     """Decode a checkpoint's head and check its shape is consistent; keep the rest as bytes.
 
     The messages and encoded bodies are not parsed here (the snapshot's body digest vouches
@@ -126,6 +136,8 @@ def decode_checkpoint(data: bytes, start: int = 0) -> SessionCheckpoint:
     Args:
         data: holds the encoded checkpoint from `start` to its end.
         start: where the checkpoint begins in `data`.
+        messages: reads the last section (the messages) when `data` stops before it (a
+            store that left it on disk); None when `data` holds every section.
 
     Raises:
         ValueError: (msgspec's `ValidationError`/`DecodeError`, or ours) if it is not a
@@ -148,16 +160,17 @@ def decode_checkpoint(data: bytes, start: int = 0) -> SessionCheckpoint:
         or head.next_turn < 1
         or head.replace_generation < 0
         or head.message_count < 0
-        or any(not 0 <= seq < count for seq in head.nodes)
+        or (head.nodes and (min(head.nodes) < 0 or max(head.nodes) >= count))
     ):
         raise ValueError("the checkpoint's counts and seqs disagree")
-    if len(sections) != 2 + len(head.encoded):
+    expected = 1 + len(head.encoded) + (messages is None)
+    if len(sections) != expected:
         raise ValueError("the checkpoint's sections are not its head's")
-    messages = sections[1]
-    if not _is_array(messages):
+    source: MessagesSource = sections[-1] if messages is None else messages
+    if messages is None and not _is_array(sections[-1]):
         raise ValueError("the checkpoint's messages are not a JSON array")
     encoded = []
-    for entry, body in zip(head.encoded, sections[2:], strict=True):
+    for entry, body in zip(head.encoded, sections[1 : 1 + len(head.encoded)], strict=True):
         if not _is_array(body):
             raise ValueError(f"the checkpoint's encoded prefix {entry.key!r} is not a JSON array")
         encoded.append(
@@ -168,7 +181,7 @@ def decode_checkpoint(data: bytes, start: int = 0) -> SessionCheckpoint:
         nodes=head.nodes,
         replace_generation=head.replace_generation,
         message_count=head.message_count,
-        messages=messages,
+        messages=source,
         next_turn=head.next_turn,
         last_event=head.last_event,
         loop=head.loop,

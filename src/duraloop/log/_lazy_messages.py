@@ -19,7 +19,7 @@ from typing import Any, overload
 import msgspec
 
 from ..errors import CorruptLogError
-from ._checkpoint import EncodedPrefix
+from ._checkpoint import EncodedPrefix, MessagesSource
 from ._messages import Message
 
 _decoder = msgspec.json.Decoder(list[dict[str, Any]])
@@ -31,11 +31,21 @@ class _SharedMessages:
 
     __slots__ = ("decodes", "encodings", "messages", "raw")
 
-    def __init__(self, raw: bytes | memoryview, encodings: Mapping[str, EncodedPrefix]) -> None:
+    def __init__(self, raw: MessagesSource, encodings: Mapping[str, EncodedPrefix]) -> None:
         self.raw = raw
         self.encodings = dict(encodings)
         self.messages: list[Message] | None = None
         self.decodes = 0
+
+    def read(self) -> bytes | memoryview:
+        """Return the prefix's JSON, read now if a function stands for it.
+
+        What was read is kept: a later snapshot may replace the file it came from.
+        """
+        raw = self.raw
+        if callable(raw):
+            raw = self.raw = raw()
+        return raw
 
 
 class LazyMessages(Sequence[Message]):
@@ -43,7 +53,8 @@ class LazyMessages(Sequence[Message]):
 
     Args:
         prefix_count: how many messages the prefix holds.
-        raw: the prefix as one JSON array (a snapshot's messages section).
+        raw: the prefix as one JSON array (a snapshot's messages section), or the function
+            that reads it (`MessagesSource`; it raises `CorruptLogError` if it changed).
         encodings: encoded forms of exactly the prefix, by encoding key (see `EncodedPrefix`);
             only a store that verified the snapshot may pass them.
 
@@ -57,7 +68,7 @@ class LazyMessages(Sequence[Message]):
     def __init__(
         self,
         prefix_count: int,
-        raw: bytes | memoryview,
+        raw: MessagesSource,
         encodings: Mapping[str, EncodedPrefix] | None = None,
     ) -> None:
         self._count = prefix_count
@@ -122,7 +133,7 @@ class LazyMessages(Sequence[Message]):
         shared = self._shared
         if shared.messages is None:
             try:
-                messages: list[Message] = _decoder.decode(shared.raw)  # type: ignore[assignment]
+                messages: list[Message] = _decoder.decode(shared.read())  # type: ignore[assignment]
             except msgspec.MsgspecError as exc:
                 raise CorruptLogError(
                     f"the messages a snapshot holds do not decode ({exc}); remove the "
@@ -143,7 +154,7 @@ class LazyMessages(Sequence[Message]):
         The same bytes as `msgspec.json.encode(list(self))` (the prefix's JSON is kept
         as stored, which msgspec wrote).
         """
-        raw = bytes(self._shared.raw)
+        raw = bytes(self._shared.read())
         if not self._tail:
             return raw
         tail = _encoder.encode(self._tail)

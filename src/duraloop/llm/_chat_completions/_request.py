@@ -27,6 +27,11 @@ The pairing check (`check_chat_completions_messages`) runs on the exact wire mes
 every body before it is returned, and is incremental the same way: after a body passes,
 everything before its last non-tool message is a sequence of complete call groups that
 cannot change while the prefix is unchanged, so the next body is checked from there on.
+
+A resumed process skips even the cold conversion when the history is a snapshot's restored
+`LazyMessages` carrying an encoded prefix of this encoder's key (`_seed.py`,
+docs/store.md#snapshots): the buffer opens with those bytes, `_messages`/`_wire`/`_flat` hold
+only what follows the prefix, and the pairing check starts after it.
 """
 
 from __future__ import annotations

@@ -55,7 +55,8 @@ from ._paths import (
     session_dir,
 )
 from ._scan import scan_log, scan_zstd_log
-from ._snapshots import PrefixDigests, read_snapshot_file, read_with_snapshot, write_snapshot_file
+from ._snapshot_read import read_snapshot
+from ._snapshots import PrefixDigests, read_with_snapshot, snapshot_path, write_snapshot_file
 from ._zstd import FrameCodec
 
 logger = logging.getLogger(__name__)
@@ -170,11 +171,11 @@ class JsonlBackend:
     def read_snapshot(self, session_id: str) -> SnapshotRead | None:
         """Read a session through its snapshot; see `StorageBackend.read_snapshot`."""
         path = self._require(session_id)
-        blob = read_snapshot_file(path)
-        if blob is None:
-            return None
         zstd = self.compression == "zstd"
-        read = read_with_snapshot(path, session_id, blob, zstd=zstd, digests=self._digests)
+        snapshot = read_snapshot(snapshot_path(path), session_id, zstd=zstd)
+        if snapshot is None:
+            return None
+        read = read_with_snapshot(path, snapshot, zstd=zstd, digests=self._digests)
         stored = read.stored
         check_identity(self.root, stored.header, session_id, path)
         self._read_paths[session_id] = path

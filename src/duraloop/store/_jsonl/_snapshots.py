@@ -19,16 +19,14 @@ from pathlib import Path
 import xxhash
 
 from duraloop.errors import CorruptLogError, StoreError
-from duraloop.log import Event, LazyEvents
+from duraloop.log import Event, LazyEvents, SessionCheckpoint
 
 from .._backend import StoredLog
 from .._files import read_written, write_all
 from .._snapshot import SnapshotHeader, SnapshotIgnoredError, SnapshotRead, check_binding
-from .._snapshot import decode_snapshot as decode_snapshot_blob
 from ._covered_read import read_covered
 from ._scan import read_header, scan_log, scan_zstd_log
 from ._tail_scan import scan_raw_tail, scan_zstd_tail
-from ._zstd import decompress_complete
 
 SNAPSHOT_FILE_NAME = "session.snapshot"
 _FILE_MODE = 0o600
@@ -79,24 +77,9 @@ def snapshot_path(log_path: Path) -> Path:
     return log_path.parent / SNAPSHOT_FILE_NAME
 
 
-def read_snapshot_file(log_path: Path) -> bytes | None:
-    """Return the snapshot file beside `log_path`, or None if there is none.
-
-    Raises:
-        SnapshotIgnoredError: if it exists but cannot be read.
-    """
-    try:
-        return snapshot_path(log_path).read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise SnapshotIgnoredError(f"the snapshot cannot be read ({exc})") from None
-
-
 def read_with_snapshot(
     path: Path,
-    session_id: str,
-    blob: bytes,
+    snapshot: tuple[SnapshotHeader, SessionCheckpoint],
     *,
     zstd: bool,
     digests: PrefixDigests,
@@ -107,8 +90,7 @@ def read_with_snapshot(
 
     Args:
         path: the log file.
-        session_id: the session the snapshot must be of.
-        blob: the snapshot file.
+        snapshot: the checked snapshot header and checkpoint (`read_snapshot`).
         zstd: whether the log is zstd-framed.
         digests: the backend's running digests; a clean log's is set to the bytes read.
 
@@ -123,9 +105,7 @@ def read_with_snapshot(
         SessionFormatUnsupportedError: if the header is of another format version.
         StoreError: if the log cannot be read.
     """
-    snap, checkpoint = decode_snapshot_blob(
-        blob, session_id, decompress=_decompress if zstd else None
-    )
+    snap, checkpoint = snapshot
     covered = read_covered(path, snap.log_bytes)
     header = read_header(covered.head, zstd=zstd, path=str(path))
     if covered.prefix_bytes < snap.log_bytes:
@@ -159,13 +139,6 @@ def read_with_snapshot(
         digests.adopt(header.id, size, state)
     stored = StoredLog(header, events.tail, torn, str(path), size - committed, recovered, cut)
     return SnapshotRead(checkpoint, stored, load_prefix, snap.log_bytes, size)
-
-
-def _decompress(body: bytes) -> bytes:
-    try:
-        return decompress_complete(body, path=None, offset=0)
-    except CorruptLogError as exc:
-        raise SnapshotIgnoredError(f"the snapshot body does not decompress ({exc})") from None
 
 
 def read_prefix(path: Path, snap: SnapshotHeader, *, zstd: bool) -> list[Event]:
