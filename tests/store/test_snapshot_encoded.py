@@ -360,6 +360,7 @@ def test_checkpoint_sections_round_trip_and_refuse_a_bad_shape() -> None:
     assert checkpoint is not None and len(checkpoint.encoded) == 1  # one per key
     raw = encode_checkpoint(checkpoint)
     back = decode_checkpoint(b"xx" + raw, 2)
+    assert isinstance(back.messages, memoryview)  # a view of the bytes, not decoded
     assert bytes(back.messages) == msgspec.json.encode(list(session.messages))
     assert back.message_count == 1 and back.loop == {"lastTurn": 0}
     assert [(e.key, e.messages, bytes(e.body), e.meta) for e in back.encoded] == [
