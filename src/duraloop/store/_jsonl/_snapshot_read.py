@@ -85,11 +85,11 @@ def _read(
     body = xxhash.xxh3_64(kept)
     section = xxhash.xxh3_64()
     handle.seek(body_start + kept_bytes + 1)
-    buffer = bytearray(_CHUNK_BYTES)
+    buffer = bytearray(min(_CHUNK_BYTES, messages_bytes))
     view = memoryview(buffer)
     left = messages_bytes
     while left > 0:
-        count = handle.readinto(view[: min(_CHUNK_BYTES, left)])
+        count = handle.readinto(view[: min(len(buffer), left)])
         if not count:
             break
         body.update(view[:count])
