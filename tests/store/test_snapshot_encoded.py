@@ -48,6 +48,11 @@ _COLD = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _both_snapshot_reads(snapshot_read: str) -> None:
+    """Every test here runs with the snapshot read streamed and read whole."""
+
+
 def _fresh(model: Any) -> Any:
     """`model` with a new, empty encoder (as in a new process)."""
     old = model._encoder
@@ -429,9 +434,13 @@ def test_a_damaged_line_after_the_snapshot_is_reported_as_without_it(
     assert cut is not None and (shorten or "at line" in cut.reason)
 
 
-def test_messages_left_on_disk_are_checked_when_read_back(tmp_path: Path) -> None:
+def test_messages_left_on_disk_are_checked_when_read_back(
+    tmp_path: Path, snapshot_read: str
+) -> None:
     """An uncompressed snapshot's messages section is read only when decoded, and only
     believed if it is still the section digested at load time."""
+    if snapshot_read != "streamed":
+        pytest.skip("a small snapshot file is read whole")
     workspace = tmp_path / "ws"
     workspace.mkdir()
     root = tmp_path / "store"

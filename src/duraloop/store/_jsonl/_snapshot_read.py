@@ -8,7 +8,7 @@ An uncompressed snapshot's body ends with the derived messages, by far its large
 the sections before the messages are kept, the messages section only digested (the body
 digest still covers every byte), and the messages are read back, checked against the
 header's `messagesDigest`, only when something decodes them. A zstd body is one frame: it is
-read and decompressed whole, as before.
+read and decompressed whole, as before; so is a file of at most 256 KiB (one read).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from ._zstd import decompress_complete
 
 _CHUNK_BYTES: Final = 1 << 18
 _HEADER_BYTES: Final = 1 << 14
+SMALL_SNAPSHOT_BYTES = 1 << 18
+"""A snapshot file of at most this many bytes is read whole, in one read (256 KiB)."""
 
 
 def read_snapshot(
@@ -68,6 +70,9 @@ def _read(
     handle: io.FileIO, path: Path, session_id: str, *, zstd: bool
 ) -> tuple[SnapshotHeader, SessionCheckpoint]:
     size = os.fstat(handle.fileno()).st_size
+    if size <= SMALL_SNAPSHOT_BYTES:  # one read, all kept
+        blob = handle.read()
+        return decode_snapshot(blob, session_id, decompress=_decompress if zstd else None)
     first = handle.read(min(size, _HEADER_BYTES))
     end = first.find(b"\n")
     header = decode_snapshot_header(first[:end] if end >= 0 else None, session_id)
