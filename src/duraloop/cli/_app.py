@@ -66,6 +66,7 @@ app = DuraloopTyper(
     pretty_exceptions_show_locals=False,
     add_completion=False,
     cls=PlainHelpGroup,
+    rich_markup_mode=None,
 )
 app.callback()(root_options)
 # soft_wrap: a line is never broken at the console width (a piped `session: <id>` line or a
@@ -230,12 +231,12 @@ def fork(
             "--at",
             help=(
                 "Last inherited seq; a cut inside a turn is closed as crash repair closes one "
-                "\\[default: the last event, or the last closed turn's end]."
+                "[default: the last event, or the last closed turn's end]."
             ),
         ),
     ] = None,
     new_id: Annotated[
-        str | None, typer.Option("--id", help="The child's id \\[default: a new UUID].")
+        str | None, typer.Option("--id", help="The child's id [default: a new UUID].")
     ] = None,
     store: StoreOption = None,
 ) -> None:
@@ -367,7 +368,7 @@ def demo(
     keep: Annotated[
         Path | None,
         typer.Option(
-            "--dir", help="Put the demo workspace and store here \\[default: a new temp dir]."
+            "--dir", help="Put the demo workspace and store here [default: a new temp dir]."
         ),
     ] = None,
 ) -> None:
@@ -385,7 +386,7 @@ def main() -> None:
     handler.setFormatter(VisibleFormatter("%(levelname)s %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
-        app()
+        app(prog_name="duraloop")  # `python -m duraloop` reads as the command it is
     except DuraloopError as exc:
         if isinstance(exc, UnpairedHistoryError):  # name the store, so the rescue runs as printed
             exc = exc.with_rescue(

@@ -55,14 +55,14 @@ StoreOption = Annotated[
         metavar="STORE",
         help="Session store: jsonl:DIR (or DIR; an existing root keeps its encoding, a new one "
         "is raw), jsonl+zstd:DIR or sqlite:PATH "
-        "\\[default: $DURALOOP_HOME/sessions, ~/.duraloop/sessions].",
+        "[default: $DURALOOP_HOME/sessions, ~/.duraloop/sessions].",
     ),
 ]
 CwdOption = Annotated[
     Path | None,
     typer.Option(
         "--cwd",
-        help="Workspace directory the tools are confined to \\[default: current directory].",
+        help="Workspace directory the tools are confined to [default: current directory].",
     ),
 ]
 ModelOption = Annotated[
@@ -72,7 +72,7 @@ ModelOption = Annotated[
         envvar="DURALOOP_MODEL",
         help="Model spec: scripted:PATH, replay:PATH (a session log, ours or dsh's), "
         "openai:MODEL, deepseek:MODEL or anthropic:MODEL "
-        "\\[default: default_model in $DURALOOP_HOME/config.toml].",
+        "[default: default_model in $DURALOOP_HOME/config.toml].",
     ),
 ]
 BaseUrlOption = Annotated[
