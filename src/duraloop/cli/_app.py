@@ -51,7 +51,14 @@ from ._render import (
     styled,
 )
 from ._runner import exit_code_for, os_error_text, require_prompt, run_turn_live
-from ._stores import StoreSpec, name_the_store, open_store, opened_store_text, session_log_file
+from ._stores import (
+    StoreSpec,
+    default_store_spec,
+    name_the_store,
+    open_store,
+    opened_store_text,
+    session_log_file,
+)
 
 if TYPE_CHECKING:
     from ..log import Event, SessionHeader
@@ -359,6 +366,11 @@ def list_sessions(as_json: JsonOption = False, store: StoreOption = None) -> Non
     summaries = open_store(store).list()
     if as_json:
         print_json([summary.to_json() for summary in summaries])
+        return
+    if not summaries:  # said on stderr, naming the store: a mistyped --store is seen at once
+        spec = store if store is not None else default_store_spec()
+        missing = "" if spec.path.exists() else f" ({spec.path} does not exist)"
+        err.print(styled((f"no sessions in {spec}{missing}", "yellow")))
         return
     print_sessions(out, summaries)
 
