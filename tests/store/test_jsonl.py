@@ -453,7 +453,8 @@ def test_memory_writer_counts_the_encoded_bytes_only_when_asked() -> None:
     with store.open_writer(session) as writer:
         session.append("turn/start", {"turn": 1})
         writer.flush()
-        assert writer.statistics().bytes_written == len(encode_events_lines(list(session.events[:1])))
+        first = len(encode_events_lines(list(session.events[:1])))
+        assert writer.statistics().bytes_written == first
         session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
         writer.flush()
         writer.flush()
