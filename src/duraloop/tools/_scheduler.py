@@ -183,7 +183,7 @@ async def execute_tool_calls(
     return SchedulerOutcome(aborted=False, concluded=concluded)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Slot:
     outcome: ToolOutcome
     needs_post: bool
@@ -295,8 +295,9 @@ class _GroupRunner:
                 self._submit(index)
             self.next_to_start += 1
             self._raise_failure()
-            await self._commit_ready()
-            self._raise_failure()
+            if self.committed in self.slots:  # else `_commit_ready` has nothing to commit
+                await self._commit_ready()
+                self._raise_failure()
             if self.signal.aborted:
                 self.aborted = True
 
