@@ -32,18 +32,11 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.abc import TaskGroup
 
-from ..log import Message, Session, ToolCallBlock, tool_result_message
-from ..log.vocabulary import (
-    ABORTED_BEFORE_DISPATCH_ERROR,
-    ABORTED_BEFORE_DISPATCH_TEXT,
-    BLOCK_TEXT,
-    SURFACE_APPEND,
-    TOOL_CALL,
-    TOOL_RESULT,
-)
+from ..log import Message, Session, ToolCallBlock
 from ._outcome import ToolOutcome
 from ._pipeline import ToolPipeline
 from ._request import ToolCallRequest, parse_tool_arguments
+from ._scheduler_events import append_call, append_skipped_pair, commit_result
 from ._signal import CancelSignal
 
 
@@ -59,49 +52,6 @@ class SchedulerOutcome:
 
     aborted: bool
     concluded: bool = False
-
-
-def commit_result(
-    session: Session, call: ToolCallRequest, outcome: ToolOutcome, *, call_seq: int
-) -> None:
-    """Append the `tool/result` for `call`, citing its `tool/call` (docs/scheduler.md#results)."""
-    data: dict[str, object] = {
-        "turn": call.turn,
-        "step": call.step,
-        "message": tool_result_message(call.call_id, outcome.content, is_error=outcome.is_error),
-    }
-    if outcome.error is not None:
-        data["error"] = outcome.error
-    if outcome.meta is not None:
-        data["meta"] = outcome.meta
-    session.append(
-        TOOL_RESULT, data, surface_op=SURFACE_APPEND, source_event_seqs=[call_seq], copy=False
-    )
-
-
-def _append_call(session: Session, call: ToolCallRequest) -> int:
-    event = session.append(
-        TOOL_CALL,
-        {
-            "turn": call.turn,
-            "step": call.step,
-            "callId": call.call_id,
-            "name": call.name,
-            "arguments": call.raw_arguments,
-        },
-        copy=False,
-    )
-    return event.seq
-
-
-def _append_skipped_pair(session: Session, call: ToolCallRequest) -> None:
-    call_seq = _append_call(session, call)
-    outcome = ToolOutcome(
-        is_error=True,
-        content=[{"type": BLOCK_TEXT, "text": ABORTED_BEFORE_DISPATCH_TEXT}],
-        error=dict(ABORTED_BEFORE_DISPATCH_ERROR),
-    )
-    commit_result(session, call, outcome, call_seq=call_seq)
 
 
 async def execute_tool_calls(
@@ -178,7 +128,7 @@ async def execute_tool_calls(
         next_index += consumed
         if aborted:
             for call in planned[next_index:]:
-                _append_skipped_pair(session, call)
+                append_skipped_pair(session, call)
             return SchedulerOutcome(aborted=True, concluded=concluded)
     return SchedulerOutcome(aborted=False, concluded=concluded)
 
@@ -266,7 +216,7 @@ class _GroupRunner:
             raise self.failure
         if self.aborted:
             for call in self.group[self.next_to_start :]:
-                _append_skipped_pair(self.session, call)
+                append_skipped_pair(self.session, call)
             return len(self.group), True
         return self.next_to_start, False
 
@@ -321,7 +271,7 @@ class _GroupRunner:
     async def _start_call(self, index: int) -> bool:
         """Append `tool/call` and prepare; return True when the call needs a dispatch."""
         call = self.group[index]
-        self.call_seqs[index] = _append_call(self.session, call)
+        self.call_seqs[index] = append_call(self.session, call)
         prepared = await self.pipeline.prepare(call, self.signal)
         self._raise_failure()
         if prepared.kind == "dispatch":
