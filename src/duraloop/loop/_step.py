@@ -160,6 +160,7 @@ class Step:
             max_parallel_tool_calls=deps.config.max_parallel_tool_calls,
             ensure_durable=deps.durability.ensure_durable,
             accept_context=self._accept_context,
+            workers=self.settings.workers,
         )
         signal.throw_if_aborted()
         return REASON_COMPLETED if outcome.concluded else None
