@@ -54,8 +54,9 @@ class RunningBodies:
         self._running.pop(scope, None)
 
     def _listen(self, signal: CancelSignal) -> None:
-        if signal in self._listening:
-            return
+        cached = self._caller
+        if (cached is not None and cached[0] is signal) or signal in self._listening:
+            return  # the turn's signal (the usual case) is checked without the weak set
         self._listening.add(signal)
         caller = self._loop_caller(signal)
 
