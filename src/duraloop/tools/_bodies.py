@@ -65,7 +65,13 @@ class RunningBodies:
                 if running[0] is signal:
                     _settle(scope, running)
 
-        signal.add_listener(lambda _reason: caller(settle_running))
+        def on_cancel(_reason: object) -> None:
+            # No body running, nothing to settle: no hop to the loop from another thread (a
+            # body registering meanwhile sees `signal.aborted` and settles itself).
+            if self._running:
+                caller(settle_running)
+
+        signal.add_listener(on_cancel)
 
     def _loop_caller(self, signal: CancelSignal) -> LoopCaller:
         cached = self._caller
