@@ -28,6 +28,7 @@ if _lazy.TYPE_CHECKING:
     from ._json import MAX_JSON_DEPTH as MAX_JSON_DEPTH
     from ._json import JsonObject as JsonObject
     from ._json import JsonValue as JsonValue
+    from ._json import is_lossless as is_lossless
     from ._json import is_safe_int as is_safe_int
     from ._json import lossless_copy as lossless_copy
     from ._json import well_formed_json as well_formed_json
@@ -123,6 +124,7 @@ __all__ = [
     "fork_header",
     "fork_seed",
     "interrupted_turn_closers",
+    "is_lossless",
     "is_safe_int",
     "last_turn_and_latest",
     "last_turn_boundary",
@@ -174,6 +176,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "MAX_JSON_DEPTH": "._json",
             "JsonObject": "._json",
             "JsonValue": "._json",
+            "is_lossless": "._json",
             "is_safe_int": "._json",
             "lossless_copy": "._json",
             "well_formed_json": "._json",

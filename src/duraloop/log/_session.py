@@ -224,6 +224,51 @@ class Session:
         else:
             check_lossless(data, what=f'session event "{type}"')
             copied = data
+        return self._append_checked(type, copied, surface_op, source_event_seqs)
+
+    def append_lossless(
+        self,
+        type: str,
+        data: JsonValue,
+        *,
+        surface_op: str | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+    ) -> Event:
+        """Commit an event whose `data` is lossless JSON by construction: `append` less one check.
+
+        For payloads the caller built itself from values already known to be lossless JSON
+        (duraloop's scheduler: its `tool/call` and `tool/result` events, after checking the
+        parts that came from elsewhere, docs/scheduler.md#results). It skips only the walk
+        that `append(copy=False)` makes to check that `data` is lossless JSON; every other
+        check (vocabulary, surface, invariants, payload shape, validators) runs as in
+        `append`. Anything not built that way must go through `append`, which refuses it.
+
+        Args:
+            type: the event type.
+            data: the payload, handed over without a copy: never mutate it afterwards.
+            surface_op: `"append"` or None.
+            source_event_seqs: seqs of earlier events this surface event cites.
+
+        Returns:
+            The committed event.
+
+        Raises:
+            EventRejectedError: as `append` does for every rule but the lossless-JSON one.
+            Exception: whatever a validator raises to veto the append, unchanged.
+        """
+        if self._notifying:
+            raise EventRejectedError(
+                f're-entrant append of "{type}" from a session observer is not allowed'
+            )
+        return self._append_checked(type, data, surface_op, source_event_seqs)
+
+    def _append_checked(
+        self,
+        type: str,
+        copied: JsonValue,
+        surface_op: str | dict[str, Any] | None,
+        source_event_seqs: Sequence[int] | None,
+    ) -> Event:
         # A str is a Sequence too: keep it as it is so the surface check rejects it as "must
         # be an array" instead of splitting it into characters.
         sources: Any = (

@@ -17,7 +17,7 @@ from typing import Any
 from ..llm import Model, ToolSchema
 from ..log import Event, PairingCheck, Session, last_turn_and_latest
 from ..log.vocabulary import REQUEST_CONTEXT, REQUEST_HEADER
-from ..tools import CancelSignal, ToolPipeline, ToolRegistry
+from ..tools import CancelSignal, ToolPipeline, ToolRegistry, ToolWorkers
 from ._config import LoopConfig
 from ._durability import LogDurability
 from ._hooks import LoopHooks, Steering
@@ -105,6 +105,8 @@ class StepSettings:
         system: the system prompt ("" for none).
         tools: the tool schemas sent with each request.
         jitter: the uniform `[0, 1)` source of the retry backoff's jitter.
+        workers: the turn's tool workers (docs/scheduler.md#running-a-group); None lets each
+            step's scheduler open its own.
     """
 
     turn: int
@@ -112,6 +114,7 @@ class StepSettings:
     system: str
     tools: Sequence[ToolSchema]
     jitter: Callable[[], float] = random.random
+    workers: ToolWorkers | None = None
 
 
 def _header(latest: dict[str, Event]) -> dict[str, Any] | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -29,7 +29,7 @@ from ..log.vocabulary import (
     TURN_END,
     TURN_START,
 )
-from ..tools import CancelSignal, TurnCancelled
+from ..tools import CancelSignal, TurnCancelled, tool_workers
 from ._hooks import Reject, StepContext, call_hook, entering_messages
 from ._prompt import default_system_prompt
 from ._state import LoopState, StepSettings, TurnDeps
@@ -194,9 +194,14 @@ class Turn:
         )
 
     async def _steps(self) -> None:
+        # One set of tool workers serves every step of the turn, so no step spawns worker
+        # tasks anew (docs/scheduler.md#running-a-group).
+        async with tool_workers() as workers:
+            await self._run_steps(replace(self._settings(), workers=workers))
+
+    async def _run_steps(self, settings: StepSettings) -> None:
         deps, signal = self.deps, self.signal
         max_steps = deps.config.max_steps
-        settings = self._settings()
         turn_ends: str | None = None
         while True:
             signal.throw_if_aborted()
