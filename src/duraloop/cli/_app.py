@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import logging
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +15,7 @@ from rich.console import Console
 from .. import log as _log
 from .. import loop as _loop
 from .. import store as _store
-from ..errors import CorruptLogError, DuraloopError, UnpairedHistoryError
+from ..errors import CorruptLogError
 from ._help import DuraloopTyper, PlainHelpGroup, root_options
 from ._options import (
     BaseUrlOption,
@@ -34,8 +33,6 @@ from ._options import (
     json_option,
 )
 from ._render import (
-    ShowFlagsError,
-    VisibleFormatter,
     events_jsonl,
     ident,
     messages_json,
@@ -50,11 +47,10 @@ from ._render import (
     show_view,
     styled,
 )
-from ._runner import exit_code_for, os_error_text, require_prompt, run_turn_live
+from ._runner import exit_code_for, require_prompt, run_turn_live
 from ._stores import (
     StoreSpec,
-    default_store_spec,
-    name_the_store,
+    no_sessions_text,
     open_store,
     opened_store_text,
     session_log_file,
@@ -74,6 +70,7 @@ app = DuraloopTyper(
     add_completion=False,
     cls=PlainHelpGroup,
     rich_markup_mode=None,
+    context_settings={"max_content_width": 10_000},  # help as wide as the terminal
 )
 app.callback()(root_options)
 # soft_wrap: a line is never broken at the console width (a piped `session: <id>` line or a
@@ -368,9 +365,7 @@ def list_sessions(as_json: JsonOption = False, store: StoreOption = None) -> Non
         print_json([summary.to_json() for summary in summaries])
         return
     if not summaries:  # said on stderr, naming the store: a mistyped --store is seen at once
-        spec = store if store is not None else default_store_spec()
-        missing = "" if spec.path.exists() else f" ({spec.path} does not exist)"
-        err.print(styled((f"no sessions in {spec}{missing}", "yellow")))
+        err.print(styled((no_sessions_text(store), "yellow")))
         return
     print_sessions(out, summaries)
 
@@ -388,26 +383,3 @@ def demo(
     from ._demo import run_demo
 
     run_demo(out, err, base=keep)
-
-
-def main() -> None:
-    """Run the CLI; a DuraloopError or OSError prints one line `Type: message` and exits 1."""
-    # A plain handler: one unpadded line per warning (rich's log handler pads each line to
-    # the console width).
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(VisibleFormatter("%(levelname)s %(message)s"))
-    logging.basicConfig(level=logging.WARNING, handlers=[handler])
-    try:
-        app(prog_name="duraloop")  # `python -m duraloop` reads as the command it is
-    except DuraloopError as exc:
-        if isinstance(exc, UnpairedHistoryError):  # name the store, so the rescue runs as printed
-            exc = exc.with_rescue(
-                _log.rescue_command(exc.session_id, exc.rescue_seq, store=opened_store_text())
-            )
-        err.print(styled((type(exc).__name__, "red"), ": ", name_the_store(str(exc))))
-        sys.exit(2 if isinstance(exc, ShowFlagsError) else 1)
-    except OSError as exc:
-        # A file system failure no library call translated (an unreadable --store root such
-        # as /proc/1): still one line, never a traceback.
-        err.print(styled((type(exc).__name__, "red"), ": ", os_error_text(exc)))
-        sys.exit(1)
