@@ -16,6 +16,11 @@ timeout_seconds = 600
 
 [providers.anthropic]
 max_tokens = 8192
+
+[prices."deepseek:deepseek-chat"]   # per million tokens, in one currency of your choice
+input_per_mtok = 0.27
+output_per_mtok = 1.10
+cache_read_per_mtok = 0.07          # optional, as cache_write_per_mtok: the input price
 ```
 
 Precedence, highest first (issue 5): CLI flags (`--model`, `--base-url`, `--max-tokens`,
@@ -43,12 +48,18 @@ from ..llm import (
     setting_problem,
     spec_problem,
 )
-from ..log import Event
+from ..log import Event, Price
 from ..store import LOG_FILE_NAME, ZSTD_LOG_FILE_NAME, read_log_file
 from ._stores import session_log_file
 
 CONFIG_FILE_NAME: Final = "config.toml"
-_TOP_KEYS: Final = ("default_model", "providers")
+_TOP_KEYS: Final = ("default_model", "providers", "prices")
+_PRICE_KEYS: Final = (
+    "input_per_mtok",
+    "output_per_mtok",
+    "cache_read_per_mtok",
+    "cache_write_per_mtok",
+)
 _PROVIDER_KEYS: Final = (
     "api_key_env",
     "base_url",
@@ -85,11 +96,13 @@ class UserConfig:
         default_model: the model spec used when neither `--model` nor `DURALOOP_MODEL` is set.
         providers: settings by provider name (`openai`, `deepseek`, `anthropic`); each
             field's origin names the file and line.
+        prices: `provider:model` -> its price per million tokens (docs/loop.md#budgets).
     """
 
     path: Path
     default_model: str | None = None
     providers: Mapping[str, ProviderSettings] = field(default_factory=dict)
+    prices: Mapping[str, Price] = field(default_factory=dict)
 
 
 def load_config(path: Path) -> UserConfig:
@@ -151,7 +164,36 @@ def load_config(path: Path) -> UserConfig:
                 raise fail(("providers", name, key), problem)
         origins = {key: where("providers", name, key) for key in table}
         providers[name] = ProviderSettings(**table, origins=origins)
-    return UserConfig(path, default_model=default_model, providers=providers)
+    prices = _prices(raw.get("prices", {}), fail)
+    return UserConfig(path, default_model=default_model, providers=providers, prices=prices)
+
+
+def _prices(
+    tables: object, fail: Callable[[tuple[str, ...], str], ConfigError]
+) -> dict[str, Price]:
+    """Validate the `[prices."provider:model"]` tables."""
+    if not isinstance(tables, dict):
+        raise fail(
+            ("prices",), f'must be a table of [prices."provider:model"] tables, got {tables!r}'
+        )
+    prices: dict[str, Price] = {}
+    for key, table in tables.items():
+        where = ("prices", key)
+        if ":" not in key:
+            raise fail(
+                where, 'must name a model as "provider:model", e.g. "deepseek:deepseek-chat"'
+            )
+        if not isinstance(table, dict):
+            raise fail(where, f"must be a table, got {table!r}")
+        _refuse_unknown(table, _PRICE_KEYS, where, fail)
+        missing = [name for name in _PRICE_KEYS[:2] if name not in table]
+        if missing:
+            raise fail(where, f"needs {' and '.join(missing)}")
+        try:
+            prices[key] = Price(**table)
+        except ValueError as exc:
+            raise fail(where, str(exc)) from None
+    return prices
 
 
 def _refuse_unknown(
