@@ -116,10 +116,11 @@ def show(
         else:
             print_events(out, log)
     else:
-        from ._config import config_path, load_config  # the [prices] table, for the cost
+        from ._config_file import config_path  # the [prices] table alone, for the cost
+        from ._prices import load_prices
 
         print_header(out, header)
-        render_transcript(out, log, prices=load_config(config_path(os.environ)).prices)
+        render_transcript(out, log, prices=load_prices(config_path(os.environ)))
 
 
 @app.command()

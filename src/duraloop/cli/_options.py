@@ -235,7 +235,8 @@ class TurnOptions:
         """
         from ..loop import LoopConfig, SessionSetup  # a command that runs no turn never loads them
         from ..tools import builtin_tools
-        from ._config import build_model, config_path, load_config
+        from ._config import build_model, load_config
+        from ._config_file import config_path
 
         model = build_model(
             self.model,

@@ -35,6 +35,7 @@ from .vocabulary import (
     STEP_START,
     TOOL_CALL,
     TOOL_RESULT,
+    USAGE,
     USER_MESSAGE,
 )
 
@@ -203,8 +204,8 @@ class UsageFold:
             kind = event.type
             if kind == ASSISTANT_CHUNK:
                 chunk = event.data.get("chunk")
-                if isinstance(chunk, dict) and chunk.get("type") == "usage":
-                    reported = chunk.get("usage")
+                if isinstance(chunk, dict) and chunk.get("type") == USAGE:
+                    reported = chunk.get(USAGE)
                     if isinstance(reported, dict):
                         self._pending.append(reported)
             elif kind == STEP_START or kind == LLM_RETRY:
@@ -284,7 +285,7 @@ class UsageFold:
         source = message.get("source") if isinstance(message, dict) else None
         if isinstance(source, dict) and source.get("provider") and source.get("model"):
             self._model = f"{source['provider']}:{source['model']}"
-        reported = data.get("usage")
+        reported = data.get(USAGE)
         if not self._pending:
             if isinstance(reported, dict):
                 self._pending.append(reported)
