@@ -1,35 +1,23 @@
-"""The `duraloop` command line: run, chat, resume, fork, show, check, ls, demo."""
+"""The `duraloop` commands: run, chat, resume (`_turn_commands`), fork, show, check, ls, demo."""
 
 from __future__ import annotations
 
-import functools
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
-import anyio
 import typer
-from rich.console import Console
 
 from .. import log as _log
-from .. import loop as _loop
 from .. import store as _store
 from ..errors import CorruptLogError
-from ._help import DuraloopTyper, PlainHelpGroup, root_options
+from . import _turn_commands  # noqa: F401 - registers run, chat and resume first
+from ._console import app, err, out
 from ._options import (
-    BaseUrlOption,
-    CwdOption,
-    EachTurnMaxStepsOption,
     JsonOption,
-    MaxParallelOption,
-    MaxStepsOption,
-    MaxTokensOption,
-    ModelOption,
-    ReasoningEffortOption,
     StoreOption,
-    SystemOption,
-    TurnOptions,
     json_option,
 )
 from ._render import (
@@ -41,13 +29,9 @@ from ._render import (
     print_json,
     print_messages,
     print_sessions,
-    render_transcript,
-    repair_text,
-    safe,
     show_view,
     styled,
 )
-from ._runner import exit_code_for, require_prompt, run_turn_live
 from ._stores import (
     StoreSpec,
     no_sessions_text,
@@ -55,175 +39,10 @@ from ._stores import (
     opened_store_text,
     session_log_file,
 )
+from ._transcript import render_transcript
 
 if TYPE_CHECKING:
     from ..log import Event, SessionHeader
-
-# The log, the store and the loop load when a command first uses them (their package
-# `__init__`s are lazy, docs/architecture.md#start-up): `duraloop --help` loads none of them.
-
-app = DuraloopTyper(
-    name="duraloop",
-    help="A durable agent loop: every tool call answered, every crash repairable.",
-    no_args_is_help=True,
-    pretty_exceptions_show_locals=False,
-    add_completion=False,
-    cls=PlainHelpGroup,
-    rich_markup_mode=None,
-    context_settings={"max_content_width": 10_000},  # help as wide as the terminal
-)
-app.callback()(root_options)
-# soft_wrap: a line is never broken at the console width (a piped `session: <id>` line or a
-# one-line error must stay one line; the terminal wraps long lines itself).
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-@app.command()
-def run(
-    prompt: Annotated[str, typer.Argument(help="The user's prompt for this turn.")],
-    model: ModelOption = None,
-    store: StoreOption = None,
-    cwd: CwdOption = None,
-    session: Annotated[
-        str | None,
-        typer.Option(
-            "--session",
-            help="Run in this session: continued if it exists, created with this id if not.",
-        ),
-    ] = None,
-    max_parallel: MaxParallelOption = 10,
-    max_steps: MaxStepsOption = 100,
-    system: SystemOption = None,
-    base_url: BaseUrlOption = None,
-    max_tokens: MaxTokensOption = None,
-    reasoning_effort: ReasoningEffortOption = None,
-) -> None:
-    """Run one turn and print the session id; exit 0 when the turn completes."""
-    require_prompt(prompt)
-    turn = TurnOptions(
-        model=model,
-        system=system,
-        max_parallel=max_parallel,
-        max_steps=max_steps,
-        base_url=base_url,
-        max_tokens=max_tokens,
-        reasoning_effort=reasoning_effort,
-    )
-    setup = turn.session_setup(store, cwd=cwd)
-    if session is None:
-        loop = _loop.start_session(setup)
-    else:
-        # An existing session keeps its recorded workspace unless --cwd says otherwise.
-        loop, repair = _loop.open_session(session, setup)
-        if repair is not None and repair.closers:
-            err.print(safe(f"repaired {ident(loop.session.id)}: {repair_text(repair)}", "yellow"))
-    with loop:
-        try:
-            result = anyio.run(
-                functools.partial(run_turn_live, loop, prompt, console=out, errors=err)
-            )
-        finally:
-            out.print(styled("session: ", ident(loop.session.id)))
-    raise typer.Exit(exit_code_for(result.kind))
-
-
-@app.command(
-    help="Chat interactively: a line starts a turn, typing during a turn steers it, Ctrl-C "
-    "cancels it."
-)
-def chat(
-    model: ModelOption = None,
-    store: StoreOption = None,
-    cwd: CwdOption = None,
-    session: Annotated[
-        str | None,
-        typer.Option(
-            "--session",
-            help=(
-                "Chat in this session: resumed (with repair) if it exists, created with this id "
-                "if not."
-            ),
-        ),
-    ] = None,
-    max_parallel: MaxParallelOption = 10,
-    max_steps: EachTurnMaxStepsOption = 100,
-    system: SystemOption = None,
-    base_url: BaseUrlOption = None,
-    max_tokens: MaxTokensOption = None,
-    reasoning_effort: ReasoningEffortOption = None,
-) -> None:
-    """Chat interactively: a line starts a turn, typing during a turn steers it.
-
-    Ctrl-C cancels it. (The `help=` above keeps the command's help one paragraph.)
-    """
-    from ._chat import run_chat
-
-    turn = TurnOptions(
-        model=model,
-        system=system,
-        max_parallel=max_parallel,
-        max_steps=max_steps,
-        base_url=base_url,
-        max_tokens=max_tokens,
-        reasoning_effort=reasoning_effort,
-    )
-    setup = turn.session_setup(store, cwd=cwd)
-    repair = None
-    if session is None:
-        loop = _loop.start_session(setup)
-    else:
-        loop, repair = _loop.open_session(session, setup)
-    with loop:
-        out.print(styled("session: ", ident(loop.session.id)))
-        if repair is not None:
-            err.print(safe(f"resumed {ident(loop.session.id)}: {repair_text(repair)}"))
-        chat_turns = functools.partial(
-            run_chat, loop, setup.store, console=out, errors=err, resumed=repair is not None
-        )
-        code = anyio.run(chat_turns)
-    raise typer.Exit(code)
-
-
-@app.command()
-def resume(
-    session_id: Annotated[str, typer.Argument(help="The session to resume.")],
-    prompt: Annotated[
-        str | None, typer.Argument(help="A prompt for a new turn (optional).")
-    ] = None,
-    model: ModelOption = None,
-    store: StoreOption = None,
-    cwd: CwdOption = None,
-    max_parallel: MaxParallelOption = 10,
-    max_steps: MaxStepsOption = 100,
-    system: SystemOption = None,
-    base_url: BaseUrlOption = None,
-    max_tokens: MaxTokensOption = None,
-    reasoning_effort: ReasoningEffortOption = None,
-) -> None:
-    """Load a session with crash repair, say what repair did, optionally run a turn."""
-    turn = TurnOptions(
-        model=model,
-        system=system,
-        max_parallel=max_parallel,
-        max_steps=max_steps,
-        base_url=base_url,
-        max_tokens=max_tokens,
-        reasoning_effort=reasoning_effort,
-    )
-    sessions = open_store(store)
-    if prompt is None:
-        turn.refuse_model_flags()
-        loaded = sessions.prepare(session_id)[0]  # repair only: the prefix stays on disk
-        out.print(safe(f"{ident(session_id)}: {repair_text(loaded.repair)}"))
-        return
-    require_prompt(prompt)
-    loop, repair = _loop.resume_session(session_id, turn.session_setup(sessions, cwd=cwd))
-    err.print(safe(f"{ident(session_id)}: {repair_text(repair)}"))
-    with loop:
-        result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
-        out.print(styled("session: ", ident(session_id)))
-    raise typer.Exit(exit_code_for(result.kind))
 
 
 @app.command()
@@ -297,8 +116,11 @@ def show(
         else:
             print_events(out, log)
     else:
+        from ._config_file import config_path  # the [prices] table alone, for the cost
+        from ._prices import load_prices
+
         print_header(out, header)
-        render_transcript(out, log)
+        render_transcript(out, log, prices=load_prices(config_path(os.environ)))
 
 
 @app.command()

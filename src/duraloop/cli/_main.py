@@ -7,7 +7,8 @@ import sys
 
 from .. import log as _log
 from ..errors import DuraloopError, UnpairedHistoryError
-from ._app import app, err
+from . import _app  # noqa: F401 - registers every command
+from ._console import app, err
 from ._render import ShowFlagsError, VisibleFormatter, styled
 from ._runner import os_error_text
 from ._stores import name_the_store, opened_store_text

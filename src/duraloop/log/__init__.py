@@ -75,6 +75,10 @@ if _lazy.TYPE_CHECKING:
     from ._turns import step_start as step_start
     from ._turns import turn_count as turn_count
     from ._turns import turn_starts as turn_starts
+    from ._usage import Price as Price
+    from ._usage import Usage as Usage
+    from ._usage import UsageFold as UsageFold
+    from ._usage import usage_of as usage_of
     from ._validate import check_vocabulary as check_vocabulary
 
 __all__ = [
@@ -148,6 +152,10 @@ __all__ = [
     "user_message",
     "validate_log",
     "well_formed_json",
+    "Price",
+    "Usage",
+    "UsageFold",
+    "usage_of",
 ]
 
 if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
@@ -214,6 +222,10 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "interrupted_turn_closers": "._repair",
             "Session": "._session",
             "now_ms": "._session",
+            "Price": "._usage",
+            "Usage": "._usage",
+            "UsageFold": "._usage",
+            "usage_of": "._usage",
             "last_turn_and_latest": "._turns",
             "last_turn_boundary": "._turns",
             "last_turn_end": "._turns",

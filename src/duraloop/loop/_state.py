@@ -18,6 +18,7 @@ from ..llm import Model, ToolSchema
 from ..log import Event, PairingCheck, Session, last_turn_and_latest
 from ..log.vocabulary import REQUEST_CONTEXT, REQUEST_HEADER
 from ..tools import CancelSignal, ToolPipeline, ToolRegistry, ToolWorkers
+from ._budget import SessionUsage
 from ._config import LoopConfig
 from ._durability import LogDurability
 from ._hooks import LoopHooks, Steering
@@ -81,6 +82,7 @@ class TurnDeps:
         workspace: the directory tools are confined to (in the default system prompt).
         durability: makes the log durable at the step's boundaries.
         steering: what hooks may do to the loop (`StepContext.loop`).
+        session_usage: the session's usage, for its budget (docs/loop.md#budgets).
     """
 
     session: Session
@@ -93,6 +95,7 @@ class TurnDeps:
     workspace: Path
     durability: LogDurability
     steering: Steering
+    session_usage: SessionUsage
 
 
 @dataclass(frozen=True)
