@@ -23,7 +23,7 @@ from ._pairing import check_pairing
 from ._pending import UnansweredStep
 from ._repair import closers_of
 from ._session import Session
-from ._turns import open_turn_number, scan_turns, turn_count
+from ._turns import TurnScan, open_turn_number, scan_turns, turn_count
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def validate_log(
         )
         return session, session.messages
 
-    return _judge(session_id, events, seeded, event_count=len(events), turns=turn_count(events))
+    return _judge(session_id, events, seeded, event_count=len(events), turns_before=0)
 
 
 def validate_after_checkpoint(
@@ -190,7 +190,7 @@ def validate_after_checkpoint(
         tail,
         restored,
         event_count=checkpoint.count + len(tail),
-        turns=checkpoint.next_turn - 1 + turn_count(tail),
+        turns_before=checkpoint.next_turn - 1,
     )
 
 
@@ -200,17 +200,18 @@ def _judge(
     build: Callable[[list[Event]], tuple[Session, Sequence[Message]]],
     *,
     event_count: int,
-    turns: int,
+    turns_before: int,
 ) -> tuple[LogCheckReport, Session | None]:
     """Scan `events` (a whole log, or the tail after a clean point), build its session, judge.
 
     `build(closers)` returns the session seeded with the log plus closers and the messages
-    whose pairing is not known yet.
+    whose pairing is not known yet; `turns_before` counts the turns before `events`.
     """
     problems: list[str] = []
     unanswered: list[UnansweredStep] = []
     closers: list[Event] = []
     session: Session | None = None
+    scan: TurnScan | None = None
     try:
         scan = scan_turns(events)
         closers = closers_of(scan, events)
@@ -227,6 +228,9 @@ def _judge(
             except PairingError as exc:
                 problems.append(f"provider pairing: {exc}")
                 session = None
+            else:  # every message pairs: the loop's check need not walk them again
+                generation = session.surface.replace_generation
+                session.paired_messages = (len(session.messages), generation)
     for index, step in enumerate(unanswered):
         rescue = (
             f": the session cannot be continued; rescue the history before it with "
@@ -237,7 +241,7 @@ def _judge(
         problems.append(step.describe() + rescue)
     report = LogCheckReport(
         event_count=event_count,
-        turn_count=turns,
+        turn_count=turns_before + (turn_count(events) if scan is None else scan.turn_count),
         open_turn=open_turn_number(events),
         closers_needed=len(closers),
         problems=problems,

@@ -73,6 +73,10 @@ class Session:
             (with `check_invariants`) relational rule; the message names the seq.
     """
 
+    paired_messages: tuple[int, int] | None = None
+    """`(messages, replace generation)` a load's judge found paired (`log.validate_log`), so
+    the loop's incremental pairing check starts after them; None when nothing was judged."""
+
     def __init__(
         self,
         session_id: str,

@@ -54,7 +54,10 @@ class LoopState:
             last_turn, latest = last_turn_and_latest(session.events, _REQUEST_KINDS)
             header = _header(latest)
             context = _context(latest)
-            return cls(last_turn=last_turn, request=RequestState(header=header, context=context))
+            state = cls(last_turn=last_turn, request=RequestState(header=header, context=context))
+            if session.paired_messages is not None:  # the load's judge paired them all
+                state.pairing = PairingCheck.resumed(*session.paired_messages)
+            return state
         checkpoint, fold = restored
         last_turn, latest = last_turn_and_latest(session.events[checkpoint.count :], _REQUEST_KINDS)
         header = _header(latest) if REQUEST_HEADER in latest else fold.request_header
