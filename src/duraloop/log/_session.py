@@ -278,27 +278,37 @@ class Session:
 
     def _load_seed(self, seed: Sequence[Event], *, start: int = 0) -> None:
         events = self._events
+        append = events.append
         invariants = self._invariants
+        # The open turn and step only change on the general path: kept in locals for the
+        # fast path, as is the last seq (set on the checker before it sees another event).
+        open_turn = open_step = None
+        if invariants is not None:
+            open_turn, open_step = invariants.open_turn, invariants.open_step
+        chunks = False
+        index = start - 1
         for index, event in enumerate(seed, start):
             # Fast path for the commonest event, a stream chunk of the open step: the same
             # checks as the general path below (envelope, no surface fields, names the open
             # turn and step), inlined. Anything unusual takes the general path.
             if (
                 event.type == ASSISTANT_CHUNK
-                and invariants is not None
+                and open_step is not None
                 and event.seq == index
                 and type(event.time) is int
                 and -MAX_SAFE_INTEGER <= event.time <= MAX_SAFE_INTEGER
                 and event.surface_op is None
                 and event.source_event_seqs is None
-                and type(event.data) is dict
-                and invariants.open_step is not None
-                and event.data.get("step") == invariants.open_step
-                and event.data.get("turn") == invariants.open_turn
+                and type(data := event.data) is dict
+                and data.get("step") == open_step
+                and data.get("turn") == open_turn
             ):
-                events.append(event)
-                invariants.last_seq = index
+                append(event)
+                chunks = True
                 continue
+            if chunks and invariants is not None:
+                invariants.last_seq = index - 1  # the fast path's last chunk
+                chunks = False
             if event.seq != index:
                 raise EventRejectedError(
                     f"seed must be contiguous from 0: event at index {index} has seq {event.seq}"
@@ -307,6 +317,10 @@ class Session:
             check_vocabulary(event)
             check_message_shape(event)
             self._commit(event, run_validators=False)
+            if invariants is not None:
+                open_turn, open_step = invariants.open_turn, invariants.open_step
+        if chunks and invariants is not None:
+            invariants.last_seq = index
 
     def _commit(self, event: Event, *, run_validators: bool) -> None:
         plan = self._surface.plan(event, self._events)
