@@ -10,16 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
-from hypothesis import given
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from conformance._builders import SE, SS, TC, TE, TR, TS, A, U, build, call, txt
 from duraloop.errors import EventRejectedError, SessionFormatUnsupportedError
 from duraloop.llm import ScriptedModel
-from duraloop.log import Event, Session, check_log, readable_events, validate_log
+from duraloop.log import Event, Session, _check, check_log, readable_events, validate_log
 from duraloop.log._surface import _check_sources, _valid_sources
 from duraloop.loop import AgentLoop
+from log.test_repair_properties import Case, cut_logs
 
 _values = st.one_of(
     st.integers(-3, 40),
@@ -133,3 +135,61 @@ def test_turn_count_is_reported_when_the_scan_refuses_a_turn_number() -> None:
     assert not report.valid
     assert report.turn_count == 2
     assert check_log("s", log).turn_count == 1
+
+
+def _judged(log: list[Event]) -> tuple[Any, ...]:
+    report, session = validate_log("s", log)
+    if session is None:
+        return report, None
+    events = list(session.events)
+    return report, (
+        [*events[:-1], events[-1].type],  # the end-seed's time is the clock's
+        session.derive_messages(),
+        list(session.surface.nodes),
+        session.first_live_seq,
+        session.paired_messages,
+    )
+
+
+def _mutated(log: list[Event], how: str, where: int) -> list[Event]:
+    """A log a crash cannot leave: a number of another JSON type, an event dropped or moved."""
+    if not log:
+        return log
+    index = where % len(log)
+    event = log[index]
+    if how == "float-number" and isinstance(event.data, dict):
+        key = "step" if event.type == "step/start" else "turn"
+        if key in event.data:
+            data = {**event.data, key: float(event.data[key])}
+            return [*log[:index], msgspec.structs.replace(event, data=data), *log[index + 1 :]]
+    if how == "true-number" and event.type == "turn/start" and event.data.get("turn") == 1:
+        data = {**event.data, "turn": True}
+        return [*log[:index], msgspec.structs.replace(event, data=data), *log[index + 1 :]]
+    if how == "drop":
+        rest = [*log[:index], *log[index + 1 :]]
+        return [msgspec.structs.replace(e, seq=n) for n, e in enumerate(rest)]
+    if how == "swap" and index + 1 < len(log):
+        moved = [*log[:index], log[index + 1], log[index], *log[index + 2 :]]
+        return [msgspec.structs.replace(e, seq=n) for n, e in enumerate(moved)]
+    return log
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    case=cut_logs(),
+    how=st.sampled_from([None, "float-number", "true-number", "drop", "swap"]),
+    where=st.integers(0, 200),
+)
+def test_property_the_one_pass_judge_equals_the_two_pass_judge(
+    case: Case, how: str | None, where: int
+) -> None:
+    """The seed's checker as the turn scan (one pass) gives exactly the verdicts, messages,
+    closers and session of `scan_turns` followed by the seed (two passes)."""
+    log = case.log if how is None else _mutated(case.log, how, where)
+    taken = _check._judge_in_one_pass("s", log, None) is not None
+    event(f"{how}: {'one pass' if taken else 'two passes'}")
+    one_pass = _judged(log)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_check, "_judge_in_one_pass", lambda *args: None)
+        two_pass = _judged(log)
+    assert one_pass == two_pass

@@ -17,6 +17,7 @@ from ..errors import EventRejectedError, PairingError
 from ._checkpoint import SessionCheckpoint
 from ._event import Event
 from ._header import SessionHeader
+from ._invariants import InvariantChecker
 from ._lazy_events import PrefixLoader
 from ._messages import Message
 from ._pairing import check_pairing
@@ -135,6 +136,9 @@ def validate_log(
         The report, and a `Session` seeded with the events plus repair's closers (it ends
         with the next lifecycle's `session/end-seed`), or None when the log is damaged.
     """
+    one_pass = _judge_in_one_pass(session_id, events, header)
+    if one_pass is not None:
+        return one_pass
 
     def seeded(closers: list[Event]) -> tuple[Session, Sequence[Message]]:
         session = Session(
@@ -143,6 +147,49 @@ def validate_log(
         return session, session.messages
 
     return _judge(session_id, events, seeded, event_count=len(events), turns_before=0)
+
+
+def _judge_in_one_pass(
+    session_id: str, events: Sequence[Event], header: SessionHeader | None
+) -> tuple[LogCheckReport, Session | None] | None:
+    """`validate_log` of a log the seed accepts, with the seed's checker as the turn scan.
+
+    The seed's invariant checker runs the pending-call tracker over the same events that
+    `scan_turns` walks, so its open turn and step, pending calls and steps closed unanswered
+    are the scan's, and its closers are appended to the same session (one pass, one
+    tracker). Anything the seed refuses, or a turn or step number that is equal to but not
+    an `int`, returns None: the two-pass judge then gives every verdict and message.
+    """
+    scans: list[TurnScan] = []
+
+    def closers(checker: InvariantChecker) -> list[Event]:
+        turns = checker.next_turn - 1 + (checker.open_turn is not None)
+        scan = TurnScan(
+            checker.open_turn,
+            checker.open_step,
+            checker.requested.pending(),
+            list(checker.unanswered),
+            turns,
+        )
+        scans.append(scan)
+        return [] if checker.inexact_numbers else closers_of(scan, events)
+
+    try:
+        session, added = Session._seeded_then_closed(session_id, events, closers, header=header)
+    except EventRejectedError:
+        return None
+    if session._invariants is None or session._invariants.inexact_numbers:
+        return None
+    return _verdict(
+        session_id,
+        events,
+        scans[0],
+        added,
+        session,
+        session.messages,
+        event_count=len(events),
+        turns_before=0,
+    )
 
 
 def validate_after_checkpoint(
@@ -207,30 +254,52 @@ def _judge(
     `build(closers)` returns the session seeded with the log plus closers and the messages
     whose pairing is not known yet; `turns_before` counts the turns before `events`.
     """
-    problems: list[str] = []
-    unanswered: list[UnansweredStep] = []
     closers: list[Event] = []
-    session: Session | None = None
-    scan: TurnScan | None = None
     try:
         scan = scan_turns(events)
         closers = closers_of(scan, events)
-        unanswered = scan.unanswered
         session, unchecked = build(closers)
     except EventRejectedError as exc:
-        problems.append(str(exc))
-        unanswered = []
-    else:
-        if not unanswered:
-            # A step closed unanswered is what pairing would report; it is named below.
-            try:
-                check_pairing(unchecked)
-            except PairingError as exc:
-                problems.append(f"provider pairing: {exc}")
-                session = None
-            else:  # every message pairs: the loop's check need not walk them again
-                generation = session.surface.replace_generation
-                session.paired_messages = (len(session.messages), generation)
+        turns = turns_before + turn_count(events)
+        report = _report(events, [str(exc)], [], closers, event_count=event_count, turns=turns)
+        return report, None
+    return _verdict(
+        session_id,
+        events,
+        scan,
+        closers,
+        session,
+        unchecked,
+        event_count=event_count,
+        turns_before=turns_before,
+    )
+
+
+def _verdict(
+    session_id: str,
+    events: Sequence[Event],
+    scan: TurnScan,
+    closers: list[Event],
+    session: Session,
+    unchecked: Sequence[Message],
+    *,
+    event_count: int,
+    turns_before: int,
+) -> tuple[LogCheckReport, Session | None]:
+    """Judge a scanned and seeded log: pairing, then the steps closed unanswered."""
+    problems: list[str] = []
+    unanswered = scan.unanswered
+    judged: Session | None = session
+    if not unanswered:
+        # A step closed unanswered is what pairing would report; it is named below.
+        try:
+            check_pairing(unchecked)
+        except PairingError as exc:
+            problems.append(f"provider pairing: {exc}")
+            judged = None
+        else:  # every message pairs: the loop's check need not walk them again
+            generation = session.surface.replace_generation
+            session.paired_messages = (len(session.messages), generation)
     for index, step in enumerate(unanswered):
         rescue = (
             f": the session cannot be continued; rescue the history before it with "
@@ -239,12 +308,26 @@ def _judge(
             else ""
         )
         problems.append(step.describe() + rescue)
-    report = LogCheckReport(
+    turns = turns_before + scan.turn_count
+    return _report(
+        events, problems, unanswered, closers, event_count=event_count, turns=turns
+    ), judged
+
+
+def _report(
+    events: Sequence[Event],
+    problems: list[str],
+    unanswered: list[UnansweredStep],
+    closers: list[Event],
+    *,
+    event_count: int,
+    turns: int,
+) -> LogCheckReport:
+    return LogCheckReport(
         event_count=event_count,
-        turn_count=turns_before + (turn_count(events) if scan is None else scan.turn_count),
+        turn_count=turns,
         open_turn=open_turn_number(events),
         closers_needed=len(closers),
         problems=problems,
         unanswered=list(unanswered),
     )
-    return report, session
