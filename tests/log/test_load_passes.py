@@ -18,9 +18,19 @@ from hypothesis import strategies as st
 from conformance._builders import SE, SS, TC, TE, TR, TS, A, U, build, call, txt
 from duraloop.errors import EventRejectedError, SessionFormatUnsupportedError
 from duraloop.llm import ScriptedModel
-from duraloop.log import Event, Session, _check, check_log, readable_events, validate_log
+from duraloop.log import (
+    Event,
+    Session,
+    _check,
+    check_log,
+    interrupted_turn_closers,
+    last_turn_and_latest,
+    readable_events,
+    validate_log,
+)
 from duraloop.log._surface import _check_sources, _valid_sources
-from duraloop.loop import AgentLoop
+from duraloop.log.vocabulary import REQUEST_CONTEXT, REQUEST_HEADER
+from duraloop.loop import AgentLoop, _state
 from log.test_repair_properties import Case, cut_logs
 
 _values = st.one_of(
@@ -193,3 +203,27 @@ def test_property_the_one_pass_judge_equals_the_two_pass_judge(
         patch.setattr(_check, "_judge_in_one_pass", lambda *args: None)
         two_pass = _judged(log)
     assert one_pass == two_pass
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=cut_logs(), headers=st.lists(st.integers(0, 400), max_size=3))
+def test_property_the_latest_seq_index_answers_as_the_backward_walk(
+    case: Case, headers: list[int]
+) -> None:
+    """The loop's resume reads the last turn and the latest request events from the
+    session's index (`Session.latest_seq`), exactly what walking the log back finds."""
+    closers = interrupted_turn_closers(case.log)
+    session = Session("s", seed=[*case.log, *closers])
+    for at in headers:  # later turns with the request events the loop logs in them
+        turn = session._invariants.next_turn if session._invariants else 1
+        session.append("turn/start", {"turn": turn})
+        header = {"config": {"provider": "p", "model": f"m{at}"}}
+        session.append(REQUEST_HEADER, {"turn": turn, "header": header})
+        if at % 2:
+            session.append(REQUEST_CONTEXT, {"turn": turn, "context": {"n": at}})
+        session.append("turn/end", {"turn": turn, "reason": {"kind": "completed"}})
+    kinds = (REQUEST_HEADER, REQUEST_CONTEXT)
+    walked = last_turn_and_latest(session.events, kinds)
+    assert _state._last_turn_and_latest(session) == walked
+    for kind in {e.type for e in session.events} - {"assistant/chunk"}:
+        assert session.latest_seq(kind) == max(e.seq for e in session.events if e.type == kind)

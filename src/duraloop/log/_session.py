@@ -99,6 +99,7 @@ class Session:
         self._validators: list[Validator] = []
         self._observers: list[Observer] = []
         self._notifying = False
+        self._latest: dict[str, int] = {}
         if seed is not None:
             self._load_seed(seed)
             if not self._events or self._events[-1].type != END_SEED:
@@ -179,6 +180,16 @@ class Session:
     def events(self) -> Sequence[Event]:
         """The whole log in seq order (a read-only view; do not mutate)."""
         return self._events
+
+    def latest_seq(self, kind: str) -> int | None:
+        """Return the seq of the latest event of type `kind` this session validated, or None.
+
+        Every seeded and appended event counts, except stream chunks (`assistant/chunk`: the
+        seed's fast path keeps no index; not to be asked for); a session restored from a
+        snapshot knows only the events after it (`restored_from`). Readers of the whole log
+        (the loop's resume) ask this instead of walking it.
+        """
+        return self._latest.get(kind)
 
     @property
     def seq(self) -> int:
@@ -333,6 +344,7 @@ class Session:
             for validator in list(self._validators):
                 validator(event)
         self._events.append(event)
+        self._latest[event.type] = event.seq
         if self._invariants is not None:
             self._invariants.commit(event)
         if plan is not None:
