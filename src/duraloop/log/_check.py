@@ -25,6 +25,7 @@ from ._pending import UnansweredStep
 from ._repair import closers_of
 from ._session import Session
 from ._turns import TurnScan, open_turn_number, scan_turns, turn_count
+from .vocabulary import END_SEED
 
 
 @dataclass(frozen=True)
@@ -175,7 +176,7 @@ def _judge_in_one_pass(
         return [] if checker.inexact_numbers else closers_of(scan, events)
 
     try:
-        session, added = Session._seeded_then_closed(session_id, events, closers, header=header)
+        session, added = _seeded_then_closed(session_id, events, closers, header=header)
     except EventRejectedError:
         return None
     if session._invariants is None or session._invariants.inexact_numbers:
@@ -239,6 +240,38 @@ def validate_after_checkpoint(
         event_count=checkpoint.count + len(tail),
         turns_before=checkpoint.next_turn - 1,
     )
+
+
+def _seeded_then_closed(
+    session_id: str,
+    events: Sequence[Event],
+    closers: Callable[[InvariantChecker], list[Event]],
+    *,
+    header: SessionHeader | None,
+) -> tuple[Session, list[Event]]:
+    """Seed a session with `events`, then with the closers its invariant state asks for.
+
+    The same session as `Session(session_id, seed=[*events, *closers], header=header)`
+    (the seed's own steps, as `Session.restore` takes them), with the closers chosen from
+    the seed's checker between the two parts.
+
+    Returns:
+        The session (ending with the next lifecycle's `session/end-seed`) and the closers.
+
+    Raises:
+        EventRejectedError: as the seed would.
+    """
+    session = Session(session_id, header=header)
+    session._load_seed(events)
+    invariants = session._invariants
+    if invariants is None:  # pragma: no cover - a new session checks invariants
+        raise TypeError("a judged session checks invariants")
+    more = closers(invariants)
+    session._load_seed(more, start=len(events))
+    if not session.events or session.events[-1].type != END_SEED:
+        session.append(END_SEED, {})
+    session.first_live_seq = len(events) + len(more)
+    return session, more
 
 
 def _judge(

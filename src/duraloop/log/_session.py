@@ -373,36 +373,3 @@ class Session:
                     logger.exception("session %s observer failed on seq %d", self.id, event.seq)
         finally:
             self._notifying = False
-
-    @classmethod
-    def _seeded_then_closed(
-        cls,
-        session_id: str,
-        events: Sequence[Event],
-        closers: Callable[[InvariantChecker], list[Event]],
-        *,
-        header: SessionHeader | None,
-    ) -> tuple[Session, list[Event]]:
-        """Seed a session with `events`, then with the closers its invariant state asks for.
-
-        The same session as `Session(session_id, seed=[*events, *closers], header=header)`:
-        a load's judge (`log.validate_log`) reads the open turn, the pending calls and the
-        steps closed unanswered from the seed's own checker instead of a second pass.
-
-        Returns:
-            The session (ending with the next lifecycle's `session/end-seed`) and the closers.
-
-        Raises:
-            EventRejectedError: as the seed would.
-        """
-        session = cls(session_id, header=header)
-        session._load_seed(events)
-        invariants = session._invariants
-        if invariants is None:  # pragma: no cover - a new session checks invariants
-            raise TypeError("a judged session checks invariants")
-        more = closers(invariants)
-        session._load_seed(more, start=len(events))
-        if not session._events or session._events[-1].type != END_SEED:
-            session.append(END_SEED, {})
-        session.first_live_seq = len(events) + len(more)
-        return session, more
