@@ -177,8 +177,8 @@ def _judge_in_one_pass(
 
     try:
         session, added = _seeded_then_closed(session_id, events, closers, header=header)
-    except EventRejectedError:
-        return None
+    except (EventRejectedError, LookupError, TypeError, ValueError):
+        return None  # the two-pass judge scans first: its verdict, or its exception, stands
     if session._invariants is None or session._invariants.inexact_numbers:
         return None
     return _verdict(

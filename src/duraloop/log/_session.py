@@ -181,16 +181,6 @@ class Session:
         """The whole log in seq order (a read-only view; do not mutate)."""
         return self._events
 
-    def latest_seq(self, kind: str) -> int | None:
-        """Return the seq of the latest event of type `kind` this session validated, or None.
-
-        Every seeded and appended event counts, except stream chunks (`assistant/chunk`: the
-        seed's fast path keeps no index; not to be asked for); a session restored from a
-        snapshot knows only the events after it (`restored_from`). Readers of the whole log
-        (the loop's resume) ask this instead of walking it.
-        """
-        return self._latest.get(kind)
-
     @property
     def seq(self) -> int:
         """The seq the next appended event will get (the log's length)."""
@@ -373,3 +363,13 @@ class Session:
                     logger.exception("session %s observer failed on seq %d", self.id, event.seq)
         finally:
             self._notifying = False
+
+    def latest_seq(self, kind: str) -> int | None:
+        """Return the seq of the latest event of type `kind` this session validated, or None.
+
+        Every seeded and appended event counts, except stream chunks (`assistant/chunk`: the
+        seed's fast path keeps no index; not to be asked for); a session restored from a
+        snapshot knows only the events after it (`restored_from`). Readers of the whole log
+        (the loop's resume) ask this instead of walking it.
+        """
+        return self._latest.get(kind)
