@@ -19,6 +19,7 @@ if _lazy.TYPE_CHECKING:
     from ._event import encode_event as encode_event
     from ._event import encode_events_lines as encode_events_lines
     from ._event import event_to_json as event_to_json
+    from ._event import now_ms as now_ms
     from ._fork import closed_history_boundary as closed_history_boundary
     from ._fork import fork_header as fork_header
     from ._fork import fork_seed as fork_seed
@@ -65,7 +66,6 @@ if _lazy.TYPE_CHECKING:
     from ._repair import final_turn_closers as final_turn_closers
     from ._repair import interrupted_turn_closers as interrupted_turn_closers
     from ._session import Session as Session
-    from ._session import now_ms as now_ms
     from ._turns import last_turn_and_latest as last_turn_and_latest
     from ._turns import last_turn_boundary as last_turn_boundary
     from ._turns import last_turn_end as last_turn_end
@@ -221,7 +221,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "final_turn_closers": "._repair",
             "interrupted_turn_closers": "._repair",
             "Session": "._session",
-            "now_ms": "._session",
+            "now_ms": "._event",
             "Price": "._usage",
             "Usage": "._usage",
             "UsageFold": "._usage",

@@ -10,21 +10,20 @@ nothing proportional to the history; only a surface `replace` triggers a rebuild
 from __future__ import annotations
 
 import logging
-import time as _time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import EventRejectedError
 from ._checkpoint import SessionCheckpoint
-from ._event import Event, check_envelope
+from ._event import Event, check_envelope, now_ms
 from ._header import SessionHeader
 from ._invariants import InvariantChecker
 from ._json import MAX_SAFE_INTEGER, JsonValue, check_lossless, lossless_copy
 from ._lazy_events import LazyEvents, PrefixLoader
-from ._messages import Message
+from ._messages import Message, project
 from ._surface import Surface
 from ._validate import check_message_shape, check_vocabulary
-from .vocabulary import ASSISTANT_CHUNK, ASSISTANT_MESSAGE, END_SEED, TOOL_RESULT, USER_MESSAGE
+from .vocabulary import ASSISTANT_CHUNK, END_SEED
 
 logger = logging.getLogger(__name__)
 
@@ -33,27 +32,6 @@ Observer = Callable[[Event], None]
 
 Validator = Callable[[Event], None]
 """Called before each commit; raising vetoes the append (nothing is committed)."""
-
-
-def now_ms() -> int:
-    """Return the current time as integer epoch milliseconds."""
-    return _time.time_ns() // 1_000_000
-
-
-def project(event: Event) -> Message | None:
-    """Return the model-visible message of one surface event, or None.
-
-    See docs/log.md#surface-and-derived-messages.
-    """
-    kind = event.type
-    if kind == USER_MESSAGE:
-        return event.data  # type: ignore[no-any-return]
-    if kind == ASSISTANT_MESSAGE:
-        message = event.data.get("message")
-        return message if message and message.get("content") else None
-    if kind == TOOL_RESULT:
-        return event.data.get("message")  # type: ignore[no-any-return]
-    return None
 
 
 class Session:
@@ -72,6 +50,10 @@ class Session:
         EventRejectedError: if the seed breaks an envelope, JSON, message-shape, surface or
             (with `check_invariants`) relational rule; the message names the seq.
     """
+
+    paired_messages: tuple[int, int] | None = None
+    """`(messages, replace generation)` a load's judge found paired (`log.validate_log`), so
+    the loop's incremental pairing check starts after them; None when nothing was judged."""
 
     def __init__(
         self,
@@ -95,6 +77,7 @@ class Session:
         self._validators: list[Validator] = []
         self._observers: list[Observer] = []
         self._notifying = False
+        self._latest: dict[str, int] = {}
         if seed is not None:
             self._load_seed(seed)
             if not self._events or self._events[-1].type != END_SEED:
@@ -319,27 +302,37 @@ class Session:
 
     def _load_seed(self, seed: Sequence[Event], *, start: int = 0) -> None:
         events = self._events
+        append = events.append
         invariants = self._invariants
+        # The open turn and step only change on the general path: kept in locals for the
+        # fast path, as is the last seq (set on the checker before it sees another event).
+        open_turn = open_step = None
+        if invariants is not None:
+            open_turn, open_step = invariants.open_turn, invariants.open_step
+        chunks = False
+        index = start - 1
         for index, event in enumerate(seed, start):
             # Fast path for the commonest event, a stream chunk of the open step: the same
             # checks as the general path below (envelope, no surface fields, names the open
             # turn and step), inlined. Anything unusual takes the general path.
             if (
                 event.type == ASSISTANT_CHUNK
-                and invariants is not None
+                and open_step is not None
                 and event.seq == index
                 and type(event.time) is int
                 and -MAX_SAFE_INTEGER <= event.time <= MAX_SAFE_INTEGER
                 and event.surface_op is None
                 and event.source_event_seqs is None
-                and type(event.data) is dict
-                and invariants.open_step is not None
-                and event.data.get("step") == invariants.open_step
-                and event.data.get("turn") == invariants.open_turn
+                and type(data := event.data) is dict
+                and data.get("step") == open_step
+                and data.get("turn") == open_turn
             ):
-                events.append(event)
-                invariants.last_seq = index
+                append(event)
+                chunks = True
                 continue
+            if chunks and invariants is not None:
+                invariants.last_seq = index - 1  # the fast path's last chunk
+                chunks = False
             if event.seq != index:
                 raise EventRejectedError(
                     f"seed must be contiguous from 0: event at index {index} has seq {event.seq}"
@@ -348,6 +341,10 @@ class Session:
             check_vocabulary(event)
             check_message_shape(event)
             self._commit(event, run_validators=False)
+            if invariants is not None:
+                open_turn, open_step = invariants.open_turn, invariants.open_step
+        if chunks and invariants is not None:
+            invariants.last_seq = index
 
     def _commit(self, event: Event, *, run_validators: bool) -> None:
         plan = self._surface.plan(event, self._events)
@@ -360,6 +357,7 @@ class Session:
             for validator in list(self._validators):
                 validator(event)
         self._events.append(event)
+        self._latest[event.type] = event.seq
         if self._invariants is not None:
             self._invariants.commit(event)
         if plan is not None:
@@ -388,3 +386,13 @@ class Session:
                     logger.exception("session %s observer failed on seq %d", self.id, event.seq)
         finally:
             self._notifying = False
+
+    def latest_seq(self, kind: str) -> int | None:
+        """Return the seq of the latest event of type `kind` this session validated, or None.
+
+        Every seeded and appended event counts, except stream chunks (`assistant/chunk`: the
+        seed's fast path keeps no index; not to be asked for); a session restored from a
+        snapshot knows only the events after it (`restored_from`). Readers of the whole log
+        (the loop's resume) ask this instead of walking it.
+        """
+        return self._latest.get(kind)
