@@ -142,15 +142,28 @@ def build_large_log(root: Path, events: int) -> tuple[str, int]:
 
 
 def copy_to_sqlite(root: Path, session_id: str, target: Path) -> str:
-    """Store the JSONL session under `root` in a SQLite store at `target` (one batch)."""
+    """Store the JSONL session under `root` in a SQLite store at `target` (one batch).
+
+    The loop over the copied session writes its snapshot as it closes between turns, as
+    the loop that wrote the JSONL log did (docs/store.md#snapshots).
+    """
     from duraloop.log import Session
+    from duraloop.loop import AgentLoop
     from duraloop.store import SqliteStore
 
     header, events = sc.JsonlStore(root / "store").read(session_id)
     (target / "store").mkdir(parents=True)
     with SqliteStore(target / "sessions.db") as store:
-        with store.open_writer(Session(session_id, seed=events, header=header)):
-            pass
+        session = Session(session_id, seed=events, header=header)
+        writer = store.open_writer(session)
+        model = sc.EncodingModel([{"text": "unused"}])
+        loop = AgentLoop(
+            session, model=model, tools=sc.NOOP_TOOLS, cwd=header.cwd or ".", durability=writer
+        )
+        loop.close()
+        writer.close()
+    if not (target / "sessions.db.snapshots").is_dir():
+        raise RuntimeError("the SQLite copy has no snapshot")
     return session_id
 
 
@@ -233,12 +246,16 @@ def child(root: str, session_id: str) -> None:
 def run_child(pristine: Path, session_id: str, *, snapshot: bool) -> tuple[dict[str, Any], float]:
     """Copy the pristine store, resume it in a new process; return its report and wall ms.
 
-    Without `snapshot`, the copy's snapshot files are removed first (the whole log is read).
+    Without `snapshot`, the copy has no snapshot files (the whole log is read).
     A pristine directory holding `sessions.db` is a SQLite store (the child opens that).
     """
     with tempfile.TemporaryDirectory(prefix="duraloop-bench-r-") as tmp:
         if (pristine / "sessions.db").exists():
             shutil.copy(pristine / "sessions.db", Path(tmp) / "sessions.db")
+            if snapshot:
+                shutil.copytree(
+                    pristine / "sessions.db.snapshots", Path(tmp) / "sessions.db.snapshots"
+                )
         shutil.copytree(pristine / "store", Path(tmp) / "store")
         if not snapshot:
             for path in (Path(tmp) / "store").rglob("session.snapshot"):

@@ -111,6 +111,10 @@ def test_help_loads_typer_and_rich_only(tmp_path: Path) -> None:
     code, modules = cli_loads(tmp_path, "--help")
     assert code == 0
     assert {"typer", "rich"} <= roots(modules)
+    # Plain help (docs/architecture.md#start-up): typer's rich help renderer and the
+    # markdown parser it imports cost ~70 ms and are never loaded.
+    assert {"typer.rich_utils", "rich.markdown"} & modules == set()
+    assert "markdown_it" not in roots(modules)
     assert roots(modules) & {*PROVIDER_SDKS, "pydantic", "sqlite3", "zstandard", "msgspec"} == set()
     assert not any(m.startswith(BEHIND_THE_FACES) for m in modules)
     assert "duraloop.store._session_store" not in modules  # the file-name constants only

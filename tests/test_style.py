@@ -188,6 +188,8 @@ WIRE_LITERAL_ALLOWED = {
     # Anthropic's own protocol spells its text block `{"type": "text"}` too: a request block.
     ("duraloop/llm/_anthropic/_convert.py", "text"),
     ("duraloop/llm/_anthropic/_request.py", "text"),
+    # The CLI flag `--max-tool-calls-per-turn` spells the word as the finish reason does.
+    ("duraloop/cli/_options.py", "tool-calls"),
 }
 """(module, value) pairs whose wire literal must stay, each with its reason above."""
 

@@ -3,6 +3,7 @@
 ```
 DuraloopError
 ├── UsageError (ValueError)             your code or configuration must change
+│   ├── BudgetExceededError             a session budget is spent: no turn starts
 │   ├── ConfigError                     a bad option value or a missing setting
 │   ├── DuplicateMessageError           an inbox message whose id is already pending
 │   └── ToolDefinitionError             a tool that cannot be registered
@@ -31,6 +32,7 @@ from typing import Any
 
 __all__ = [
     "AppendConflictError",
+    "BudgetExceededError",
     "ConfigError",
     "CorruptLogError",
     "DuplicateMessageError",
@@ -63,6 +65,15 @@ class UsageError(DuraloopError, ValueError):
 
 class ConfigError(UsageError):
     """Raised when an option value is invalid or a required setting is missing."""
+
+
+class BudgetExceededError(UsageError):
+    """Raised when a turn would start in a session whose session budget is spent.
+
+    Nothing is appended (no `turn/start`); the queued prompt, if any, stays queued. Raise the
+    budget (`LoopConfig.session_budget`, the CLI's `--max-*-per-session`) to go on
+    (docs/loop.md#budgets). A turn budget never raises: its turn ends `blocked`.
+    """
 
 
 class DuplicateMessageError(UsageError):

@@ -459,6 +459,17 @@ def test_ls_lists_ids_turns_and_last_reason(cli: Cli) -> None:
     assert rows["failed-once"][1:] == ["1", "error"]
 
 
+def test_ls_of_an_empty_or_missing_store_says_so_naming_the_store(cli: Cli) -> None:
+    missing = cli.tmp / "no-such-store"
+    listed = ok(cli("ls", "--store", str(missing), store=False))
+    assert listed.stdout == ""
+    assert f"no sessions in jsonl:{missing} ({missing} does not exist)" in listed.stderr
+    assert not missing.exists()  # listing never creates a store
+    assert ok(cli("ls", "--store", str(missing), "--json", store=False)).stdout.strip() == "[]"
+    ok(cli("run", "a", "--model", cli.script([{"text": "1"}])))
+    assert "no sessions" not in ok(cli("ls")).stderr
+
+
 def test_ls_never_cuts_a_long_id(cli: Cli) -> None:
     long_id = "a-rather-long-session-id-" + "x" * 40
     ok(cli("run", "a", "--session", long_id, "--model", cli.script([{"text": "1"}])))

@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 
-from duraloop.cli._config import build_model, config_path, load_config, read_replay_log
+from duraloop.cli._config import build_model, load_config, read_replay_log
+from duraloop.cli._config_file import config_path
 from duraloop.errors import ConfigError, UsageError
 from duraloop.llm import ScriptedModel, _model_spec
 from duraloop.llm._model_spec import ProviderSettings
+from duraloop.log import Price
 
 from ._support import Cli, clean_env, ok, session_id_of
 
@@ -325,9 +327,15 @@ def test_cli_resume_with_a_provider_flag_on_a_scripted_model_exits_1(tmp_path: P
 
 def test_readme_config_example_is_valid(tmp_path: Path) -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    blocks = readme.split("```toml\n")
-    assert len(blocks) == 2, "the README should hold exactly one toml example"
-    config = load_config(_write(tmp_path, blocks[1].split("```", 1)[0]))
+    blocks = [block.split("```", 1)[0] for block in readme.split("```toml\n")[1:]]
+    assert len(blocks) == 2, "the README holds two toml examples: prices, then providers"
+    prices = load_config(_write(tmp_path, blocks[0])).prices
+    assert prices == {
+        "deepseek:deepseek-chat": Price(
+            input_per_mtok=0.27, output_per_mtok=1.10, cache_read_per_mtok=0.07
+        )
+    }
+    config = load_config(_write(tmp_path, blocks[1]))
     assert config.default_model == "deepseek:deepseek-chat"
     assert config.providers["deepseek"] == ProviderSettings(
         base_url="https://api.deepseek.com",

@@ -44,6 +44,11 @@ def test_every_command_appears_in_the_readme() -> None:
 
 
 _DOCUMENTED_ONCE = {"--store", "--help"}  # described above the README's table, for every command
+_BUDGET_FLAGS = {  # `run`, `chat` and `resume`: described once, in the README's Budgets section
+    f"--max-{limit}-per-{scope}"
+    for limit in ("requests", "tokens", "tool-calls", "cost")
+    for scope in ("turn", "session")
+}
 
 
 def _readme_row(command: str) -> str:
@@ -59,9 +64,19 @@ def test_every_option_of_a_command_is_in_its_readme_row() -> None:
         for param in command.params:  # type: ignore[attr-defined]
             for option in param.opts:
                 listed = re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", row)
+                if option in _BUDGET_FLAGS:
+                    continue
                 if option.startswith("--") and option not in _DOCUMENTED_ONCE and listed is None:
                     missing.append(f"{name} {option}")
     assert missing == []
+
+
+def test_every_budget_flag_is_in_the_readmes_budgets_section() -> None:
+    section = README.split("### Budgets", 1)[1].split("\n#", 1)[0]
+    assert sorted(flag for flag in _BUDGET_FLAGS if flag not in section) == []
+    for name in ("run", "chat", "resume"):
+        options = {o for p in _commands()[name].params for o in p.opts}  # type: ignore[attr-defined]
+        assert options >= _BUDGET_FLAGS, name
 
 
 def _help(*args: str) -> str:

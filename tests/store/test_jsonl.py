@@ -26,7 +26,7 @@ from duraloop.errors import (
     SessionNotFoundError,
     StoreError,
 )
-from duraloop.log import Event, Session, SessionHeader
+from duraloop.log import Event, Session, SessionHeader, encode_events_lines
 from duraloop.store import JsonlStore, MemoryStore
 from duraloop.store._backend import DamagedLog
 from duraloop.store._codec._records import encode_header
@@ -443,3 +443,22 @@ def test_the_lock_file_of_a_stored_session_stays_after_its_writer_closes(tmp_pat
     store.append("s", [ts(6, 2), te(7, 2)])
     names = sorted(p.name for p in log_path(tmp_path / "root", "s").parent.iterdir())
     assert names == ["session.jsonl", "session.lock"]
+
+
+def test_memory_writer_counts_the_encoded_bytes_only_when_asked() -> None:
+    # The memory backend defers its byte count (`WriteReceipt.measure`) to statistics();
+    # the figure is still the JSONL encoding of every stored event, materialize included.
+    store = MemoryStore()
+    session = Session("s", header=meta("s"))
+    with store.open_writer(session) as writer:
+        session.append("turn/start", {"turn": 1})
+        writer.flush()
+        first = len(encode_events_lines(list(session.events[:1])))
+        assert writer.statistics().bytes_written == first
+        session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+        writer.flush()
+        writer.flush()
+        stats = writer.statistics()
+        assert writer.statistics() == stats, "asking twice counts nothing twice"
+    assert stats.fsync_count == 0
+    assert stats.bytes_written == len(encode_events_lines(list(session.events)))

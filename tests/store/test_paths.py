@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 
 from duraloop.errors import UsageError
-from duraloop.store._jsonl._paths import decode_segment, encode_segment, project_key, session_dir
+from duraloop.store._jsonl._paths import (
+    check_session_id,
+    decode_segment,
+    encode_segment,
+    project_key,
+    session_dir,
+)
 
 
 @pytest.mark.parametrize(
@@ -69,3 +75,14 @@ def test_a_200_character_id_is_accepted_and_decode_segment_inverts_encode_segmen
     assert session_dir(tmp_path, "x" * 200, None).name == "x" * 200
     for session_id in ["a/b", "..", "😀 é", "ok-id_1.2"]:
         assert decode_segment(encode_segment(session_id)) == session_id
+
+
+def test_the_cached_id_check_still_refuses_every_time() -> None:
+    # check_session_id and the segment encoding are cached per id (every append locates its
+    # log by id); a refusal is never cached, so a refused id is refused again.
+    for _ in range(2):
+        with pytest.raises(UsageError, match="NUL or a line break"):
+            check_session_id("bad\nid")
+    check_session_id("good-id")
+    check_session_id("good-id")
+    assert encode_segment("a/b") == encode_segment("a/b") == "a~002Fb"

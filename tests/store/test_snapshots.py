@@ -141,6 +141,7 @@ def _state(store: SessionStore, session_id: str, workspace: Path) -> dict[str, A
         "request": (loop._state.request.header, loop._state.request.context),
         "inbox": (loop.inbox.next_turn, loop.inbox.next_step),
         "first_live_seq": session.first_live_seq,
+        "usage": loop.usage,  # through the snapshot's usage fold, or the whole log's
     }
 
 

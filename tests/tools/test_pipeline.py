@@ -462,3 +462,34 @@ async def test_pipeline_logs_a_raising_body_with_its_traceback_at_debug(
     (record,) = [r for r in caplog.records if "raised" in r.getMessage()]
     assert record.levelname == "DEBUG"
     assert record.exc_info is not None and record.exc_info[0] is KeyError
+
+
+@pytest.mark.anyio
+async def test_a_cancel_settles_only_the_bodies_of_its_own_signal(tmp_path: Path) -> None:
+    # One listener per signal settles its running bodies (tools/_bodies.py): two signals
+    # sharing a pipeline, cancelling one interrupts its body only; a signal cancelled from
+    # another thread interrupts its body on the loop.
+    started = anyio.Event()
+
+    @tool
+    async def waits(tag: str) -> str:
+        """Wait until cancelled, or until released."""
+        started.set()
+        await anyio.sleep(0.3)  # simulates work: done unless cancelled
+        return f"done {tag}"
+
+    pipeline = ToolPipeline(ToolRegistry([waits]), cwd=tmp_path, session_id="s")
+    first, second = CancelSignal(), CancelSignal()
+    outcomes: dict[str, ToolOutcome] = {}
+
+    async def run(tag: str, signal: CancelSignal) -> None:
+        call = _call("waits", json.dumps({"tag": tag}), call_id=tag)
+        outcomes[tag] = await pipeline.dispatch(call, signal)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(run, "a", first)
+        group.start_soon(run, "b", second)
+        await started.wait()
+        await anyio.to_thread.run_sync(first.cancel)  # from another thread
+    assert outcomes["a"].error == ABORTED_ERROR
+    assert (outcomes["b"].is_error, outcomes["b"].text) == (False, "done b")

@@ -1,6 +1,6 @@
 """The `duraloop` command line."""
 
-from ._app import app as app
-from ._app import main as main
+from ._console import app as app
+from ._main import main as main
 
 __all__ = ["app", "main"]

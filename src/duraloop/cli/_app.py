@@ -1,41 +1,26 @@
-"""The `duraloop` command line: run, chat, resume, fork, show, check, ls, demo."""
+"""The `duraloop` commands: run, chat, resume (`_turn_commands`), fork, show, check, ls, demo."""
 
 from __future__ import annotations
 
-import functools
-import logging
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
-import anyio
 import typer
-from rich.console import Console
 
 from .. import log as _log
-from .. import loop as _loop
 from .. import store as _store
-from ..errors import CorruptLogError, DuraloopError, UnpairedHistoryError
-from ._help import DuraloopTyper, PlainHelpGroup, root_options
+from ..errors import CorruptLogError
+from . import _turn_commands  # noqa: F401 - registers run, chat and resume first
+from ._console import app, err, out
 from ._options import (
-    BaseUrlOption,
-    CwdOption,
-    EachTurnMaxStepsOption,
     JsonOption,
-    MaxParallelOption,
-    MaxStepsOption,
-    MaxTokensOption,
-    ModelOption,
-    ReasoningEffortOption,
     StoreOption,
-    SystemOption,
-    TurnOptions,
     json_option,
 )
 from ._render import (
-    ShowFlagsError,
-    VisibleFormatter,
     events_jsonl,
     ident,
     messages_json,
@@ -44,181 +29,20 @@ from ._render import (
     print_json,
     print_messages,
     print_sessions,
-    render_transcript,
-    repair_text,
-    safe,
     show_view,
     styled,
 )
-from ._runner import exit_code_for, os_error_text, require_prompt, run_turn_live
-from ._stores import StoreSpec, name_the_store, open_store, opened_store_text, session_log_file
+from ._stores import (
+    StoreSpec,
+    no_sessions_text,
+    open_store,
+    opened_store_text,
+    session_log_file,
+)
+from ._transcript import render_transcript
 
 if TYPE_CHECKING:
     from ..log import Event, SessionHeader
-
-# The log, the store and the loop load when a command first uses them (their package
-# `__init__`s are lazy, docs/architecture.md#start-up): `duraloop --help` loads none of them.
-
-app = DuraloopTyper(
-    name="duraloop",
-    help="A durable agent loop: every tool call answered, every crash repairable.",
-    no_args_is_help=True,
-    pretty_exceptions_show_locals=False,
-    add_completion=False,
-    cls=PlainHelpGroup,
-)
-app.callback()(root_options)
-# soft_wrap: a line is never broken at the console width (a piped `session: <id>` line or a
-# one-line error must stay one line; the terminal wraps long lines itself).
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-@app.command()
-def run(
-    prompt: Annotated[str, typer.Argument(help="The user's prompt for this turn.")],
-    model: ModelOption = None,
-    store: StoreOption = None,
-    cwd: CwdOption = None,
-    session: Annotated[
-        str | None,
-        typer.Option(
-            "--session",
-            help="Run in this session: continued if it exists, created with this id if not.",
-        ),
-    ] = None,
-    max_parallel: MaxParallelOption = 10,
-    max_steps: MaxStepsOption = 100,
-    system: SystemOption = None,
-    base_url: BaseUrlOption = None,
-    max_tokens: MaxTokensOption = None,
-    reasoning_effort: ReasoningEffortOption = None,
-) -> None:
-    """Run one turn and print the session id; exit 0 when the turn completes."""
-    require_prompt(prompt)
-    turn = TurnOptions(
-        model=model,
-        system=system,
-        max_parallel=max_parallel,
-        max_steps=max_steps,
-        base_url=base_url,
-        max_tokens=max_tokens,
-        reasoning_effort=reasoning_effort,
-    )
-    setup = turn.session_setup(store, cwd=cwd)
-    if session is None:
-        loop = _loop.start_session(setup)
-    else:
-        # An existing session keeps its recorded workspace unless --cwd says otherwise.
-        loop, repair = _loop.open_session(session, setup)
-        if repair is not None and repair.closers:
-            err.print(safe(f"repaired {ident(loop.session.id)}: {repair_text(repair)}", "yellow"))
-    with loop:
-        try:
-            result = anyio.run(
-                functools.partial(run_turn_live, loop, prompt, console=out, errors=err)
-            )
-        finally:
-            out.print(styled("session: ", ident(loop.session.id)))
-    raise typer.Exit(exit_code_for(result.kind))
-
-
-@app.command(
-    help="Chat interactively: a line starts a turn, typing during a turn steers it, Ctrl-C "
-    "cancels it."
-)
-def chat(
-    model: ModelOption = None,
-    store: StoreOption = None,
-    cwd: CwdOption = None,
-    session: Annotated[
-        str | None,
-        typer.Option(
-            "--session",
-            help=(
-                "Chat in this session: resumed (with repair) if it exists, created with this id "
-                "if not."
-            ),
-        ),
-    ] = None,
-    max_parallel: MaxParallelOption = 10,
-    max_steps: EachTurnMaxStepsOption = 100,
-    system: SystemOption = None,
-    base_url: BaseUrlOption = None,
-    max_tokens: MaxTokensOption = None,
-    reasoning_effort: ReasoningEffortOption = None,
-) -> None:
-    """Chat interactively: a line starts a turn, typing during a turn steers it.
-
-    Ctrl-C cancels it. (The `help=` above keeps the command's help one paragraph.)
-    """
-    from ._chat import run_chat
-
-    turn = TurnOptions(
-        model=model,
-        system=system,
-        max_parallel=max_parallel,
-        max_steps=max_steps,
-        base_url=base_url,
-        max_tokens=max_tokens,
-        reasoning_effort=reasoning_effort,
-    )
-    setup = turn.session_setup(store, cwd=cwd)
-    repair = None
-    if session is None:
-        loop = _loop.start_session(setup)
-    else:
-        loop, repair = _loop.open_session(session, setup)
-    with loop:
-        out.print(styled("session: ", ident(loop.session.id)))
-        if repair is not None:
-            err.print(safe(f"resumed {ident(loop.session.id)}: {repair_text(repair)}"))
-        chat_turns = functools.partial(
-            run_chat, loop, setup.store, console=out, errors=err, resumed=repair is not None
-        )
-        code = anyio.run(chat_turns)
-    raise typer.Exit(code)
-
-
-@app.command()
-def resume(
-    session_id: Annotated[str, typer.Argument(help="The session to resume.")],
-    prompt: Annotated[
-        str | None, typer.Argument(help="A prompt for a new turn (optional).")
-    ] = None,
-    model: ModelOption = None,
-    store: StoreOption = None,
-    cwd: CwdOption = None,
-    max_parallel: MaxParallelOption = 10,
-    max_steps: MaxStepsOption = 100,
-    system: SystemOption = None,
-    base_url: BaseUrlOption = None,
-    max_tokens: MaxTokensOption = None,
-    reasoning_effort: ReasoningEffortOption = None,
-) -> None:
-    """Load a session with crash repair, say what repair did, optionally run a turn."""
-    turn = TurnOptions(
-        model=model,
-        system=system,
-        max_parallel=max_parallel,
-        max_steps=max_steps,
-        base_url=base_url,
-        max_tokens=max_tokens,
-        reasoning_effort=reasoning_effort,
-    )
-    sessions = open_store(store)
-    if prompt is None:
-        turn.refuse_model_flags()
-        loaded = sessions.prepare(session_id)[0]  # repair only: the prefix stays on disk
-        out.print(safe(f"{ident(session_id)}: {repair_text(loaded.repair)}"))
-        return
-    require_prompt(prompt)
-    loop, repair = _loop.resume_session(session_id, turn.session_setup(sessions, cwd=cwd))
-    err.print(safe(f"{ident(session_id)}: {repair_text(repair)}"))
-    with loop:
-        result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
-        out.print(styled("session: ", ident(session_id)))
-    raise typer.Exit(exit_code_for(result.kind))
 
 
 @app.command()
@@ -230,12 +54,12 @@ def fork(
             "--at",
             help=(
                 "Last inherited seq; a cut inside a turn is closed as crash repair closes one "
-                "\\[default: the last event, or the last closed turn's end]."
+                "[default: the last event, or the last closed turn's end]."
             ),
         ),
     ] = None,
     new_id: Annotated[
-        str | None, typer.Option("--id", help="The child's id \\[default: a new UUID].")
+        str | None, typer.Option("--id", help="The child's id [default: a new UUID].")
     ] = None,
     store: StoreOption = None,
 ) -> None:
@@ -292,8 +116,11 @@ def show(
         else:
             print_events(out, log)
     else:
+        from ._config_file import config_path  # the [prices] table alone, for the cost
+        from ._prices import load_prices
+
         print_header(out, header)
-        render_transcript(out, log)
+        render_transcript(out, log, prices=load_prices(config_path(os.environ)))
 
 
 @app.command()
@@ -359,6 +186,9 @@ def list_sessions(as_json: JsonOption = False, store: StoreOption = None) -> Non
     if as_json:
         print_json([summary.to_json() for summary in summaries])
         return
+    if not summaries:  # said on stderr, naming the store: a mistyped --store is seen at once
+        err.print(styled((no_sessions_text(store), "yellow")))
+        return
     print_sessions(out, summaries)
 
 
@@ -367,7 +197,7 @@ def demo(
     keep: Annotated[
         Path | None,
         typer.Option(
-            "--dir", help="Put the demo workspace and store here \\[default: a new temp dir]."
+            "--dir", help="Put the demo workspace and store here [default: a new temp dir]."
         ),
     ] = None,
 ) -> None:
@@ -375,26 +205,3 @@ def demo(
     from ._demo import run_demo
 
     run_demo(out, err, base=keep)
-
-
-def main() -> None:
-    """Run the CLI; a DuraloopError or OSError prints one line `Type: message` and exits 1."""
-    # A plain handler: one unpadded line per warning (rich's log handler pads each line to
-    # the console width).
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(VisibleFormatter("%(levelname)s %(message)s"))
-    logging.basicConfig(level=logging.WARNING, handlers=[handler])
-    try:
-        app()
-    except DuraloopError as exc:
-        if isinstance(exc, UnpairedHistoryError):  # name the store, so the rescue runs as printed
-            exc = exc.with_rescue(
-                _log.rescue_command(exc.session_id, exc.rescue_seq, store=opened_store_text())
-            )
-        err.print(styled((type(exc).__name__, "red"), ": ", name_the_store(str(exc))))
-        sys.exit(2 if isinstance(exc, ShowFlagsError) else 1)
-    except OSError as exc:
-        # A file system failure no library call translated (an unreadable --store root such
-        # as /proc/1): still one line, never a traceback.
-        err.print(styled((type(exc).__name__, "red"), ": ", os_error_text(exc)))
-        sys.exit(1)

@@ -43,10 +43,11 @@ from ..loop import AgentLoop
 from ..store import SessionStore
 from ..tools import kill_running_commands
 from ._live import LiveRenderer
-from ._render import ident, render_transcript, safe, styled
+from ._render import ident, safe, styled
 from ._runner import close_model, utf8_text
 from ._status import StatusLine
 from ._stores import name_the_store, opened_store_text
+from ._transcript import render_transcript
 
 EXIT_AT_ONCE = 130
 EXIT_TERMINATED = 143
@@ -147,7 +148,7 @@ class Chat:
             The exit code: 143 after SIGTERM, else 1 if a turn ended `error` or `blocked` or
             an input line was refused (not UTF-8), else 0.
         """
-        renderer = self.loop.session.observe(LiveRenderer(self.console))
+        renderer = self.loop.session.observe(LiveRenderer(self.console, self.loop.config.prices))
         status = self.loop.session.observe(self.status)
         try:
             async with anyio.create_task_group() as task_group:

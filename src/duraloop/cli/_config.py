@@ -16,6 +16,11 @@ timeout_seconds = 600
 
 [providers.anthropic]
 max_tokens = 8192
+
+[prices."deepseek:deepseek-chat"]   # per million tokens, in one currency of your choice
+input_per_mtok = 0.27
+output_per_mtok = 1.10
+cache_read_per_mtok = 0.07          # optional, as cache_write_per_mtok: the input price
 ```
 
 Precedence, highest first (issue 5): CLI flags (`--model`, `--base-url`, `--max-tokens`,
@@ -26,12 +31,10 @@ Precedence, highest first (issue 5): CLI flags (`--model`, `--base-url`, `--max-
 
 from __future__ import annotations
 
-import re
-import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from ..errors import ConfigError, UsageError
 from ..llm import (
@@ -43,12 +46,13 @@ from ..llm import (
     setting_problem,
     spec_problem,
 )
-from ..log import Event
+from ..log import Event, Price
 from ..store import LOG_FILE_NAME, ZSTD_LOG_FILE_NAME, read_log_file
+from ._config_file import config_path, read_toml, refuse_unknown
+from ._prices import prices_of
 from ._stores import session_log_file
 
-CONFIG_FILE_NAME: Final = "config.toml"
-_TOP_KEYS: Final = ("default_model", "providers")
+_TOP_KEYS: Final = ("default_model", "providers", "prices")
 _PROVIDER_KEYS: Final = (
     "api_key_env",
     "base_url",
@@ -56,24 +60,6 @@ _PROVIDER_KEYS: Final = (
     "reasoning_effort",
     "timeout_seconds",
 )
-_HEADER: Final = re.compile(r"\s*\[\s*([^\[\]]+?)\s*\]\s*(?:#.*)?")
-_KEY: Final = re.compile(
-    r"\s*((?:[A-Za-z0-9_-]+|\"[^\"]*\"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|\"[^\"]*\"|"
-    r"'[^']*'))*)\s*="
-)
-
-
-def config_path(env: Mapping[str, str]) -> Path:
-    """Return the config file's path: `$DURALOOP_HOME/config.toml` (`~/.duraloop/config.toml`).
-
-    Args:
-        env: the environment (usually `os.environ`).
-
-    Returns:
-        The path; it need not exist.
-    """
-    home = env.get("DURALOOP_HOME") or str(Path.home() / ".duraloop")
-    return Path(home).expanduser() / CONFIG_FILE_NAME
 
 
 @dataclass(frozen=True)
@@ -85,11 +71,13 @@ class UserConfig:
         default_model: the model spec used when neither `--model` nor `DURALOOP_MODEL` is set.
         providers: settings by provider name (`openai`, `deepseek`, `anthropic`); each
             field's origin names the file and line.
+        prices: `provider:model` -> its price per million tokens (docs/loop.md#budgets).
     """
 
     path: Path
     default_model: str | None = None
     providers: Mapping[str, ProviderSettings] = field(default_factory=dict)
+    prices: Mapping[str, Price] = field(default_factory=dict)
 
 
 def load_config(path: Path) -> UserConfig:
@@ -106,28 +94,11 @@ def load_config(path: Path) -> UserConfig:
             tomllib's line and column), has an unknown key or provider, or a value of the
             wrong type or range; the message names the file, the line and the dotted key.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    file = read_toml(path)
+    if file is None:
         return UserConfig(path)
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file {path} is not UTF-8 text: {exc.reason}") from exc
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-    lines = _key_lines(text)
-
-    def where(*key: str) -> str:
-        line = lines.get(key)
-        return f"config file {path}, line {line}" if line else f"config file {path}"
-
-    def fail(key: tuple[str, ...], problem: str) -> ConfigError:
-        return ConfigError(f"{where(*key)}: `{'.'.join(key)}` {problem}")
-
-    _refuse_unknown(raw, _TOP_KEYS, (), fail)
+    raw, where, fail = file.data, file.where, file.fail
+    refuse_unknown(raw, _TOP_KEYS, (), fail)
     default_model = raw.get("default_model")
     if default_model is not None:
         if not isinstance(default_model, str):
@@ -144,47 +115,15 @@ def load_config(path: Path) -> UserConfig:
             raise fail(("providers", name), f"is not a provider; known: {', '.join(PROVIDERS)}")
         if not isinstance(table, dict):
             raise fail(("providers", name), f"must be a table, got {table!r}")
-        _refuse_unknown(table, _PROVIDER_KEYS, ("providers", name), fail)
+        refuse_unknown(table, _PROVIDER_KEYS, ("providers", name), fail)
         for key, value in table.items():
             problem = setting_problem(key, value)
             if problem is not None:
                 raise fail(("providers", name, key), problem)
         origins = {key: where("providers", name, key) for key in table}
         providers[name] = ProviderSettings(**table, origins=origins)
-    return UserConfig(path, default_model=default_model, providers=providers)
-
-
-def _refuse_unknown(
-    table: Mapping[str, Any],
-    allowed: Sequence[str],
-    prefix: tuple[str, ...],
-    fail: Callable[[tuple[str, ...], str], ConfigError],
-) -> None:
-    for key in table:
-        if key not in allowed:
-            raise fail((*prefix, key), f"is not a known key; allowed: {', '.join(allowed)}")
-
-
-def _key_lines(text: str) -> dict[tuple[str, ...], int]:
-    """Map each dotted key path to the line defining it (best effort; tomllib has no positions)."""
-    lines: dict[tuple[str, ...], int] = {}
-    table: tuple[str, ...] = ()
-    for number, line in enumerate(text.splitlines(), start=1):
-        header = _HEADER.fullmatch(line)
-        if header is not None:
-            table = _dotted(header.group(1))
-            lines.setdefault(table, number)
-            continue
-        key = _KEY.match(line)
-        if key is not None:
-            path = (*table, *_dotted(key.group(1)))
-            for end in range(len(table) + 1, len(path) + 1):
-                lines.setdefault(path[:end], number)
-    return lines
-
-
-def _dotted(text: str) -> tuple[str, ...]:
-    return tuple(part.strip().strip("\"'") for part in text.split("."))
+    prices = prices_of(file)
+    return UserConfig(path, default_model=default_model, providers=providers, prices=prices)
 
 
 def build_model(

@@ -16,6 +16,7 @@ from typer import _click  # typer's own copy of click, whose Context its classes
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 _Function = TypeVar("_Function", bound=Callable[..., Any])
+_NO_LIMIT = 10_000  # characters: a first paragraph is never cut
 
 
 def _plain(params: list[Any]) -> None:
@@ -60,7 +61,22 @@ class PlainHelpCommand(_PlainParams, TyperCommand):
 
 
 class PlainHelpGroup(_PlainParams, TyperGroup):
-    """The top-level group, with its own flags (`--help`, `--version`) shown plain."""
+    """The top-level group, with its own flags (`--help`, `--version`) shown plain.
+
+    Its command list shows each command's whole first paragraph, wrapped, where click would
+    cut it at the terminal width with `...`.
+    """
+
+    def format_commands(self, ctx: _click.Context, formatter: _click.HelpFormatter) -> None:
+        """Write the `Commands` section: every visible command and its first paragraph."""
+        rows: list[tuple[str, str]] = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=_NO_LIMIT)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 class DuraloopTyper(typer.Typer):

@@ -31,23 +31,28 @@ from ._render import (
     styled,
     visible,
 )
+from ._usage_text import TurnUsageLines
 
 if TYPE_CHECKING:
-    from ..log import Event
+    from collections.abc import Mapping
+
+    from ..log import Event, Price
 
 
 class LiveRenderer:
     """Print a running turn as a session observer.
 
     Shows text as it streams, each tool call with its state and duration (milliseconds),
-    and the turn's end. Untrusted text is shown through `visible`.
+    and the turn's end with what it spent. Untrusted text is shown through `visible`.
 
     Args:
         console: where the stream goes (stdout).
+        prices: the price table, for the cost of each turn (empty: no cost shown).
     """
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, prices: Mapping[str, Price] | None = None) -> None:
         self.console = console
+        self._usage = TurnUsageLines(prices or {})
         self._mid_line = False
         self._call_started: dict[str, tuple[int, str]] = {}
         self._call_names: dict[str, str] = {}
@@ -62,6 +67,7 @@ class LiveRenderer:
         """Render one committed event."""
         kind = event.type
         data = event.data if isinstance(event.data, dict) else {}
+        spent = self._usage.feed(event)
         if kind == ASSISTANT_CHUNK:
             chunk = data.get("chunk", {})
             if chunk.get("type") == TEXT_DELTA:
@@ -111,6 +117,8 @@ class LiveRenderer:
             reason = data.get("reason", {})
             style = "green" if reason.get("kind") == REASON_COMPLETED else "red"
             self.console.print(safe(f"── turn {data.get('turn')} {reason_text(reason)}", style))
+            if spent is not None:
+                self.console.print(safe(f"   {spent}", "dim"))
 
     def _render_result(self, event: Event, data: dict[str, Any]) -> None:
         self._newline()

@@ -19,7 +19,7 @@ from ._runner import refuse_model_flags_without_prompt, system_prompt
 from ._stores import StoreSpec, open_store, store_option
 
 if TYPE_CHECKING:
-    from ..loop import SessionSetup
+    from ..loop import Budget, SessionSetup
     from ..store import SessionStore
 
 
@@ -55,14 +55,14 @@ StoreOption = Annotated[
         metavar="STORE",
         help="Session store: jsonl:DIR (or DIR; an existing root keeps its encoding, a new one "
         "is raw), jsonl+zstd:DIR or sqlite:PATH "
-        "\\[default: $DURALOOP_HOME/sessions, ~/.duraloop/sessions].",
+        "[default: $DURALOOP_HOME/sessions, ~/.duraloop/sessions].",
     ),
 ]
 CwdOption = Annotated[
     Path | None,
     typer.Option(
         "--cwd",
-        help="Workspace directory the tools are confined to \\[default: current directory].",
+        help="Workspace directory the tools are confined to [default: current directory].",
     ),
 ]
 ModelOption = Annotated[
@@ -72,7 +72,7 @@ ModelOption = Annotated[
         envvar="DURALOOP_MODEL",
         help="Model spec: scripted:PATH, replay:PATH (a session log, ours or dsh's), "
         "openai:MODEL, deepseek:MODEL or anthropic:MODEL "
-        "\\[default: default_model in $DURALOOP_HOME/config.toml].",
+        "[default: default_model in $DURALOOP_HOME/config.toml].",
     ),
 ]
 BaseUrlOption = Annotated[
@@ -119,6 +119,76 @@ EachTurnMaxStepsOption = Annotated[int, max_steps_option("each turn")]
 JsonOption = Annotated[bool, json_option()]
 
 
+def _budget_option(limit: str, scope: str, what: str, *, cost: bool = False) -> Any:
+    """Return one `--max-LIMIT-per-SCOPE` option (docs/loop.md#budgets)."""
+    stop = "the turn stops before its next step" + (
+        ", and no later turn of the session starts" if scope == "session" else ""
+    )
+    spent = (
+        f"the {scope}'s {what} reach this" if cost else f"the {scope} has spent this many {what}"
+    )
+    return typer.Option(
+        f"--max-{limit}-per-{scope}", min=None if cost else 1, help=f"Budget: once {spent}, {stop}."
+    )
+
+
+MaxRequestsPerTurn = Annotated[int | None, _budget_option("requests", "turn", "model requests")]
+MaxTokensPerTurn = Annotated[int | None, _budget_option("tokens", "turn", "tokens (in + out)")]
+MaxToolCallsPerTurn = Annotated[int | None, _budget_option("tool-calls", "turn", "tool calls")]
+MaxCostPerTurn = Annotated[
+    float | None, _budget_option("cost", "turn", "costs ([prices] in config.toml)", cost=True)
+]
+MaxRequestsPerSession = Annotated[
+    int | None, _budget_option("requests", "session", "model requests")
+]
+MaxTokensPerSession = Annotated[
+    int | None, _budget_option("tokens", "session", "tokens (in + out)")
+]
+MaxToolCallsPerSession = Annotated[
+    int | None, _budget_option("tool-calls", "session", "tool calls")
+]
+MaxCostPerSession = Annotated[
+    float | None,
+    _budget_option("cost", "session", "costs ([prices] in config.toml)", cost=True),
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BudgetFlags:
+    """The `--max-*-per-turn` and `--max-*-per-session` values of a command (None: unset)."""
+
+    requests_per_turn: int | None = None
+    tokens_per_turn: int | None = None
+    tool_calls_per_turn: int | None = None
+    cost_per_turn: float | None = None
+    requests_per_session: int | None = None
+    tokens_per_session: int | None = None
+    tool_calls_per_session: int | None = None
+    cost_per_session: float | None = None
+
+    def budgets(self) -> tuple[Budget | None, Budget | None]:
+        """Return the turn and session `Budget`s (None where no flag of the scope is set).
+
+        Raises:
+            ConfigError: if a cost is not a number > 0.
+        """
+        from ..loop import Budget
+
+        turn = Budget(
+            requests=self.requests_per_turn,
+            tokens=self.tokens_per_turn,
+            tool_calls=self.tool_calls_per_turn,
+            cost=self.cost_per_turn,
+        )
+        session = Budget(
+            requests=self.requests_per_session,
+            tokens=self.tokens_per_session,
+            tool_calls=self.tool_calls_per_session,
+            cost=self.cost_per_session,
+        )
+        return (turn if turn.limited else None, session if session.limited else None)
+
+
 @dataclass(frozen=True, kw_only=True)
 class TurnOptions:
     """The model and loop options of a command that runs turns, as given on its command line.
@@ -131,6 +201,7 @@ class TurnOptions:
         base_url: `--base-url`.
         max_tokens: `--max-tokens`.
         reasoning_effort: `--reasoning-effort`.
+        budget: the `--max-*-per-turn` and `--max-*-per-session` flags.
     """
 
     model: str | None
@@ -140,6 +211,7 @@ class TurnOptions:
     base_url: str | None
     max_tokens: int | None
     reasoning_effort: str | None
+    budget: BudgetFlags = BudgetFlags()
 
     def session_setup(
         self, store: StoreSpec | SessionStore | None, *, cwd: Path | None
@@ -157,12 +229,14 @@ class TurnOptions:
         Raises:
             UsageError: if no model is given anywhere, the `--system` file cannot be read or
                 is not UTF-8, or the store cannot be opened (`open_store`).
-            ConfigError: if the config file, the spec or a flag is invalid (`build_model`).
+            ConfigError: if the config file, the spec or a flag is invalid (`build_model`), or
+                a cost budget has no price for the model.
             CorruptLogError: if a `replay:` log is damaged inside its committed region.
         """
         from ..loop import LoopConfig, SessionSetup  # a command that runs no turn never loads them
         from ..tools import builtin_tools
-        from ._config import build_model
+        from ._config import build_model, load_config
+        from ._config_file import config_path
 
         model = build_model(
             self.model,
@@ -171,10 +245,14 @@ class TurnOptions:
             max_tokens=self.max_tokens,
             reasoning_effort=self.reasoning_effort,
         )
+        turn_budget, session_budget = self.budget.budgets()
         config = LoopConfig(
             max_parallel_tool_calls=self.max_parallel,
             max_steps=self.max_steps,
             system_prompt=system_prompt(self.system),
+            turn_budget=turn_budget,
+            session_budget=session_budget,
+            prices=load_config(config_path(os.environ)).prices,
         )
         sessions = open_store(store) if store is None or isinstance(store, StoreSpec) else store
         return SessionSetup(
@@ -187,10 +265,12 @@ class TurnOptions:
         Raises:
             UsageError: naming the options that were given.
         """
+        budget = {f"max_{name}": value for name, value in vars(self.budget).items()}
         refuse_model_flags_without_prompt(
             model=self.model,
             system=self.system,
             base_url=self.base_url,
             max_tokens=self.max_tokens,
             reasoning_effort=self.reasoning_effort,
+            **budget,
         )

@@ -26,19 +26,11 @@ from rich.text import Text
 from ..errors import UsageError
 from ..log import result_call_id
 from ..log.vocabulary import (
-    ASSISTANT_MESSAGE,
-    BLOCK_REASONING,
-    BLOCK_TEXT,
-    BLOCK_TOOL_CALL,
-    END_SEED,
     REASON_ABORTED,
     REASON_BLOCKED,
     REASON_ERROR,
-    SURFACE_APPEND,
     TOOL_RESULT,
     TURN_END,
-    TURN_START,
-    USER_MESSAGE,
 )
 
 if TYPE_CHECKING:
@@ -168,82 +160,6 @@ def code_label(error: dict[str, Any]) -> str:
     """Return `[CODE] ` for a result error with a code, else the empty string."""
     code = error.get("code")
     return f"[{ident(code, MAX_NAME_CHARS)}] " if code else ""
-
-
-def render_transcript(console: Console, events: Sequence[Event], *, running: bool = False) -> None:
-    """Print a readable transcript: turns, messages, tool calls and results as written.
-
-    Reads append-origin events, so text later shadowed by a surface replace still shows.
-    An open final turn is shown as open, or as running when `running` (a live chat's).
-    Untrusted text is shown through `visible`.
-    """
-    open_turn: int | None = None
-    for event in events:
-        data = event.data if isinstance(event.data, dict) else {}
-        kind = event.type
-        if kind == TURN_START:
-            open_turn = data.get("turn")
-            console.print(styled("\n", (f"── turn {open_turn}", "bold")))
-        elif kind == TURN_END:
-            open_turn = None
-            console.print(
-                safe(f"── turn {data.get('turn')} {reason_text(data.get('reason', {}))}", "bold")
-            )
-        elif kind == END_SEED:
-            console.print(styled(("── session resumed here (session/end-seed)", "dim")))
-        elif kind == USER_MESSAGE and event.surface_op == SURFACE_APPEND:
-            text = "".join(
-                b.get("text", "") for b in data.get("content", []) if isinstance(b, dict)
-            )
-            source = str(data.get("source", {}).get("kind"))
-            who = "user" if source == "user" else ident(source, MAX_NAME_CHARS)
-            console.print(styled((f"{who}:", "bold blue"), " ", text))
-        elif kind == ASSISTANT_MESSAGE and event.surface_op == SURFACE_APPEND:
-            _print_assistant(console, data)
-        elif kind == TOOL_RESULT and event.surface_op == SURFACE_APPEND:
-            error = data.get("error") or {}
-            code = f" {code_label(error).strip()}" if error.get("code") else ""
-            call_id = ident(result_call_id(data.get("message", {})), MAX_NAME_CHARS)
-            is_error = bool(data.get("message", {}).get("content", [{}])[0].get("isError"))
-            mark = ("✗", "red") if is_error else ("✓", "green")
-            console.print(
-                styled("  ", mark, f" {call_id}{code} {short_text(result_text(data), 160)}")
-            )
-    if open_turn is not None and running:
-        console.print(styled((f"── turn {open_turn} is running", "yellow")))
-    elif open_turn is not None:
-        console.print(
-            styled(
-                (
-                    f"── turn {open_turn} is open (the log ends inside it; `duraloop resume` "
-                    "closes it)",
-                    "yellow",
-                )
-            )
-        )
-
-
-def _print_assistant(console: Console, data: dict[str, Any]) -> None:
-    for block in data.get("message", {}).get("content", []):
-        if block.get("type") == BLOCK_TEXT:
-            console.print(styled(("assistant:", "bold magenta"), " ", str(block.get("text", ""))))
-        elif block.get("type") == BLOCK_REASONING:
-            console.print(
-                styled(("thinking: " + short_text(str(block.get("text", "")), 200), "dim"))
-            )
-        elif block.get("type") == BLOCK_TOOL_CALL:
-            name = ident(block.get("name", ""), MAX_NAME_CHARS)
-            call_id = ident(block.get("id", ""), MAX_NAME_CHARS)
-            console.print(
-                styled(
-                    (f"  → {name}", "cyan"),
-                    " ",
-                    short_text(str(block.get("arguments", ""))),
-                    (f" ({call_id})", "dim"),
-                )
-            )
-    if data.get("interrupted"):
-        console.print(styled(("  (interrupted)", "yellow")))
 
 
 class ShowFlagsError(UsageError):

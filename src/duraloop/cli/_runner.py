@@ -207,7 +207,7 @@ async def run_turn_live(
     Raises:
         Exception: the original failure of an error turn (the log is already closed).
     """
-    unsubscribe = loop.session.observe(LiveRenderer(console))
+    unsubscribe = loop.session.observe(LiveRenderer(console, loop.config.prices))
     failure: Exception | None = None
     try:
         async with anyio.create_task_group() as task_group:

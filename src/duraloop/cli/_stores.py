@@ -103,6 +103,20 @@ def default_store_spec() -> StoreSpec:
     return StoreSpec("jsonl", home / "sessions")
 
 
+def no_sessions_text(spec: StoreSpec | None) -> str:
+    """Return what `duraloop ls` says of a store without sessions, naming it.
+
+    Args:
+        spec: the `--store` value; None for the default store.
+
+    Returns:
+        `no sessions in KIND:PATH`, plus `(PATH does not exist)` when it does not.
+    """
+    spec = spec if spec is not None else default_store_spec()
+    missing = "" if spec.path.exists() else f" ({spec.path} does not exist)"
+    return f"no sessions in {spec}{missing}"
+
+
 _OPENED: list[StoreSpec] = []
 """The stores this command opened by `--store`/`DURALOOP_STORE` (a process runs one command)."""
 

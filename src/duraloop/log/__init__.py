@@ -20,6 +20,7 @@ if _lazy.TYPE_CHECKING:
     from ._event import encode_event as encode_event
     from ._event import encode_events_lines as encode_events_lines
     from ._event import event_to_json as event_to_json
+    from ._event import now_ms as now_ms
     from ._fork import closed_history_boundary as closed_history_boundary
     from ._fork import fork_header as fork_header
     from ._fork import fork_seed as fork_seed
@@ -29,6 +30,7 @@ if _lazy.TYPE_CHECKING:
     from ._json import MAX_JSON_DEPTH as MAX_JSON_DEPTH
     from ._json import JsonObject as JsonObject
     from ._json import JsonValue as JsonValue
+    from ._json import is_lossless as is_lossless
     from ._json import is_safe_int as is_safe_int
     from ._json import lossless_copy as lossless_copy
     from ._json import well_formed_json as well_formed_json
@@ -66,7 +68,6 @@ if _lazy.TYPE_CHECKING:
     from ._repair import final_turn_closers as final_turn_closers
     from ._repair import interrupted_turn_closers as interrupted_turn_closers
     from ._session import Session as Session
-    from ._session import now_ms as now_ms
     from ._turns import last_turn_and_latest as last_turn_and_latest
     from ._turns import last_turn_boundary as last_turn_boundary
     from ._turns import last_turn_end as last_turn_end
@@ -76,6 +77,10 @@ if _lazy.TYPE_CHECKING:
     from ._turns import step_start as step_start
     from ._turns import turn_count as turn_count
     from ._turns import turn_starts as turn_starts
+    from ._usage import Price as Price
+    from ._usage import Usage as Usage
+    from ._usage import UsageFold as UsageFold
+    from ._usage import usage_of as usage_of
     from ._validate import check_vocabulary as check_vocabulary
 
 __all__ = [
@@ -127,6 +132,7 @@ __all__ = [
     "fork_header",
     "fork_seed",
     "interrupted_turn_closers",
+    "is_lossless",
     "is_safe_int",
     "last_turn_and_latest",
     "last_turn_boundary",
@@ -150,6 +156,10 @@ __all__ = [
     "user_message",
     "validate_log",
     "well_formed_json",
+    "Price",
+    "Usage",
+    "UsageFold",
+    "usage_of",
 ]
 
 if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
@@ -179,6 +189,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "MAX_JSON_DEPTH": "._json",
             "JsonObject": "._json",
             "JsonValue": "._json",
+            "is_lossless": "._json",
             "is_safe_int": "._json",
             "lossless_copy": "._json",
             "well_formed_json": "._json",
@@ -216,7 +227,11 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "final_turn_closers": "._repair",
             "interrupted_turn_closers": "._repair",
             "Session": "._session",
-            "now_ms": "._session",
+            "now_ms": "._event",
+            "Price": "._usage",
+            "Usage": "._usage",
+            "UsageFold": "._usage",
+            "usage_of": "._usage",
             "last_turn_and_latest": "._turns",
             "last_turn_boundary": "._turns",
             "last_turn_end": "._turns",

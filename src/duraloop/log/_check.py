@@ -17,13 +17,15 @@ from ..errors import EventRejectedError, PairingError
 from ._checkpoint import SessionCheckpoint
 from ._event import Event
 from ._header import SessionHeader
+from ._invariants import InvariantChecker
 from ._lazy_events import PrefixLoader
 from ._messages import Message
 from ._pairing import check_pairing
 from ._pending import UnansweredStep
 from ._repair import closers_of
 from ._session import Session
-from ._turns import open_turn_number, scan_turns, turn_count
+from ._turns import TurnScan, open_turn_number, scan_turns, turn_count
+from .vocabulary import END_SEED
 
 
 @dataclass(frozen=True)
@@ -135,6 +137,9 @@ def validate_log(
         The report, and a `Session` seeded with the events plus repair's closers (it ends
         with the next lifecycle's `session/end-seed`), or None when the log is damaged.
     """
+    one_pass = _judge_in_one_pass(session_id, events, header)
+    if one_pass is not None:
+        return one_pass
 
     def seeded(closers: list[Event]) -> tuple[Session, Sequence[Message]]:
         session = Session(
@@ -142,7 +147,50 @@ def validate_log(
         )
         return session, session.messages
 
-    return _judge(session_id, events, seeded, event_count=len(events), turns=turn_count(events))
+    return _judge(session_id, events, seeded, event_count=len(events), turns_before=0)
+
+
+def _judge_in_one_pass(
+    session_id: str, events: Sequence[Event], header: SessionHeader | None
+) -> tuple[LogCheckReport, Session | None] | None:
+    """`validate_log` of a log the seed accepts, with the seed's checker as the turn scan.
+
+    The seed's invariant checker runs the pending-call tracker over the same events that
+    `scan_turns` walks, so its open turn and step, pending calls and steps closed unanswered
+    are the scan's, and its closers are appended to the same session (one pass, one
+    tracker). Anything the seed refuses, or a turn or step number that is equal to but not
+    an `int`, returns None: the two-pass judge then gives every verdict and message.
+    """
+    scans: list[TurnScan] = []
+
+    def closers(checker: InvariantChecker) -> list[Event]:
+        turns = checker.next_turn - 1 + (checker.open_turn is not None)
+        scan = TurnScan(
+            checker.open_turn,
+            checker.open_step,
+            checker.requested.pending(),
+            list(checker.unanswered),
+            turns,
+        )
+        scans.append(scan)
+        return [] if checker.inexact_numbers else closers_of(scan, events)
+
+    try:
+        session, added = _seeded_then_closed(session_id, events, closers, header=header)
+    except (EventRejectedError, LookupError, TypeError, ValueError):
+        return None  # the two-pass judge scans first: its verdict, or its exception, stands
+    if session._invariants is None or session._invariants.inexact_numbers:
+        return None
+    return _verdict(
+        session_id,
+        events,
+        scans[0],
+        added,
+        session,
+        session.messages,
+        event_count=len(events),
+        turns_before=0,
+    )
 
 
 def validate_after_checkpoint(
@@ -190,8 +238,40 @@ def validate_after_checkpoint(
         tail,
         restored,
         event_count=checkpoint.count + len(tail),
-        turns=checkpoint.next_turn - 1 + turn_count(tail),
+        turns_before=checkpoint.next_turn - 1,
     )
+
+
+def _seeded_then_closed(
+    session_id: str,
+    events: Sequence[Event],
+    closers: Callable[[InvariantChecker], list[Event]],
+    *,
+    header: SessionHeader | None,
+) -> tuple[Session, list[Event]]:
+    """Seed a session with `events`, then with the closers its invariant state asks for.
+
+    The same session as `Session(session_id, seed=[*events, *closers], header=header)`
+    (the seed's own steps, as `Session.restore` takes them), with the closers chosen from
+    the seed's checker between the two parts.
+
+    Returns:
+        The session (ending with the next lifecycle's `session/end-seed`) and the closers.
+
+    Raises:
+        EventRejectedError: as the seed would.
+    """
+    session = Session(session_id, header=header)
+    session._load_seed(events)
+    invariants = session._invariants
+    if invariants is None:  # pragma: no cover - a new session checks invariants
+        raise TypeError("a judged session checks invariants")
+    more = closers(invariants)
+    session._load_seed(more, start=len(events))
+    if not session.events or session.events[-1].type != END_SEED:
+        session.append(END_SEED, {})
+    session.first_live_seq = len(events) + len(more)
+    return session, more
 
 
 def _judge(
@@ -200,33 +280,59 @@ def _judge(
     build: Callable[[list[Event]], tuple[Session, Sequence[Message]]],
     *,
     event_count: int,
-    turns: int,
+    turns_before: int,
 ) -> tuple[LogCheckReport, Session | None]:
     """Scan `events` (a whole log, or the tail after a clean point), build its session, judge.
 
     `build(closers)` returns the session seeded with the log plus closers and the messages
-    whose pairing is not known yet.
+    whose pairing is not known yet; `turns_before` counts the turns before `events`.
     """
-    problems: list[str] = []
-    unanswered: list[UnansweredStep] = []
     closers: list[Event] = []
-    session: Session | None = None
     try:
         scan = scan_turns(events)
         closers = closers_of(scan, events)
-        unanswered = scan.unanswered
         session, unchecked = build(closers)
     except EventRejectedError as exc:
-        problems.append(str(exc))
-        unanswered = []
-    else:
-        if not unanswered:
-            # A step closed unanswered is what pairing would report; it is named below.
-            try:
-                check_pairing(unchecked)
-            except PairingError as exc:
-                problems.append(f"provider pairing: {exc}")
-                session = None
+        turns = turns_before + turn_count(events)
+        report = _report(events, [str(exc)], [], closers, event_count=event_count, turns=turns)
+        return report, None
+    return _verdict(
+        session_id,
+        events,
+        scan,
+        closers,
+        session,
+        unchecked,
+        event_count=event_count,
+        turns_before=turns_before,
+    )
+
+
+def _verdict(
+    session_id: str,
+    events: Sequence[Event],
+    scan: TurnScan,
+    closers: list[Event],
+    session: Session,
+    unchecked: Sequence[Message],
+    *,
+    event_count: int,
+    turns_before: int,
+) -> tuple[LogCheckReport, Session | None]:
+    """Judge a scanned and seeded log: pairing, then the steps closed unanswered."""
+    problems: list[str] = []
+    unanswered = scan.unanswered
+    judged: Session | None = session
+    if not unanswered:
+        # A step closed unanswered is what pairing would report; it is named below.
+        try:
+            check_pairing(unchecked)
+        except PairingError as exc:
+            problems.append(f"provider pairing: {exc}")
+            judged = None
+        else:  # every message pairs: the loop's check need not walk them again
+            generation = session.surface.replace_generation
+            session.paired_messages = (len(session.messages), generation)
     for index, step in enumerate(unanswered):
         rescue = (
             f": the session cannot be continued; rescue the history before it with "
@@ -235,7 +341,22 @@ def _judge(
             else ""
         )
         problems.append(step.describe() + rescue)
-    report = LogCheckReport(
+    turns = turns_before + scan.turn_count
+    return _report(
+        events, problems, unanswered, closers, event_count=event_count, turns=turns
+    ), judged
+
+
+def _report(
+    events: Sequence[Event],
+    problems: list[str],
+    unanswered: list[UnansweredStep],
+    closers: list[Event],
+    *,
+    event_count: int,
+    turns: int,
+) -> LogCheckReport:
+    return LogCheckReport(
         event_count=event_count,
         turn_count=turns,
         open_turn=open_turn_number(events),
@@ -243,4 +364,3 @@ def _judge(
         problems=problems,
         unanswered=list(unanswered),
     )
-    return report, session

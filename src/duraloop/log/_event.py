@@ -9,6 +9,7 @@ Unknown event types are kept as they are: `data` is opaque JSON that round-trips
 
 from __future__ import annotations
 
+import time as _time
 from typing import Any, Literal
 
 import msgspec
@@ -99,3 +100,8 @@ def check_envelope(event: Event) -> None:
 def event_to_json(event: Event) -> dict[str, Any]:
     """Return the event as the JSON object written to disk (dsh key names)."""
     return msgspec.json.decode(_encoder.encode(event))  # type: ignore[no-any-return]
+
+
+def now_ms() -> int:
+    """Return the current time as integer epoch milliseconds."""
+    return _time.time_ns() // 1_000_000

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from ..errors import InvariantError
 from ._event import Event
 from ._messages import result_call_id
-from ._pending import PendingToolCalls
+from ._pending import PendingToolCalls, UnansweredStep
 from .vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
@@ -40,6 +40,7 @@ class InvariantChecker:
     """Check turn/step/tool relations of a log, event by event."""
 
     __slots__ = (
+        "inexact_numbers",
         "last_seq",
         "next_step",
         "next_turn",
@@ -47,6 +48,7 @@ class InvariantChecker:
         "open_turn",
         "pending_calls",
         "requested",
+        "unanswered",
     )
 
     def __init__(self) -> None:
@@ -57,6 +59,10 @@ class InvariantChecker:
         self.next_step = 1
         self.pending_calls: set[object] = set()
         self.requested = PendingToolCalls()
+        self.unanswered: list[UnansweredStep] = []
+        """The steps closed with calls unanswered, as `scan_turns` finds them (law 4)."""
+        self.inexact_numbers = False
+        """Whether a `turn/start` or `step/start` number was equal to, not an `int` (1.0)."""
 
     def check_all(self, events: Iterable[Event]) -> None:
         """Check and commit each event in order.
@@ -110,10 +116,15 @@ class InvariantChecker:
     def commit(self, event: Event) -> None:
         """Advance the state for an event that passed `check()`."""
         self.last_seq = event.seq
-        self.requested.observe(event)
         kind = event.type
+        requested = self.requested
+        if len(requested) and (kind == STEP_END or kind == TURN_END):
+            calls = tuple(requested.pending())
+            self.unanswered.append(UnansweredStep(self.open_turn, calls[0].step, event.seq, calls))
+        requested.observe(event)
         data = event.data if isinstance(event.data, dict) else {}
         if kind == TURN_START:
+            self.inexact_numbers |= type(data.get("turn")) is not int
             self.open_turn = data.get("turn")
             self.open_step = None
             self.next_step = 1
@@ -122,6 +133,7 @@ class InvariantChecker:
             self.open_turn = None
             self.next_turn += 1
         elif kind == STEP_START:
+            self.inexact_numbers |= type(data.get("step")) is not int
             self.open_step = data.get("step")
         elif kind == STEP_END:
             self.open_step = None

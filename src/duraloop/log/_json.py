@@ -81,6 +81,24 @@ def check_lossless(value: object, *, what: str) -> None:
     lossless_copy(value, what=what)  # names the offending part and raises
 
 
+def is_lossless(value: object, *, depth: int = 1) -> bool:
+    """Return whether `value` is lossless JSON (what `check_lossless` accepts), without raising.
+
+    Args:
+        value: any Python value.
+        depth: the nesting depth `value` sits at inside an event's data (the data itself is
+            1), so `MAX_JSON_DEPTH` counts as it would for the whole payload.
+
+    Returns:
+        True when `check_lossless` would accept the data holding `value` at that depth, as far
+        as `value` goes; False when it would refuse it (then call it to learn why).
+    """
+    try:
+        return _fast_check(value, depth)
+    except RecursionError:
+        return False
+
+
 def well_formed_text(text: str) -> str:
     r"""Return `text` with each lone UTF-16 surrogate replaced by U+FFFD.
 

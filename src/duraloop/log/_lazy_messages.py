@@ -19,7 +19,7 @@ from typing import Any, overload
 import msgspec
 
 from ..errors import CorruptLogError
-from ._checkpoint import EncodedPrefix, MessagesSource
+from ._checkpoint import EncodedPrefix, MessagesSource, SessionCheckpoint
 from ._messages import Message
 
 _decoder = msgspec.json.Decoder(list[dict[str, Any]])
@@ -210,3 +210,34 @@ class LazyMessages(Sequence[Message]):
     def __repr__(self) -> str:
         state = "decoded" if self.materialized else "JSON"
         return f"<LazyMessages prefix={self._count} ({state}) tail={len(self._tail)}>"
+
+
+def restored_messages(checkpoint: SessionCheckpoint) -> LazyMessages:
+    """Return a checkpoint's derived messages, undecoded, with its encoded prefixes of them."""
+    covered = checkpoint.message_count
+    encodings = {e.key: e for e in checkpoint.encoded if e.messages == covered}
+    return LazyMessages(covered, checkpoint.messages, encodings)
+
+
+def checkpoint_messages(
+    messages: Sequence[Message], encoded: Sequence[EncodedPrefix]
+) -> tuple[bytes, list[EncodedPrefix]]:
+    """Return the messages as a checkpoint stores them, and the encoded prefixes it keeps.
+
+    Args:
+        messages: the session's derived messages (a `LazyMessages` is not decoded).
+        encoded: a model adapter's encoded forms of them; one that does not cover exactly
+            `messages` is left out, as is a repeated key.
+
+    Returns:
+        The messages as one JSON array, and the encoded prefixes kept.
+    """
+    if isinstance(messages, LazyMessages):
+        raw = messages.encoded()
+    else:
+        raw = _encoder.encode(messages)
+    kept: dict[str, EncodedPrefix] = {}
+    for prefix in encoded:
+        if prefix.messages == len(messages):
+            kept.setdefault(prefix.key, prefix)
+    return raw, list(kept.values())

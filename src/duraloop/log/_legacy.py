@@ -63,8 +63,9 @@ def readable_events(events: list[Event], *, session_id: str, path: str | None) -
             <path>)`).
         CorruptLogError: if a legacy shape is malformed (the message names the seq).
     """
-    imported = import_legacy(events, session_id=session_id, path=path)
-    check_known_types(imported, session_id=session_id, path=path)
+    imported, all_readable = _import(events, session_id=session_id, path=path)
+    if not all_readable:  # the import's own pass saw a type to look at (one pass, not two)
+        check_known_types(imported, session_id=session_id, path=path)
     return imported
 
 
@@ -102,9 +103,18 @@ def import_legacy(events: list[Event], *, session_id: str, path: str | None) -> 
             `request/header` with reason `fallback`.
         CorruptLogError: if a legacy shape is malformed.
     """
+    return _import(events, session_id=session_id, path=path)[0]
+
+
+def _import(events: list[Event], *, session_id: str, path: str | None) -> tuple[list[Event], bool]:
+    """`import_legacy`, also returning whether every stored type is readable as it is."""
     imported: list[Event] | None = None
+    all_readable = True
     for index, event in enumerate(events):
-        if event.type not in _IMPORTED_TYPES:
+        kind = event.type
+        if kind not in READABLE_EVENT_TYPES:
+            all_readable = False
+        if kind not in _IMPORTED_TYPES:
             continue
         try:
             check_vocabulary(event)
@@ -116,16 +126,17 @@ def import_legacy(events: list[Event], *, session_id: str, path: str | None) -> 
         if not isinstance(data, dict):
             continue
         try:
-            current = _IMPORTERS[event.type](event, data, imported or events, session_id)
+            current = _IMPORTERS[kind](event, data, imported or events, session_id)
         except _MalformedError as exc:
             raise CorruptLogError(
-                f"malformed legacy {event.type} at seq {event.seq}: {exc}", path=path
+                f"malformed legacy {kind} at seq {event.seq}: {exc}", path=path
             ) from exc
         if current is not event:
+            all_readable = False  # an imported event has a new type: look at it again
             if imported is None:
                 imported = list(events)
             imported[index] = current
-    return events if imported is None else imported
+    return (events if imported is None else imported), all_readable
 
 
 class _MalformedError(Exception):

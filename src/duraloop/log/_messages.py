@@ -14,10 +14,20 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Mapping
-from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict
 
 from ._json import JsonObject
-from .vocabulary import BLOCK_TEXT, BLOCK_TOOL_CALL, BLOCK_TOOL_RESULT
+from .vocabulary import (
+    ASSISTANT_MESSAGE,
+    BLOCK_TEXT,
+    BLOCK_TOOL_CALL,
+    BLOCK_TOOL_RESULT,
+    TOOL_RESULT,
+    USER_MESSAGE,
+)
+
+if TYPE_CHECKING:
+    from ._event import Event
 
 
 class TextBlock(TypedDict):
@@ -179,3 +189,19 @@ def text_of(message: Mapping[str, Any]) -> str:
     return "".join(
         b.get("text", "") for b in message.get("content", ()) if b.get("type") == BLOCK_TEXT
     )
+
+
+def project(event: Event) -> Message | None:
+    """Return the model-visible message of one surface event, or None.
+
+    See docs/log.md#surface-and-derived-messages.
+    """
+    kind = event.type
+    if kind == USER_MESSAGE:
+        return event.data  # type: ignore[no-any-return]
+    if kind == ASSISTANT_MESSAGE:
+        message = event.data.get("message")
+        return message if message and message.get("content") else None
+    if kind == TOOL_RESULT:
+        return event.data.get("message")  # type: ignore[no-any-return]
+    return None

@@ -10,24 +10,22 @@ nothing proportional to the history; only a surface `replace` triggers a rebuild
 from __future__ import annotations
 
 import logging
-import time as _time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import msgspec
-
 from ..errors import EventRejectedError
 from ._checkpoint import EncodedPrefix, SessionCheckpoint
-from ._event import Event, check_envelope
+from ._event import Event, check_envelope, now_ms
 from ._header import SessionHeader
 from ._invariants import InvariantChecker
 from ._json import MAX_SAFE_INTEGER, JsonValue, check_lossless, lossless_copy
 from ._lazy_events import LazyEvents, PrefixLoader
-from ._lazy_messages import LazyMessages
-from ._messages import Message
+from ._lazy_messages import LazyMessages, checkpoint_messages
+from ._messages import Message, project
+from ._restore import restore_session
 from ._surface import Surface
 from ._validate import check_message_shape, check_vocabulary
-from .vocabulary import ASSISTANT_CHUNK, ASSISTANT_MESSAGE, END_SEED, TOOL_RESULT, USER_MESSAGE
+from .vocabulary import ASSISTANT_CHUNK, END_SEED
 
 logger = logging.getLogger(__name__)
 
@@ -36,29 +34,6 @@ Observer = Callable[[Event], None]
 
 Validator = Callable[[Event], None]
 """Called before each commit; raising vetoes the append (nothing is committed)."""
-
-_messages_encoder = msgspec.json.Encoder()
-
-
-def now_ms() -> int:
-    """Return the current time as integer epoch milliseconds."""
-    return _time.time_ns() // 1_000_000
-
-
-def project(event: Event) -> Message | None:
-    """Return the model-visible message of one surface event, or None.
-
-    See docs/log.md#surface-and-derived-messages.
-    """
-    kind = event.type
-    if kind == USER_MESSAGE:
-        return event.data  # type: ignore[no-any-return]
-    if kind == ASSISTANT_MESSAGE:
-        message = event.data.get("message")
-        return message if message and message.get("content") else None
-    if kind == TOOL_RESULT:
-        return event.data.get("message")  # type: ignore[no-any-return]
-    return None
 
 
 class Session:
@@ -77,6 +52,10 @@ class Session:
         EventRejectedError: if the seed breaks an envelope, JSON, message-shape, surface or
             (with `check_invariants`) relational rule; the message names the seq.
     """
+
+    paired_messages: tuple[int, int] | None = None
+    """`(messages, replace generation)` a load's judge found paired (`log.validate_log`), so
+    the loop's incremental pairing check starts after them; None when nothing was judged."""
 
     def __init__(
         self,
@@ -100,6 +79,7 @@ class Session:
         self._validators: list[Validator] = []
         self._observers: list[Observer] = []
         self._notifying = False
+        self._latest: dict[str, int] = {}
         if seed is not None:
             self._load_seed(seed)
             if not self._events or self._events[-1].type != END_SEED:
@@ -119,43 +99,10 @@ class Session:
     ) -> Session:
         """Rebuild a seeded session from a snapshot checkpoint plus the events after it.
 
-        The same session as `Session(session_id, seed=prefix + tail)` with invariants checked,
-        when the checkpoint is that prefix's (the store verified it against the log bytes):
-        the tail is validated event by event as a seed is, and the prefix's events and
-        derived messages are decoded only if something reads them (`LazyEvents`,
-        `LazyMessages`, which also carries the checkpoint's encoded prefixes to a request
-        encoder). See docs/store.md#snapshots.
-
-        Args:
-            session_id: the session id.
-            checkpoint: the derived state after the prefix (`checkpoint()` wrote it).
-            load_prefix: decodes the prefix's events when first read.
-            tail: the events after the prefix (closers included), seq `checkpoint.count` on.
-            header: the stored header.
-            clock: returns epoch milliseconds for new events.
-
-        Returns:
-            The session, ending with the next lifecycle's `session/end-seed`.
-
-        Raises:
-            EventRejectedError: if a tail event breaks a rule a seed's event would.
+        See `restore_session` (the arguments, the result and the errors are its).
         """
         session = cls(session_id, header=header, clock=clock)
-        count = checkpoint.count
-        session._events = LazyEvents(count, load_prefix, {count - 1: checkpoint.last_event})
-        session.restored_from = checkpoint
-        session._surface.restore(checkpoint.nodes, checkpoint.replace_generation)
-        covered = checkpoint.message_count
-        encodings = {e.key: e for e in checkpoint.encoded if e.messages == covered}
-        session._messages = LazyMessages(covered, checkpoint.messages, encodings)
-        invariants = session._invariants
-        if invariants is not None:
-            invariants.last_seq = count - 1
-            invariants.next_turn = checkpoint.next_turn
-        session._load_seed(tail, start=count)
-        if session._events[-1].type != END_SEED:
-            session.append(END_SEED, {})
-        session.first_live_seq = count + len(tail)
+        restore_session(session, checkpoint=checkpoint, load_prefix=load_prefix, tail=tail)
         return session
 
     def checkpoint(
@@ -164,37 +111,26 @@ class Session:
         """Return the derived state of the whole log, or None when no snapshot may be taken.
 
         A checkpoint is taken only at a clean point: invariants are checked, no turn is open,
-        and the log is not empty. The derived messages are encoded to JSON here (a restored
-        prefix is copied as stored, not decoded). See docs/store.md#snapshots.
+        and the log is not empty. See docs/store.md#snapshots.
 
         Args:
             loop: the loop's own fold to store with it (JSON; `{}` when None).
-            encoded: a model adapter's encoded forms of the derived messages; one that does
-                not cover exactly the current messages is left out, as is a repeated key.
+            encoded: a model adapter's encoded forms of the messages (`checkpoint_messages`).
         """
         invariants = self._invariants
         if invariants is None or invariants.open_turn is not None or not self._events:
             return None
-        messages = self._messages
-        if isinstance(messages, LazyMessages):
-            raw = messages.encoded()
-        else:
-            raw = _messages_encoder.encode(messages)
-        count = len(messages)
-        kept: dict[str, EncodedPrefix] = {}
-        for prefix in encoded:
-            if prefix.messages == count:
-                kept.setdefault(prefix.key, prefix)
+        raw, kept = checkpoint_messages(self._messages, encoded)
         return SessionCheckpoint(
             count=len(self._events),
             nodes=list(self._surface.nodes),
             replace_generation=self._surface.replace_generation,
-            message_count=count,
+            message_count=len(self._messages),
             messages=raw,
             next_turn=invariants.next_turn,
             last_event=self._events[-1],
             loop=loop or {},
-            encoded=list(kept.values()),
+            encoded=kept,
         )
 
     @property
@@ -250,6 +186,51 @@ class Session:
         else:
             check_lossless(data, what=f'session event "{type}"')
             copied = data
+        return self._append_checked(type, copied, surface_op, source_event_seqs)
+
+    def append_lossless(
+        self,
+        type: str,
+        data: JsonValue,
+        *,
+        surface_op: str | None = None,
+        source_event_seqs: Sequence[int] | None = None,
+    ) -> Event:
+        """Commit an event whose `data` is lossless JSON by construction: `append` less one check.
+
+        For payloads the caller built itself from values already known to be lossless JSON
+        (duraloop's scheduler: its `tool/call` and `tool/result` events, after checking the
+        parts that came from elsewhere, docs/scheduler.md#results). It skips only the walk
+        that `append(copy=False)` makes to check that `data` is lossless JSON; every other
+        check (vocabulary, surface, invariants, payload shape, validators) runs as in
+        `append`. Anything not built that way must go through `append`, which refuses it.
+
+        Args:
+            type: the event type.
+            data: the payload, handed over without a copy: never mutate it afterwards.
+            surface_op: `"append"` or None.
+            source_event_seqs: seqs of earlier events this surface event cites.
+
+        Returns:
+            The committed event.
+
+        Raises:
+            EventRejectedError: as `append` does for every rule but the lossless-JSON one.
+            Exception: whatever a validator raises to veto the append, unchanged.
+        """
+        if self._notifying:
+            raise EventRejectedError(
+                f're-entrant append of "{type}" from a session observer is not allowed'
+            )
+        return self._append_checked(type, data, surface_op, source_event_seqs)
+
+    def _append_checked(
+        self,
+        type: str,
+        copied: JsonValue,
+        surface_op: str | dict[str, Any] | None,
+        source_event_seqs: Sequence[int] | None,
+    ) -> Event:
         # A str is a Sequence too: keep it as it is so the surface check rejects it as "must
         # be an array" instead of splitting it into characters.
         sources: Any = (
@@ -286,8 +267,7 @@ class Session:
     def derive_messages(self) -> list[Message]:
         """Return the model history: the surface's messages in order.
 
-        See docs/log.md#surface-and-derived-messages. A session restored from a snapshot
-        decodes the covered messages for this (once); `request_history` does not.
+        See docs/log.md#surface-and-derived-messages (`request_history` for a request).
 
         Returns:
             A fresh list of the (shared, treat-as-immutable) message dicts.
@@ -297,10 +277,8 @@ class Session:
     def request_history(self) -> Sequence[Message]:
         """Return the derived messages for a model request, without decoding a restored prefix.
 
-        The same messages as `derive_messages`, in a sequence that later appends do not
-        change: a fresh list, or for a session restored from a snapshot a `LazyMessages`
-        copy that decodes the covered messages only if they are read, and carries the
-        snapshot's encoded prefixes to a request encoder (docs/store.md#snapshots).
+        The same messages, in a sequence later appends do not change: a fresh list, or a
+        restored session's `LazyMessages` copy (docs/store.md#snapshots).
         """
         messages = self._messages
         return messages.copy() if isinstance(messages, LazyMessages) else list(messages)
@@ -312,27 +290,37 @@ class Session:
 
     def _load_seed(self, seed: Sequence[Event], *, start: int = 0) -> None:
         events = self._events
+        append = events.append
         invariants = self._invariants
+        # The open turn and step only change on the general path: kept in locals for the
+        # fast path, as is the last seq (set on the checker before it sees another event).
+        open_turn = open_step = None
+        if invariants is not None:
+            open_turn, open_step = invariants.open_turn, invariants.open_step
+        chunks = False
+        index = start - 1
         for index, event in enumerate(seed, start):
             # Fast path for the commonest event, a stream chunk of the open step: the same
             # checks as the general path below (envelope, no surface fields, names the open
             # turn and step), inlined. Anything unusual takes the general path.
             if (
                 event.type == ASSISTANT_CHUNK
-                and invariants is not None
+                and open_step is not None
                 and event.seq == index
                 and type(event.time) is int
                 and -MAX_SAFE_INTEGER <= event.time <= MAX_SAFE_INTEGER
                 and event.surface_op is None
                 and event.source_event_seqs is None
-                and type(event.data) is dict
-                and invariants.open_step is not None
-                and event.data.get("step") == invariants.open_step
-                and event.data.get("turn") == invariants.open_turn
+                and type(data := event.data) is dict
+                and data.get("step") == open_step
+                and data.get("turn") == open_turn
             ):
-                events.append(event)
-                invariants.last_seq = index
+                append(event)
+                chunks = True
                 continue
+            if chunks and invariants is not None:
+                invariants.last_seq = index - 1  # the fast path's last chunk
+                chunks = False
             if event.seq != index:
                 raise EventRejectedError(
                     f"seed must be contiguous from 0: event at index {index} has seq {event.seq}"
@@ -341,6 +329,10 @@ class Session:
             check_vocabulary(event)
             check_message_shape(event)
             self._commit(event, run_validators=False)
+            if invariants is not None:
+                open_turn, open_step = invariants.open_turn, invariants.open_step
+        if chunks and invariants is not None:
+            invariants.last_seq = index
 
     def _commit(self, event: Event, *, run_validators: bool) -> None:
         plan = self._surface.plan(event, self._events)
@@ -353,6 +345,7 @@ class Session:
             for validator in list(self._validators):
                 validator(event)
         self._events.append(event)
+        self._latest[event.type] = event.seq
         if self._invariants is not None:
             self._invariants.commit(event)
         if plan is not None:
@@ -381,3 +374,13 @@ class Session:
                     logger.exception("session %s observer failed on seq %d", self.id, event.seq)
         finally:
             self._notifying = False
+
+    def latest_seq(self, kind: str) -> int | None:
+        """Return the seq of the latest event of type `kind` this session validated, or None.
+
+        Every seeded and appended event counts, except stream chunks (`assistant/chunk`: the
+        seed's fast path keeps no index; not to be asked for); a session restored from a
+        snapshot knows only the events after it (`restored_from`). Readers of the whole log
+        (the loop's resume) ask this instead of walking it.
+        """
+        return self._latest.get(kind)

@@ -19,7 +19,19 @@ from dataclasses import dataclass, field
 from ..errors import EventRejectedError
 from ._event import Event
 from ._pending import PendingCall, PendingToolCalls, UnansweredStep
-from .vocabulary import ASSISTANT_CHUNK, STEP_END, STEP_START, TURN_END, TURN_START
+from .vocabulary import (
+    ASSISTANT_CHUNK,
+    ASSISTANT_MESSAGE,
+    STEP_END,
+    STEP_START,
+    TOOL_CALL,
+    TOOL_RESULT,
+    TURN_END,
+    TURN_START,
+)
+
+_CLOSING = frozenset({STEP_END, TURN_END})
+_PLAIN = frozenset({ASSISTANT_MESSAGE, TOOL_CALL, TOOL_RESULT})
 
 
 def last_turn_boundary(events: Sequence[Event]) -> int | None:
@@ -175,12 +187,14 @@ class TurnScan:
         open_step: the open step of that turn, or None.
         pending: the open step's unanswered calls, in call order (what closers answer).
         unanswered: every step closed with calls unanswered, in log order.
+        turn_count: the `turn/start` events (`turn_count`, counted by the same pass).
     """
 
     open_turn: int | None
     open_step: int | None
     pending: list[PendingCall]
     unanswered: list[UnansweredStep] = field(default_factory=list)
+    turn_count: int = 0
 
 
 def scan_turns(events: Sequence[Event]) -> TurnScan:
@@ -201,17 +215,22 @@ def scan_turns(events: Sequence[Event]) -> TurnScan:
     open_turn: int | None = None
     open_step: int | None = None
     unanswered: list[UnansweredStep] = []
+    turns = 0
+    observe = tracker.observe
     for event in events:
         kind = event.type
         if kind == ASSISTANT_CHUNK:
             continue  # the commonest event: the tracker ignores it, and it opens or closes nothing
-        if tracker.closes_unanswered(event):
+        if kind in _CLOSING and tracker.closes_unanswered(event):
             calls = tuple(tracker.pending())
             unanswered.append(UnansweredStep(open_turn, calls[0].step, event.seq, calls))
-        tracker.observe(event)
+        observe(event)
+        if kind in _PLAIN:
+            continue  # neither opens nor closes a turn or step
         if kind == TURN_START:
             open_turn = _number(event, "turn")
             open_step = None
+            turns += 1
         elif kind == TURN_END:
             open_turn = None
             open_step = None
@@ -219,7 +238,7 @@ def scan_turns(events: Sequence[Event]) -> TurnScan:
             open_step = _number(event, "step")
         elif kind == STEP_END:
             open_step = None
-    return TurnScan(open_turn, open_step, tracker.pending(), unanswered)
+    return TurnScan(open_turn, open_step, tracker.pending(), unanswered, turns)
 
 
 def _number(event: Event, key: str) -> int:

@@ -143,26 +143,26 @@ _BLOCK_FIELDS: dict[str, tuple[tuple[str, type, bool], ...]] = {
 
 def _check_blocks(event: Event, blocks: list[Any], where: str) -> None:
     for index, block in enumerate(blocks):
-        at = f"{where}[{index}]"
-        if not isinstance(block, dict) or type(block.get("type")) is not str:
+        kind = block.get("type") if isinstance(block, dict) else None
+        if type(kind) is not str:
             raise EventRejectedError(
-                f"{event.type} at seq {event.seq}: {at} must be an object with a string type"
+                f"{event.type} at seq {event.seq}: {where}[{index}] must be an object with a "
+                "string type"
             )
-        kind = block["type"]
         for name, expected, nonempty in _BLOCK_FIELDS.get(kind, ()):
             value = block.get(name)
             if not isinstance(value, expected) or (nonempty and not value):
                 raise EventRejectedError(
-                    f"{event.type} at seq {event.seq}: {kind} block {at} needs "
+                    f"{event.type} at seq {event.seq}: {kind} block {where}[{index}] needs "
                     f"{name!r} as {_wanted(expected, nonempty=nonempty)}"
                 )
         if kind == BLOCK_TOOL_RESULT:
             if "isError" in block and type(block["isError"]) is not bool:
                 raise EventRejectedError(
-                    f"{event.type} at seq {event.seq}: tool-result block {at} has a "
+                    f"{event.type} at seq {event.seq}: tool-result block {where}[{index}] has a "
                     "non-boolean isError"
                 )
-            _check_blocks(event, block["content"], f"{at}.content")
+            _check_blocks(event, block["content"], f"{where}[{index}].content")
 
 
 def _wanted(expected: type, *, nonempty: bool) -> str:

@@ -4,6 +4,7 @@ from .. import _lazy
 
 if _lazy.TYPE_CHECKING:
     from ._agent import AgentLoop as AgentLoop
+    from ._budget import Budget as Budget
     from ._config import LoopConfig as LoopConfig
     from ._durability import Durability as Durability
     from ._hooks import LoopHooks as LoopHooks
@@ -24,6 +25,7 @@ if _lazy.TYPE_CHECKING:
 
 __all__ = [
     "AgentLoop",
+    "Budget",
     "Durability",
     "Inbox",
     "LoopConfig",
@@ -48,6 +50,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
         __name__,
         {
             "AgentLoop": "._agent",
+            "Budget": "._budget",
             "LoopConfig": "._config",
             "Durability": "._durability",
             "LoopHooks": "._hooks",

@@ -1,11 +1,10 @@
 """The AgentLoop: a long-lived agent over a durable session.
 
-See docs/loop.md#vocabulary, #send-and-cancel, docs/recovery.md#resume, #fork,
-docs/loop.md#the-agent-loop.
+See docs/loop.md#vocabulary, #send-and-cancel, #the-agent-loop, docs/recovery.md#resume, #fork.
 
 The public surface: `send` (and its three named forms `followup`, `steer`, `inject`),
-`cancel`, `dispose`, `run_turn`/`run_pending`, `wait_idle`, `events`, `flush`, `close`. The
-loop owns the state its turns share (`LoopState`) and builds what each turn depends on
+`cancel`, `dispose`, `run_turn`/`run_pending`, `wait_idle`, `events`, `usage`, `flush`,
+`close`. The loop owns the state its turns share (`LoopState`) and builds what each turn depends on
 (`TurnDeps`); the turn algorithm is `_turn.Turn`, who runs turns is `_driver.TurnDriver`,
 durable flushes are `_durability.GroupCommit`.
 
@@ -34,9 +33,10 @@ from typing import Any
 
 from ..errors import UsageError
 from ..llm import Model
-from ..log import Event, Message, Session, user_message
+from ..log import Event, Message, Session, Usage, user_message
 from ..log.vocabulary import INBOX_NEXT_STEP, INBOX_NEXT_TURN, REASON_COMPLETED, REASON_MAX_TOKENS
 from ..tools import CancelSignal, Tool, ToolHooks, ToolPipeline, ToolRegistry
+from ._budget import SessionUsage
 from ._config import LoopConfig
 from ._driver import TurnDriver
 from ._durability import Durability, GroupCommit
@@ -75,7 +75,8 @@ class AgentLoop(NamedSends):
             (result,) = await loop.wait_idle()
 
     Raises:
-        UsageError: if `cwd` is not an existing directory.
+        UsageError: if `cwd` is not an existing directory (`ConfigError`: a cost budget
+            without the model's price).
         EventRejectedError: if the log's inbox splices do not replay.
     """
 
@@ -94,7 +95,8 @@ class AgentLoop(NamedSends):
     ) -> None:
         self.session = session
         self.model = model
-        self.config = config or LoopConfig()
+        self.config = config = config or LoopConfig()
+        self._usage = SessionUsage.of_loop(config, model)
         self.cwd = Path(cwd).resolve()
         if not self.cwd.is_dir():
             raise UsageError(
@@ -132,6 +134,11 @@ class AgentLoop(NamedSends):
     def last_turn(self) -> int:
         """The number of the last turn started in this session (0 if none)."""
         return self._state.last_turn
+
+    @property
+    def usage(self) -> Usage:
+        """What the session spent so far, folded from its log (docs/loop.md#budgets)."""
+        return self._usage.of(self.session)
 
     @property
     def durability(self) -> Durability | None:
@@ -213,8 +220,7 @@ class AgentLoop(NamedSends):
     def close(self) -> None:
         """Flush and release the session's writer; later `run_turn` calls are refused.
 
-        Between turns, with events appended since the last snapshot, a snapshot is written
-        first (`LoopConfig.snapshot_every`, docs/store.md#snapshots).
+        Between turns, with events new since the last snapshot, one is written first.
         """
         self._closed = True
         try:
@@ -229,15 +235,16 @@ class AgentLoop(NamedSends):
             self._write_snapshot()
 
     def _write_snapshot(self) -> None:
-        state = self._state
+        request = self._state.request
         fold = LoopFold(
-            last_turn=state.last_turn,
-            request_header=state.request.header,
-            request_context=state.request.context,
+            last_turn=self._state.last_turn,
+            request_header=request.header,
+            request_context=request.context,
             next_turn=list(self.inbox.next_turn),  # type: ignore[arg-type]
             next_step=list(self.inbox.next_step),  # type: ignore[arg-type]
+            usage=self._usage.state(self.session),
         )
-        self._snapshots.write(self._durability.writer, fold, state.pairing, self.model)
+        self._snapshots.write(self._durability.writer, fold, self._state.pairing, self.model)
 
     async def dispose(self) -> None:
         """Cancel the running turn as `{"kind": "disposed"}`, wait for it to close, then close.
@@ -388,5 +395,6 @@ class AgentLoop(NamedSends):
             workspace=self.cwd,
             durability=self._durability,
             steering=self,
+            session_usage=self._usage,
         )
         return Turn.open(deps, self._state, prompt, signal)

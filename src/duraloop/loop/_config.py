@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from ..errors import ConfigError
 from ..llm import RetryPolicy
+from ..log import Price
 from ..tools import DEFAULT_CANCEL_GRACE_SECONDS, DEFAULT_MAX_OUTPUT_BYTES, MIN_MAX_OUTPUT_BYTES
+from ._budget import Budget
 
 DEFAULT_SNAPSHOT_EVERY = 1000
 """Events appended since the last snapshot after which a closed turn writes one."""
@@ -45,9 +48,18 @@ class LoopConfig:
             events were appended since the last one, and on `close()` between turns with
             anything new (docs/store.md#snapshots); a resume then reads the snapshot and
             only the events after it. None writes none. Default 1000.
+        turn_budget: limits on each turn's model requests, tokens, tool calls and cost,
+            checked before each step (docs/loop.md#budgets); reaching one ends the turn
+            `blocked`. None: no limit.
+        session_budget: the same limits on the whole session, counted from its log (so
+            across resumes); reaching one ends the turn `blocked`, and no later turn starts
+            (`BudgetExceededError`). None: no limit.
+        prices: `provider:model` (e.g. `deepseek:deepseek-chat`) -> `log.Price`, for the
+            cost in usage figures and cost budgets; a cost budget needs the loop model's.
 
     Raises:
         ConfigError: if a count is not a positive integer, `retry` is not a `RetryPolicy`,
+            a budget is not a `Budget`, `prices` does not map strings to `Price`s,
             the idle timeout or the grace period is not a positive number, or the output cap
             is not an integer >= 256.
     """
@@ -61,9 +73,24 @@ class LoopConfig:
     max_tool_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     tool_cancel_grace_seconds: float = DEFAULT_CANCEL_GRACE_SECONDS
     snapshot_every: int | None = DEFAULT_SNAPSHOT_EVERY
+    turn_budget: Budget | None = None
+    session_budget: Budget | None = None
+    prices: Mapping[str, Price] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         """Validate the counts (docs/cases.md#resume-fork-and-config B61)."""
+        for name in ("turn_budget", "session_budget"):
+            budget = getattr(self, name)
+            if budget is not None and not isinstance(budget, Budget):
+                raise ConfigError(
+                    f"loop.{name} must be a Budget or None, got {type(budget).__name__}"
+                )
+        for key, price in self.prices.items():
+            if not isinstance(key, str) or not isinstance(price, Price):
+                raise ConfigError(
+                    "loop.prices maps `provider:model` strings to Price objects, got "
+                    f"{key!r}: {type(price).__name__}"
+                )
         every = self.snapshot_every
         if every is not None and (type(every) is not int or every < 1):
             raise ConfigError(f"loop.snapshot_every must be an integer >= 1 or None, got {every!r}")

@@ -54,6 +54,10 @@ class Inbox:
             start = checkpoint.count
             self._lists[INBOX_NEXT_TURN] = list(fold.next_turn)  # type: ignore[arg-type]
             self._lists[INBOX_NEXT_STEP] = list(fold.next_step)  # type: ignore[arg-type]
+        if session.latest_seq(INBOX_SPLICED) is None and (
+            restored is None or start == restored[0].count
+        ):
+            return  # the session validated every event from `start` on, and none is a splice
         for index in range(start, len(events)):
             event = events[index]
             if event.type == INBOX_SPLICED:

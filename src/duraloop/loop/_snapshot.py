@@ -38,6 +38,8 @@ class LoopFold(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fiel
         request_context: the latest `request/context`'s data, or None.
         next_turn: the pending follow-ups (replayed splices after the header's seed length).
         next_step: the pending steering and context.
+        usage: the session's usage fold (`log.UsageFold.to_json`); None in a snapshot
+            written before budgets (the loop then folds the whole log when it needs it).
     """
 
     last_turn: int
@@ -45,6 +47,7 @@ class LoopFold(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fiel
     request_context: dict[str, Any] | None = None
     next_turn: list[dict[str, Any]] = msgspec.field(default_factory=list)
     next_step: list[dict[str, Any]] = msgspec.field(default_factory=list)
+    usage: dict[str, Any] | None = None
 
 
 def restored_fold(session: Session) -> tuple[SessionCheckpoint, LoopFold] | None:

@@ -16,8 +16,9 @@ from typing import Any
 
 from ..llm import Model, ToolSchema
 from ..log import Event, PairingCheck, Session, last_turn_and_latest
-from ..log.vocabulary import REQUEST_CONTEXT, REQUEST_HEADER
-from ..tools import CancelSignal, ToolPipeline, ToolRegistry
+from ..log.vocabulary import REQUEST_CONTEXT, REQUEST_HEADER, TURN_START
+from ..tools import CancelSignal, ToolPipeline, ToolRegistry, ToolWorkers
+from ._budget import SessionUsage
 from ._config import LoopConfig
 from ._durability import LogDurability
 from ._hooks import LoopHooks, Steering
@@ -51,10 +52,13 @@ class LoopState:
         """
         restored = restored_fold(session)
         if restored is None:
-            last_turn, latest = last_turn_and_latest(session.events, _REQUEST_KINDS)
+            last_turn, latest = _last_turn_and_latest(session)
             header = _header(latest)
             context = _context(latest)
-            return cls(last_turn=last_turn, request=RequestState(header=header, context=context))
+            state = cls(last_turn=last_turn, request=RequestState(header=header, context=context))
+            if session.paired_messages is not None:  # the load's judge paired them all
+                state.pairing = PairingCheck.resumed(*session.paired_messages)
+            return state
         checkpoint, fold = restored
         last_turn, latest = last_turn_and_latest(session.events[checkpoint.count :], _REQUEST_KINDS)
         header = _header(latest) if REQUEST_HEADER in latest else fold.request_header
@@ -81,6 +85,7 @@ class TurnDeps:
         workspace: the directory tools are confined to (in the default system prompt).
         durability: makes the log durable at the step's boundaries.
         steering: what hooks may do to the loop (`StepContext.loop`).
+        session_usage: the session's usage, for its budget (docs/loop.md#budgets).
     """
 
     session: Session
@@ -93,6 +98,7 @@ class TurnDeps:
     workspace: Path
     durability: LogDurability
     steering: Steering
+    session_usage: SessionUsage
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,8 @@ class StepSettings:
         system: the system prompt ("" for none).
         tools: the tool schemas sent with each request.
         jitter: the uniform `[0, 1)` source of the retry backoff's jitter.
+        workers: the turn's tool workers (docs/scheduler.md#running-a-group); None lets each
+            step's scheduler open its own.
     """
 
     turn: int
@@ -112,6 +120,31 @@ class StepSettings:
     system: str
     tools: Sequence[ToolSchema]
     jitter: Callable[[], float] = random.random
+    workers: ToolWorkers | None = None
+
+
+def _last_turn_and_latest(session: Session) -> tuple[int, dict[str, Event]]:
+    """`last_turn_and_latest` of the whole log, from the session's index of latest seqs.
+
+    A session not restored from a snapshot indexed every event it validated
+    (`Session.latest_seq`); a last `turn/start` without a positive number sends the answer
+    to the backward walk, which skips it as it always did.
+    """
+    events = session.events
+    if session.restored_from is not None:  # pragma: no cover - the caller restores those
+        return last_turn_and_latest(events, _REQUEST_KINDS)
+    latest = {
+        kind: events[seq]
+        for kind in _REQUEST_KINDS
+        if (seq := session.latest_seq(kind)) is not None
+    }
+    start = session.latest_seq(TURN_START)
+    if start is None:
+        return 0, latest
+    turn = events[start].data.get("turn")
+    if type(turn) is not int or turn < 1:
+        return last_turn_and_latest(events, _REQUEST_KINDS)
+    return turn, latest
 
 
 def _header(latest: dict[str, Event]) -> dict[str, Any] | None:

@@ -24,7 +24,14 @@ from typing import Any
 
 import anyio
 
-from ..llm import BlockAssembler, ModelRequest, stream_chunks, unknown_failure
+from ..llm import (
+    BlockAssembler,
+    ModelRequest,
+    StreamChunk,
+    stream_chunks,
+    unknown_failure,
+    watching_stream_activity,
+)
 from ..log import Message, assistant_message, tool_calls_of
 from ..log.vocabulary import (
     ASSISTANT_CHUNK,
@@ -42,7 +49,7 @@ from ..log.vocabulary import (
 )
 from ..tools import execute_tool_calls
 from ._hooks import RequestConfig, StepContext, StepHooks
-from ._idle import next_chunk
+from ._idle import IdleTimer
 from ._recovery import StepRecovery
 from ._request import check_route, log_request_header
 from ._retry import StepRetries
@@ -153,6 +160,7 @@ class Step:
             max_parallel_tool_calls=deps.config.max_parallel_tool_calls,
             ensure_durable=deps.durability.ensure_durable,
             accept_context=self._accept_context,
+            workers=self.settings.workers,
         )
         signal.throw_if_aborted()
         return REASON_COMPLETED if outcome.concluded else None
@@ -200,31 +208,44 @@ class Step:
         )
         assembler = BlockAssembler()
         chunk_seqs: list[int] = []
-        idle_timeout_seconds = deps.config.stream_idle_timeout_seconds
-        turn, step = self.turn, self.number
+        idle = IdleTimer(deps.config.stream_idle_timeout_seconds)
         with anyio.CancelScope() as scope:
             remove = signal.add_listener(lambda _reason: scope.cancel())
             try:
                 async with aclosing(stream_chunks(model, request)) as stream:
-                    while True:
-                        chunk = await next_chunk(stream, idle_timeout_seconds)
-                        # A cancel between chunks (e.g. from a chunk observer) must keep the
-                        # visible prefix like one during an await does: stop, don't raise here.
-                        if chunk is None or signal.aborted:
-                            break
-                        event = session.append(
-                            ASSISTANT_CHUNK, {"turn": turn, "step": step, "chunk": chunk}
-                        )
-                        chunk_seqs.append(event.seq)
-                        assembler.push(chunk)
-                        if chunk["type"] == FINISH:
-                            break
+                    with watching_stream_activity(idle.rearm):
+                        ended = False
+                        while not ended:
+                            with idle.scope() as idle_scope:
+                                while not ended and not idle.spent(idle_scope):
+                                    chunk = await idle.next_chunk(stream, idle_scope)
+                                    ended = self._log_chunk(chunk, assembler, chunk_seqs)
+                            timeout = idle.timed_out(idle_scope)
+                            if timeout is not None:
+                                ended = self._log_chunk(timeout, assembler, chunk_seqs) or True
             finally:
                 remove()
         if signal.aborted or scope.cancelled_caught:
             self._append_interrupted(assembler, chunk_seqs)
             signal.throw_if_aborted()
         return assembler, chunk_seqs
+
+    def _log_chunk(
+        self, chunk: StreamChunk | None, assembler: BlockAssembler, chunk_seqs: list[int]
+    ) -> bool:
+        """Log one chunk of the attempt; return whether the stream ended (or is cancelled).
+
+        A cancel between chunks (e.g. from a chunk observer) must keep the visible prefix like
+        one during an await does: stop, don't raise here.
+        """
+        if chunk is None or self.signal.aborted:
+            return True
+        event = self.deps.session.append(
+            ASSISTANT_CHUNK, {"turn": self.turn, "step": self.number, "chunk": chunk}
+        )
+        chunk_seqs.append(event.seq)
+        assembler.push(chunk)
+        return chunk["type"] == FINISH
 
     def _append_interrupted(self, assembler: BlockAssembler, chunk_seqs: list[int]) -> None:
         """Keep the visible prefix of a cancelled stream as an interrupted assistant message."""

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
 
+from ..errors import BudgetExceededError
 from ..llm import ToolSchema, turn_failure, unknown_failure
-from ..log import Message, Session, text_of
+from ..log import Message, Session, Usage, UsageFold, text_of
 from ..log.vocabulary import (
     REASON_ABORTED,
     REASON_BLOCKED,
@@ -29,7 +30,8 @@ from ..log.vocabulary import (
     TURN_END,
     TURN_START,
 )
-from ..tools import CancelSignal, TurnCancelled
+from ..tools import CancelSignal, TurnCancelled, tool_workers
+from ._budget import model_key
 from ._hooks import Reject, StepContext, call_hook, entering_messages
 from ._prompt import default_system_prompt
 from ._state import LoopState, StepSettings, TurnDeps
@@ -49,6 +51,8 @@ class TurnResult:
         steps: the number of steps the turn ran.
         error: for an `error` turn, the original exception (already recorded in the log);
             `run_turn()` raises it, a background drain reports it here.
+        usage: what the turn spent: model requests, tokens, tool calls, cost
+            (docs/loop.md#budgets).
     """
 
     turn: int
@@ -56,6 +60,7 @@ class TurnResult:
     text: str
     steps: int
     error: BaseException | None = field(default=None, compare=False, repr=False)
+    usage: Usage = field(default_factory=Usage)
 
     @property
     def kind(self) -> str:
@@ -94,6 +99,8 @@ class Turn:
         self.reason: dict[str, Any] | None = None
         self.text = ""
         self.first_claim: list[Message] = []
+        self._usage = UsageFold(deps.config.prices, model=model_key(deps.model))
+        self._fed = len(deps.session.events) - 1  # from the turn's `turn/start` on
 
     @classmethod
     def open(
@@ -114,9 +121,15 @@ class Turn:
             The opened turn; `run()` it.
 
         Raises:
+            BudgetExceededError: if the session budget is spent (nothing is appended).
             EventRejectedError: if `turn/start` or the claim is refused (no turn exists
                 then; the inbox is unchanged).
         """
+        budget = deps.config.session_budget
+        if budget is not None:
+            spent = budget.reached(deps.session_usage.of(deps.session), "session")
+            if spent is not None:
+                raise BudgetExceededError(f"session {deps.session.id}: {spent}")
         number = state.last_turn + 1
         deps.session.append(TURN_START, {"turn": number})
         state.last_turn = number
@@ -178,8 +191,33 @@ class Turn:
         if signal.aborted:
             error = None
         return TurnResult(
-            turn=self.turn, reason=reason, text=self.text, steps=self.steps, error=error
+            turn=self.turn,
+            reason=reason,
+            text=self.text,
+            steps=self.steps,
+            error=error,
+            usage=self.spent(),
         )
+
+    def spent(self) -> Usage:
+        """Return what the turn spent so far (folded from its events, docs/loop.md#budgets)."""
+        events = self.deps.session.events
+        if len(events) > self._fed:
+            self._usage.feed(events[self._fed :])
+            self._fed = len(events)
+        return self._usage.usage
+
+    def _budget_reached(self) -> str | None:
+        """Return why a budget stops the next step, or None (checked before each step)."""
+        config = self.deps.config
+        if config.turn_budget is not None:
+            spent = config.turn_budget.reached(self.spent(), "turn")
+            if spent is not None:
+                return spent
+        if config.session_budget is not None:
+            usage = self.deps.session_usage.of(self.deps.session)
+            return config.session_budget.reached(usage, "session")
+        return None
 
     def _settings(self) -> StepSettings:
         deps = self.deps
@@ -194,9 +232,14 @@ class Turn:
         )
 
     async def _steps(self) -> None:
+        # One set of tool workers serves every step of the turn, so no step spawns worker
+        # tasks anew (docs/scheduler.md#running-a-group).
+        async with tool_workers() as workers:
+            await self._run_steps(replace(self._settings(), workers=workers))
+
+    async def _run_steps(self, settings: StepSettings) -> None:
         deps, signal = self.deps, self.signal
         max_steps = deps.config.max_steps
-        settings = self._settings()
         turn_ends: str | None = None
         while True:
             signal.throw_if_aborted()
@@ -206,6 +249,10 @@ class Turn:
                     "message": f"the turn reached max_steps={max_steps} before the "
                     "model finished; run another turn to continue, or raise max_steps",
                 }
+                return
+            blocked = self._budget_reached()
+            if blocked is not None:
+                self.reason = {"kind": REASON_BLOCKED, "message": blocked}
                 return
             step = self.steps + 1
             first = self.steps == 0

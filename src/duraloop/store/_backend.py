@@ -74,11 +74,16 @@ class WriteReceipt:
         bytes_written: bytes (or encoded bytes) stored.
         fsync_count: fsync calls made (0 for memory).
         torn_copy: where a repair kept the torn tail it cut (`<log>.torn-<time>`), or None.
+        measure: when not None, `bytes_written` is 0 and `measure()` returns the bytes
+            written, computed only when asked: the memory backend encodes a batch only to
+            count it, so it defers that until `SessionWriter.statistics()` (off the tool
+            path, docs/scheduler.md#durability-before-a-body).
     """
 
     bytes_written: int
     fsync_count: int
     torn_copy: str | None = None
+    measure: Callable[[], int] | None = None
 
 
 class StorageBackend(Protocol):

@@ -1,4 +1,4 @@
-"""File primitives of the stores: a stable whole-file read, a full write, a dir fsync, locks."""
+"""File primitives of the stores: stable reads, full writes, dir fsync, locks, cache files."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import gc
 import os
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -298,3 +299,34 @@ def read_written(path: Path, size: int, *, purpose: str) -> bytes:
     if len(data) != size:
         raise StoreError(f"{path} is shorter than the {size} bytes this store wrote")
     return data
+
+
+def replace_private_file(final: Path, blob: bytes, *, what: str) -> None:
+    """Replace `final` with `blob`: a temporary file (mode 0600) renamed over it, no fsync.
+
+    For caches (snapshots): a lost or torn file is ignored by whoever reads it. Temporary
+    files of `final` left by a write killed earlier are removed first.
+
+    Args:
+        final: the file to replace; its directory must exist.
+        blob: the new content.
+        what: the file, for the message (e.g. "the snapshot").
+
+    Raises:
+        StoreError: if it cannot be written (nothing else is touched).
+    """
+    for stale in final.parent.glob(f"{final.name}.*.tmp"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
+    tmp = final.with_name(f"{final.name}.{secrets.token_hex(6)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, _FILE_MODE)
+        try:
+            write_all(fd, blob)
+        finally:
+            os.close(fd)
+        os.replace(tmp, final)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise StoreError(f"cannot write {what} {final}: {exc}") from exc

@@ -16,6 +16,16 @@ from ._backend import DamagedLog, StoredLog, WriteReceipt
 from ._writer import check_batch
 
 
+def _deferred_receipt(batch: Sequence[Event]) -> WriteReceipt:
+    """A receipt whose byte count (the batch's JSONL encoding) is computed only when asked.
+
+    Nothing is encoded to store a batch in memory; counting its bytes would be the only
+    encoding on the tool path, so `SessionWriter.statistics()` does it instead.
+    """
+    kept = list(batch)
+    return WriteReceipt(0, 0, measure=lambda: len(encode_events_lines(kept)))
+
+
 class MemoryBackend:
     """Session logs held in process memory; nothing survives the process."""
 
@@ -51,7 +61,7 @@ class MemoryBackend:
             )
         self._logs[header.id] = (header, list(batch))
         self._writes[header.id] = 1
-        return WriteReceipt(len(encode_events_lines(list(batch))), 0)
+        return _deferred_receipt(batch)
 
     def append(self, session_id: str, batch: Sequence[Event]) -> WriteReceipt:
         """Append one batch; see `StorageBackend.append`."""
@@ -61,7 +71,7 @@ class MemoryBackend:
             raise SessionNotFoundError(session_id) from None
         events.extend(batch)
         self._writes[session_id] += 1
-        return WriteReceipt(len(encode_events_lines(list(batch))), 0)
+        return _deferred_receipt(batch)
 
     def repair(self, session_id: str, torn: int | None, events: Sequence[Event]) -> WriteReceipt:
         """Drop events from index `torn` on and append `events` in one step.
@@ -81,7 +91,7 @@ class MemoryBackend:
         del stored[kept:]
         stored.extend(events)
         self._writes[session_id] += 1
-        return WriteReceipt(len(encode_events_lines(list(events))), 0)
+        return _deferred_receipt(events)
 
     def read_snapshot(self, session_id: str) -> None:
         """Keep no snapshots (see `StorageBackend.read_snapshot`): always None."""

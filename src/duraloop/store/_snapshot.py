@@ -44,8 +44,9 @@ class SnapshotHeader(msgspec.Struct, kw_only=True, rename="camel", forbid_unknow
         session: the session id.
         events: the events the checkpoint covers.
         log_bytes: the byte length of the log prefix that holds them (stored bytes: the
-            compressed frames of a zstd log).
-        log_digest: XXH3-64 of those bytes, 16 hex digits.
+            compressed frames of a zstd log). SQLite: the rowid of the row holding the last
+            covered event (`store/_sqlite/_snapshots.py`).
+        log_digest: XXH3-64 of those bytes, 16 hex digits (SQLite: of the binding).
         body_digest: XXH3-64 of the checkpoint body as stored, 16 hex digits.
         compression: `"none"`, or `"zstd"` (the body is one Zstandard frame; a zstd store
             writes its snapshots so).
@@ -229,11 +230,12 @@ class SnapshotRead:
         load_prefix: decodes the covered prefix's events as stored (checked against the
             binding again), for a reader that needs them.
         covered_bytes: the byte length of the covered log prefix.
-        log_size_bytes: the byte length of the whole log as read.
+        log_size_bytes: the byte length of the whole log as read (JSONL; 0 for a backend
+            whose log is no file).
     """
 
     checkpoint: SessionCheckpoint
     stored: StoredLog
     load_prefix: Callable[[], list[Event]]
     covered_bytes: int
-    log_size_bytes: int
+    log_size_bytes: int = 0

@@ -100,6 +100,8 @@ class SessionWriter:
         self._bytes_written = 0
         self._batches_written = 0
         self._events_written = 0
+        # Receipts whose bytes are counted only when `statistics()` asks (`WriteReceipt.measure`).
+        self._unmeasured: list[Callable[[], int]] = []
         # The loop flushes on its event loop's thread, and `SessionStore.load` of a live
         # session flushes from the caller's (maybe another thread): one flush at a time.
         self._flush_lock = threading.Lock()
@@ -145,7 +147,10 @@ class SessionWriter:
             self._materialized = True
         self._cursor += len(batch)
         self._fsync_count += receipt.fsync_count
-        self._bytes_written += receipt.bytes_written
+        if receipt.measure is not None:
+            self._unmeasured.append(receipt.measure)
+        else:
+            self._bytes_written += receipt.bytes_written
         self._batches_written += 1
         self._events_written += len(batch)
         logger.debug(
@@ -223,6 +228,9 @@ class SessionWriter:
         Returns:
             A frozen snapshot of fsyncs, bytes, batches and events written, and pending events.
         """
+        with self._flush_lock:
+            unmeasured, self._unmeasured = self._unmeasured, []
+            self._bytes_written += sum(measure() for measure in unmeasured)
         return WriterStatistics(
             fsync_count=self._fsync_count,
             bytes_written=self._bytes_written,

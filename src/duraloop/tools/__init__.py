@@ -22,6 +22,8 @@ if _lazy.TYPE_CHECKING:
     from ._scheduler import execute_tool_calls as execute_tool_calls
     from ._signal import CancelSignal as CancelSignal
     from ._signal import TurnCancelled as TurnCancelled
+    from ._workers import ToolWorkers as ToolWorkers
+    from ._workers import tool_workers as tool_workers
 
 __all__ = [
     "CancelSignal",
@@ -38,11 +40,13 @@ __all__ = [
     "ToolOutcome",
     "ToolPipeline",
     "ToolRegistry",
+    "ToolWorkers",
     "TurnCancelled",
     "builtin_tools",
     "execute_tool_calls",
     "kill_running_commands",
     "tool",
+    "tool_workers",
 ]
 
 if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
@@ -68,5 +72,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "execute_tool_calls": "._scheduler",
             "CancelSignal": "._signal",
             "TurnCancelled": "._signal",
+            "ToolWorkers": "._workers",
+            "tool_workers": "._workers",
         },
     )

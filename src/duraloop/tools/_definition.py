@@ -294,6 +294,9 @@ def _build_tool(
 
     model_param = params[0] if field_names is None else None
     is_async = inspect.iscoroutinefunction(fn)
+    positional_only = [
+        p.name for p in signature.parameters.values() if p.kind is p.POSITIONAL_ONLY
+    ]  # in signature order, computed once, not per call
 
     async def body(args: Any, ctx: ToolContext) -> object:
         values: dict[str, object] = {}
@@ -305,11 +308,7 @@ def _build_tool(
                 values[param.name] = getattr(args, names[param.name])
         if context_param is not None:
             values[context_param.name] = ctx
-        positional = [
-            values.pop(p.name)
-            for p in signature.parameters.values()
-            if p.kind is p.POSITIONAL_ONLY and p.name in values
-        ]
+        positional = [values.pop(name) for name in positional_only if name in values]
         if is_async:
             result: object = await fn(*positional, **values)
             return result

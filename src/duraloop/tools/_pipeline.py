@@ -23,7 +23,7 @@ import inspect
 import logging
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import anyio
 from pydantic import ValidationError
@@ -35,12 +35,8 @@ from ..log.vocabulary import (
     TOOL_TIMEOUT_ERROR,
     UNKNOWN_TOOL_ERROR,
 )
-from ._blocking import (
-    DEFAULT_CANCEL_GRACE_SECONDS,
-    BodyNotInterruptedError,
-    LoopCaller,
-    postpone_cancel,
-)
+from ._blocking import DEFAULT_CANCEL_GRACE_SECONDS, BodyNotInterruptedError
+from ._bodies import RunningBodies
 from ._context import ToolContext
 from ._definition import Tool
 from ._hooks import Deny, ToolHooks
@@ -70,6 +66,10 @@ class Prepared:
 
     kind: Literal["dispatch", "post-result", "final-result"]
     outcome: ToolOutcome | None = None
+
+
+_DISPATCH: Final = Prepared("dispatch")
+"""`prepare`'s answer for a call whose body may run (immutable, so one for all calls)."""
 
 
 class ToolPipeline:
@@ -108,8 +108,7 @@ class ToolPipeline:
         self.max_output_bytes = max_output_bytes
         self.cancel_grace_seconds = cancel_grace_seconds
         self._invoked: set[str] = set()
-        # One `LoopCaller` per turn signal (a turn runs on one event loop), not one per call.
-        self._caller: tuple[CancelSignal, LoopCaller] | None = None
+        self._bodies = RunningBodies()
 
     def is_parallel(self, call: ToolCallRequest) -> bool:
         """Classify `call` now: True for parallel-safe, False for exclusive; never raises.
@@ -160,7 +159,7 @@ class ToolPipeline:
                 return Prepared("final-result", ToolOutcome.failure(message))
         if signal.aborted:
             return Prepared("post-result", ToolOutcome.cancelled(body_invoked=False))
-        return Prepared("dispatch")
+        return _DISPATCH
 
     async def dispatch(self, call: ToolCallRequest, signal: CancelSignal) -> ToolOutcome:
         """Validate the arguments and run the body; contain every expected failure.
@@ -269,36 +268,23 @@ class ToolPipeline:
         return capped(outcome, self.max_output_bytes if own is None else own)
 
     async def _run_body(self, found: Tool, args: object, ctx: ToolContext) -> ToolOutcome:
-        # A body that does not watch the signal is cancelled at its next await, so cancelling
-        # a turn never waits on a tool that would not notice it; one that watches it gets the
-        # grace period to settle itself first. (A sync body's thread wait is shielded, and
-        # bounded by the same grace period, in `run_blocking`.)
-        caller = self._loop_caller(ctx.signal)
-        grace_seconds = self.cancel_grace_seconds
-
-        def on_cancel(_reason: object) -> None:
-            if found.watches_signal:
-                caller(lambda: postpone_cancel(cancel_scope, grace_seconds))
-            else:
-                caller(cancel_scope.cancel)
-
+        # Cancellation settles the body through `RunningBodies` (docs/scheduler.md#cancellation);
+        # a sync body's thread wait is shielded, and bounded by the grace period, in
+        # `run_blocking`.
         outcome: ToolOutcome | None = None
         with anyio.CancelScope() as cancel_scope:
-            remove = ctx.signal.add_listener(on_cancel)
+            self._bodies.add(
+                cancel_scope,
+                ctx.signal,
+                watches=found.watches_signal,
+                grace_seconds=self.cancel_grace_seconds,
+            )
             try:
                 outcome = await self._run_timed(found, args, ctx)
             finally:
-                remove()
+                self._bodies.discard(cancel_scope)
         # A body that returned is reported even if the scope's cancel also landed.
         return outcome if outcome is not None else ToolOutcome.cancelled(body_invoked=True)
-
-    def _loop_caller(self, signal: CancelSignal) -> LoopCaller:
-        cached = self._caller
-        if cached is not None and cached[0] is signal:
-            return cached[1]
-        caller = LoopCaller()
-        self._caller = (signal, caller)
-        return caller
 
     async def _run_timed(self, found: Tool, args: object, ctx: ToolContext) -> ToolOutcome:
         if found.timeout_seconds is None:

@@ -25,6 +25,7 @@ Right after each committed `tool/result` its `additional_contexts` go to `accept
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,19 +33,13 @@ from dataclasses import dataclass, field
 import anyio
 from anyio.abc import TaskGroup
 
-from ..log import Message, Session, ToolCallBlock, tool_result_message
-from ..log.vocabulary import (
-    ABORTED_BEFORE_DISPATCH_ERROR,
-    ABORTED_BEFORE_DISPATCH_TEXT,
-    BLOCK_TEXT,
-    SURFACE_APPEND,
-    TOOL_CALL,
-    TOOL_RESULT,
-)
+from ..log import Message, Session, ToolCallBlock
 from ._outcome import ToolOutcome
 from ._pipeline import ToolPipeline
 from ._request import ToolCallRequest, parse_tool_arguments
+from ._scheduler_events import append_call, append_skipped_pair, commit_result
 from ._signal import CancelSignal
+from ._workers import ToolWorkers, tool_workers
 
 
 @dataclass(frozen=True)
@@ -61,49 +56,6 @@ class SchedulerOutcome:
     concluded: bool = False
 
 
-def commit_result(
-    session: Session, call: ToolCallRequest, outcome: ToolOutcome, *, call_seq: int
-) -> None:
-    """Append the `tool/result` for `call`, citing its `tool/call` (docs/scheduler.md#results)."""
-    data: dict[str, object] = {
-        "turn": call.turn,
-        "step": call.step,
-        "message": tool_result_message(call.call_id, outcome.content, is_error=outcome.is_error),
-    }
-    if outcome.error is not None:
-        data["error"] = outcome.error
-    if outcome.meta is not None:
-        data["meta"] = outcome.meta
-    session.append(
-        TOOL_RESULT, data, surface_op=SURFACE_APPEND, source_event_seqs=[call_seq], copy=False
-    )
-
-
-def _append_call(session: Session, call: ToolCallRequest) -> int:
-    event = session.append(
-        TOOL_CALL,
-        {
-            "turn": call.turn,
-            "step": call.step,
-            "callId": call.call_id,
-            "name": call.name,
-            "arguments": call.raw_arguments,
-        },
-        copy=False,
-    )
-    return event.seq
-
-
-def _append_skipped_pair(session: Session, call: ToolCallRequest) -> None:
-    call_seq = _append_call(session, call)
-    outcome = ToolOutcome(
-        is_error=True,
-        content=[{"type": BLOCK_TEXT, "text": ABORTED_BEFORE_DISPATCH_TEXT}],
-        error=dict(ABORTED_BEFORE_DISPATCH_ERROR),
-    )
-    commit_result(session, call, outcome, call_seq=call_seq)
-
-
 async def execute_tool_calls(
     session: Session,
     calls: Sequence[ToolCallBlock],
@@ -115,6 +67,7 @@ async def execute_tool_calls(
     max_parallel_tool_calls: int | Callable[[], int] = 10,
     ensure_durable: Callable[[int], Awaitable[None]] | None = None,
     accept_context: Callable[[Message], None] | None = None,
+    workers: ToolWorkers | None = None,
 ) -> SchedulerOutcome:
     """Run an assistant message's tool calls and commit their results in model order.
 
@@ -135,6 +88,8 @@ async def execute_tool_calls(
             right after that `tool/result` is appended (also while aborting: the contexts
             of committed results are accepted). A raise is a scheduler failure. None
             drops the contexts.
+        workers: the worker tasks the dispatches run on (the loop passes the turn's, so a
+            step spawns none anew); None opens workers for this call alone.
 
     Returns:
         Whether the calls were aborted, and whether a committed result concluded the turn. Every
@@ -156,7 +111,41 @@ async def execute_tool_calls(
         )
         for block in calls
     ]
-    cap_setting = max_parallel_tool_calls
+    if workers is None:
+        async with tool_workers() as own:
+            return await _run_groups(
+                session,
+                planned,
+                pipeline,
+                signal,
+                max_parallel_tool_calls,
+                ensure_durable,
+                accept_context,
+                own,
+            )
+    return await _run_groups(
+        session,
+        planned,
+        pipeline,
+        signal,
+        max_parallel_tool_calls,
+        ensure_durable,
+        accept_context,
+        workers,
+    )
+
+
+async def _run_groups(
+    session: Session,
+    planned: list[ToolCallRequest],
+    pipeline: ToolPipeline,
+    signal: CancelSignal,
+    cap_setting: int | Callable[[], int],
+    ensure_durable: Callable[[int], Awaitable[None]] | None,
+    accept_context: Callable[[Message], None] | None,
+    workers: ToolWorkers,
+) -> SchedulerOutcome:
+    """Run the planned calls group by group (docs/scheduler.md#planning-and-groups)."""
     next_index = 0
     concluded = False
     while next_index < len(planned):
@@ -171,6 +160,7 @@ async def execute_tool_calls(
             cap,
             parallel=parallel,
             ensure_durable=ensure_durable,
+            workers=workers,
             accept_context=accept_context,
         )
         consumed, aborted = await runner.run()
@@ -178,38 +168,24 @@ async def execute_tool_calls(
         next_index += consumed
         if aborted:
             for call in planned[next_index:]:
-                _append_skipped_pair(session, call)
+                append_skipped_pair(session, call)
             return SchedulerOutcome(aborted=True, concluded=concluded)
     return SchedulerOutcome(aborted=False, concluded=concluded)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Slot:
     outcome: ToolOutcome
     needs_post: bool
-
-
-class _IdleWorker:
-    """A parked worker: `wake(index)` hands it a call, `wake(None)` tells it to return."""
-
-    __slots__ = ("event", "index")
-
-    def __init__(self) -> None:
-        self.event = anyio.Event()
-        self.index: int | None = None
-
-    def wake(self, index: int | None) -> None:
-        self.index = index
-        self.event.set()
 
 
 @dataclass
 class _GroupRunner:
     """State of one group run (docs/scheduler.md#running-a-group).
 
-    Dispatches run on worker tasks of one task group: a worker runs one dispatch, then
-    parks until it is handed another, so a group spawns at most `cap` tasks, not one per
-    call. Settled dispatches are queued for the commit loop, which wakes on an event.
+    Dispatches run on `workers` (the turn's, docs/scheduler.md#running-a-group), so a group
+    spawns no task per call. Settled dispatches are queued for the commit loop, which wakes
+    on an event.
     """
 
     session: Session
@@ -219,6 +195,7 @@ class _GroupRunner:
     cap: int
     parallel: bool
     ensure_durable: Callable[[int], Awaitable[None]] | None
+    workers: ToolWorkers
     accept_context: Callable[[Message], None] | None = None
     slots: dict[int, _Slot] = field(default_factory=dict)
     call_seqs: dict[int, int] = field(default_factory=dict)
@@ -230,7 +207,6 @@ class _GroupRunner:
     failure: BaseException | None = None
     _settled: deque[int] = field(default_factory=deque)
     _settled_event: anyio.Event | None = None
-    _idle: list[_IdleWorker] = field(default_factory=list)
     _task_group: TaskGroup | None = None
     _durable_wanted: int = -1
     _durable_running: bool = False
@@ -258,15 +234,11 @@ class _GroupRunner:
                 with anyio.CancelScope(shield=True):
                     while self.in_flight:
                         self.in_flight.discard(await self._next_settled())
-            finally:
-                for worker in self._idle:
-                    worker.wake(None)
-                self._idle.clear()
         if self.failure is not None:
             raise self.failure
         if self.aborted:
             for call in self.group[self.next_to_start :]:
-                _append_skipped_pair(self.session, call)
+                append_skipped_pair(self.session, call)
             return len(self.group), True
         return self.next_to_start, False
 
@@ -295,32 +267,21 @@ class _GroupRunner:
                 self._submit(index)
             self.next_to_start += 1
             self._raise_failure()
-            await self._commit_ready()
-            self._raise_failure()
+            if self.committed in self.slots:  # else `_commit_ready` has nothing to commit
+                await self._commit_ready()
+                self._raise_failure()
             if self.signal.aborted:
                 self.aborted = True
 
     def _submit(self, index: int) -> None:
-        """Hand a prepared call to a parked worker, or spawn one (at most `cap` exist)."""
+        """Hand a prepared call's dispatch to the workers."""
         self.in_flight.add(index)
-        if self._idle:
-            self._idle.pop().wake(index)
-        elif self._task_group is not None:
-            self._task_group.start_soon(self._worker, index)
-
-    async def _worker(self, index: int) -> None:
-        next_index: int | None = index
-        while next_index is not None:
-            await self._dispatch(next_index)
-            parked = _IdleWorker()
-            self._idle.append(parked)
-            await parked.event.wait()
-            next_index = parked.index
+        self.workers.submit(functools.partial(self._dispatch, index))
 
     async def _start_call(self, index: int) -> bool:
         """Append `tool/call` and prepare; return True when the call needs a dispatch."""
         call = self.group[index]
-        self.call_seqs[index] = _append_call(self.session, call)
+        self.call_seqs[index] = append_call(self.session, call)
         prepared = await self.pipeline.prepare(call, self.signal)
         self._raise_failure()
         if prepared.kind == "dispatch":

@@ -7,6 +7,7 @@ ids never share a directory; the project key is lossy by design (lookup scans by
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +41,13 @@ def check_session_id(session_id: str) -> None:
     Raises:
         UsageError: naming the id and what is allowed.
     """
+    _check_session_id(session_id)
+
+
+# Every append locates its log by id, so the checks and the encoding are cached per id (a
+# refused id raises, and raising is never cached).
+@functools.lru_cache(maxsize=4096)
+def _check_session_id(session_id: str) -> None:
     allowed = (
         f"a session id is 1 to {MAX_SESSION_ID_CHARS} characters without NUL or line breaks "
         "(a UUID is typical)"
@@ -100,6 +108,7 @@ def encode_segment(value: str) -> str:
     return _encode(value)
 
 
+@functools.lru_cache(maxsize=4096)
 def _encode(value: str) -> str:
     if value in (".", ".."):
         return "~002E" * len(value)

@@ -11,25 +11,21 @@ reads the log back.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import secrets
 from pathlib import Path
 
 import xxhash
 
-from duraloop.errors import CorruptLogError, StoreError
+from duraloop.errors import CorruptLogError
 from duraloop.log import Event, LazyEvents, SessionCheckpoint
 
 from .._backend import StoredLog
-from .._files import read_written, write_all
+from .._files import read_written, replace_private_file
 from .._snapshot import SnapshotHeader, SnapshotIgnoredError, SnapshotRead, check_binding
 from ._covered_read import read_covered
 from ._scan import read_header, scan_log, scan_zstd_log
 from ._tail_scan import scan_raw_tail, scan_zstd_tail
 
 SNAPSHOT_FILE_NAME = "session.snapshot"
-_FILE_MODE = 0o600
 
 
 class PrefixDigests:
@@ -171,19 +167,4 @@ def write_snapshot_file(log_path: Path, blob: bytes) -> None:
     Raises:
         StoreError: if it cannot be written (nothing of the log is touched).
     """
-    final = snapshot_path(log_path)
-    for stale in final.parent.glob(f"{SNAPSHOT_FILE_NAME}.*.tmp"):  # a write killed earlier
-        with contextlib.suppress(OSError):
-            stale.unlink()
-    tmp = final.with_name(f"{SNAPSHOT_FILE_NAME}.{secrets.token_hex(6)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _FILE_MODE)
-        try:
-            write_all(fd, blob)
-        finally:
-            os.close(fd)
-        os.replace(tmp, final)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise StoreError(f"cannot write the snapshot {final}: {exc}") from exc
+    replace_private_file(snapshot_path(log_path), blob, what="the snapshot")

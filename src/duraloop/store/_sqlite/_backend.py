@@ -11,6 +11,7 @@ transaction, after checking that the tail is still the one the read saw.
 The single-writer rule is the JSONL one: an exclusive `fcntl.flock` on one lock file per
 session in `<db>.locks/`, so two processes never write one session, while different sessions
 of one database are written by different processes, serialized by SQLite's own locking.
+Snapshots are files in `<db>.snapshots/` (`_snapshots`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from duraloop.log import Event, SessionHeader
 from .._backend import DamagedLog, StoredLog, WriteReceipt
 from .._codec._records import RecordError
 from .._files import write_private_copy
+from .._snapshot import SnapshotRead
 from .._writer import check_batch
 from ._file import check_same_file, check_sessions, damaged_store_error
 from ._locks import check_id, lock_session
@@ -50,6 +52,7 @@ from ._rows import (
 )
 from ._scan import rows_as_json_lines, scan_rows, stored_next_seq
 from ._schema import check_schema, connect, store_id
+from ._snapshots import read_snapshot_blob, read_with_snapshot, write_sqlite_snapshot
 
 logger = logging.getLogger(__name__)
 _INSERT_EVENT = (
@@ -102,6 +105,7 @@ class SqliteBackend:
         self._file_id = (0, 0)
         self._checked = False
         self._locks_dir = self.path.with_name(f"{self.path.name}.locks")
+        self._snapshots_dir = self.path.with_name(f"{self.path.name}.snapshots")
         if create_on_open or os.path.lexists(self.path):
             self._open(create=create_on_open)
 
@@ -256,10 +260,7 @@ class SqliteBackend:
         return f"{self._identity}:incarnation:{incarnation}:revision:{row[1]}"
 
     def materialize(self, header: SessionHeader, batch: Sequence[Event]) -> WriteReceipt:
-        """Insert the session row and first batch in one transaction.
-
-        See `StorageBackend.materialize`.
-        """
+        """Insert the session row and first batch in one transaction (`StorageBackend`)."""
         check_id(header.id)
         check_batch(header.id, batch, 0)
         rows = encode_rows(header.id, batch, pack_chunks=self.pack_chunks)
@@ -345,17 +346,31 @@ class SqliteBackend:
             )
         return WriteReceipt(_bytes_of(rows), 3 if copy else 1, copy)
 
-    def read_snapshot(self, session_id: str) -> None:
-        """Keep no snapshots (see `StorageBackend.read_snapshot`): always None."""
-        return None
+    def read_snapshot(self, session_id: str) -> SnapshotRead | None:
+        """Read a session through its snapshot (`_snapshots`); see `StorageBackend`."""
+        if self._missing():
+            raise SessionNotFoundError(session_id)
+        blob = read_snapshot_blob(self._snapshots_dir, session_id)
+        if blob is None:
+            return None
+        with self._transaction(f'read session "{session_id}"', write=False) as connection:
+            header = self._header(connection, session_id)
+            return read_with_snapshot(connection, self.path, header, blob, reader=self._reading)
+
+    def _reading(self, decode: Callable[[sqlite3.Connection], list[Event]]) -> list[Event]:
+        with self._transaction("read a snapshot's prefix", write=False) as connection:
+            return decode(connection)
 
     def merge_frames(self, session_id: str) -> int:
         """Store no frames (see `StorageBackend.merge_frames`): always 0."""
         return 0
 
     def write_snapshot(self, session_id: str, events: int, body: bytes) -> bool:
-        """Keep no snapshots (see `StorageBackend.write_snapshot`): always False."""
-        return False
+        """Write a snapshot bound to the stored rows; see `StorageBackend.write_snapshot`."""
+        with self._transaction(f'snapshot session "{session_id}"', write=False) as connection:
+            return write_sqlite_snapshot(
+                connection, self.path, self._snapshots_dir, session_id, events, body
+            )
 
     def list_headers(self) -> list[SessionHeader | DamagedLog]:
         """Return every session row's header, oldest first; see `StorageBackend.list_headers`."""
@@ -380,9 +395,6 @@ class SqliteBackend:
         return headers
 
     def lock(self, session_id: str, *, cwd: str | None) -> Callable[[], None]:
-        """Take an exclusive `flock` on the session's file in `<db>.locks/`.
-
-        See `StorageBackend.lock`.
-        """
+        """Take an exclusive `flock` on the session's file in `<db>.locks/` (`StorageBackend`)."""
         del cwd
         return lock_session(self._locks_dir, session_id)

@@ -1,0 +1,238 @@
+"""The commands that run turns: run, chat, resume (registered first: the help lists them first)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated
+
+import anyio
+import typer
+
+from .. import loop as _loop
+from ._console import app, err, out
+from ._options import (
+    BaseUrlOption,
+    BudgetFlags,
+    CwdOption,
+    EachTurnMaxStepsOption,
+    MaxCostPerSession,
+    MaxCostPerTurn,
+    MaxParallelOption,
+    MaxRequestsPerSession,
+    MaxRequestsPerTurn,
+    MaxStepsOption,
+    MaxTokensOption,
+    MaxTokensPerSession,
+    MaxTokensPerTurn,
+    MaxToolCallsPerSession,
+    MaxToolCallsPerTurn,
+    ModelOption,
+    ReasoningEffortOption,
+    StoreOption,
+    SystemOption,
+    TurnOptions,
+)
+from ._render import ident, repair_text, safe, styled
+from ._runner import exit_code_for, require_prompt, run_turn_live
+from ._stores import open_store
+
+
+@app.command()
+def run(
+    prompt: Annotated[str, typer.Argument(help="The user's prompt for this turn.")],
+    model: ModelOption = None,
+    store: StoreOption = None,
+    cwd: CwdOption = None,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session",
+            help="Run in this session: continued if it exists, created with this id if not.",
+        ),
+    ] = None,
+    max_parallel: MaxParallelOption = 10,
+    max_steps: MaxStepsOption = 100,
+    system: SystemOption = None,
+    base_url: BaseUrlOption = None,
+    max_tokens: MaxTokensOption = None,
+    reasoning_effort: ReasoningEffortOption = None,
+    max_requests_per_turn: MaxRequestsPerTurn = None,
+    max_tokens_per_turn: MaxTokensPerTurn = None,
+    max_tool_calls_per_turn: MaxToolCallsPerTurn = None,
+    max_cost_per_turn: MaxCostPerTurn = None,
+    max_requests_per_session: MaxRequestsPerSession = None,
+    max_tokens_per_session: MaxTokensPerSession = None,
+    max_tool_calls_per_session: MaxToolCallsPerSession = None,
+    max_cost_per_session: MaxCostPerSession = None,
+) -> None:
+    """Run one turn and print the session id; exit 0 when the turn completes."""
+    require_prompt(prompt)
+    turn = TurnOptions(
+        model=model,
+        system=system,
+        max_parallel=max_parallel,
+        max_steps=max_steps,
+        base_url=base_url,
+        max_tokens=max_tokens,
+        reasoning_effort=reasoning_effort,
+        budget=BudgetFlags(
+            requests_per_turn=max_requests_per_turn,
+            tokens_per_turn=max_tokens_per_turn,
+            tool_calls_per_turn=max_tool_calls_per_turn,
+            cost_per_turn=max_cost_per_turn,
+            requests_per_session=max_requests_per_session,
+            tokens_per_session=max_tokens_per_session,
+            tool_calls_per_session=max_tool_calls_per_session,
+            cost_per_session=max_cost_per_session,
+        ),
+    )
+    setup = turn.session_setup(store, cwd=cwd)
+    if session is None:
+        loop = _loop.start_session(setup)
+    else:
+        # An existing session keeps its recorded workspace unless --cwd says otherwise.
+        loop, repair = _loop.open_session(session, setup)
+        if repair is not None and repair.closers:
+            err.print(safe(f"repaired {ident(loop.session.id)}: {repair_text(repair)}", "yellow"))
+    with loop:
+        try:
+            result = anyio.run(
+                functools.partial(run_turn_live, loop, prompt, console=out, errors=err)
+            )
+        finally:
+            out.print(styled("session: ", ident(loop.session.id)))
+    raise typer.Exit(exit_code_for(result.kind))
+
+
+@app.command(
+    help="Chat interactively: a line starts a turn, typing during a turn steers it, Ctrl-C "
+    "cancels it."
+)
+def chat(
+    model: ModelOption = None,
+    store: StoreOption = None,
+    cwd: CwdOption = None,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session",
+            help=(
+                "Chat in this session: resumed (with repair) if it exists, created with this id "
+                "if not."
+            ),
+        ),
+    ] = None,
+    max_parallel: MaxParallelOption = 10,
+    max_steps: EachTurnMaxStepsOption = 100,
+    system: SystemOption = None,
+    base_url: BaseUrlOption = None,
+    max_tokens: MaxTokensOption = None,
+    reasoning_effort: ReasoningEffortOption = None,
+    max_requests_per_turn: MaxRequestsPerTurn = None,
+    max_tokens_per_turn: MaxTokensPerTurn = None,
+    max_tool_calls_per_turn: MaxToolCallsPerTurn = None,
+    max_cost_per_turn: MaxCostPerTurn = None,
+    max_requests_per_session: MaxRequestsPerSession = None,
+    max_tokens_per_session: MaxTokensPerSession = None,
+    max_tool_calls_per_session: MaxToolCallsPerSession = None,
+    max_cost_per_session: MaxCostPerSession = None,
+) -> None:
+    """Chat interactively: a line starts a turn, typing during a turn steers it.
+
+    Ctrl-C cancels it. (The `help=` above keeps the command's help one paragraph.)
+    """
+    from ._chat import run_chat
+
+    turn = TurnOptions(
+        model=model,
+        system=system,
+        max_parallel=max_parallel,
+        max_steps=max_steps,
+        base_url=base_url,
+        max_tokens=max_tokens,
+        reasoning_effort=reasoning_effort,
+        budget=BudgetFlags(
+            requests_per_turn=max_requests_per_turn,
+            tokens_per_turn=max_tokens_per_turn,
+            tool_calls_per_turn=max_tool_calls_per_turn,
+            cost_per_turn=max_cost_per_turn,
+            requests_per_session=max_requests_per_session,
+            tokens_per_session=max_tokens_per_session,
+            tool_calls_per_session=max_tool_calls_per_session,
+            cost_per_session=max_cost_per_session,
+        ),
+    )
+    setup = turn.session_setup(store, cwd=cwd)
+    repair = None
+    if session is None:
+        loop = _loop.start_session(setup)
+    else:
+        loop, repair = _loop.open_session(session, setup)
+    with loop:
+        out.print(styled("session: ", ident(loop.session.id)))
+        if repair is not None:
+            err.print(safe(f"resumed {ident(loop.session.id)}: {repair_text(repair)}"))
+        chat_turns = functools.partial(
+            run_chat, loop, setup.store, console=out, errors=err, resumed=repair is not None
+        )
+        code = anyio.run(chat_turns)
+    raise typer.Exit(code)
+
+
+@app.command()
+def resume(
+    session_id: Annotated[str, typer.Argument(help="The session to resume.")],
+    prompt: Annotated[
+        str | None, typer.Argument(help="A prompt for a new turn (optional).")
+    ] = None,
+    model: ModelOption = None,
+    store: StoreOption = None,
+    cwd: CwdOption = None,
+    max_parallel: MaxParallelOption = 10,
+    max_steps: MaxStepsOption = 100,
+    system: SystemOption = None,
+    base_url: BaseUrlOption = None,
+    max_tokens: MaxTokensOption = None,
+    reasoning_effort: ReasoningEffortOption = None,
+    max_requests_per_turn: MaxRequestsPerTurn = None,
+    max_tokens_per_turn: MaxTokensPerTurn = None,
+    max_tool_calls_per_turn: MaxToolCallsPerTurn = None,
+    max_cost_per_turn: MaxCostPerTurn = None,
+    max_requests_per_session: MaxRequestsPerSession = None,
+    max_tokens_per_session: MaxTokensPerSession = None,
+    max_tool_calls_per_session: MaxToolCallsPerSession = None,
+    max_cost_per_session: MaxCostPerSession = None,
+) -> None:
+    """Load a session with crash repair, say what repair did, optionally run a turn."""
+    turn = TurnOptions(
+        model=model,
+        system=system,
+        max_parallel=max_parallel,
+        max_steps=max_steps,
+        base_url=base_url,
+        max_tokens=max_tokens,
+        reasoning_effort=reasoning_effort,
+        budget=BudgetFlags(
+            requests_per_turn=max_requests_per_turn,
+            tokens_per_turn=max_tokens_per_turn,
+            tool_calls_per_turn=max_tool_calls_per_turn,
+            cost_per_turn=max_cost_per_turn,
+            requests_per_session=max_requests_per_session,
+            tokens_per_session=max_tokens_per_session,
+            tool_calls_per_session=max_tool_calls_per_session,
+            cost_per_session=max_cost_per_session,
+        ),
+    )
+    sessions = open_store(store)
+    if prompt is None:
+        turn.refuse_model_flags()
+        loaded = sessions.prepare(session_id)[0]  # repair only: the prefix stays on disk
+        out.print(safe(f"{ident(session_id)}: {repair_text(loaded.repair)}"))
+        return
+    require_prompt(prompt)
+    loop, repair = _loop.resume_session(session_id, turn.session_setup(sessions, cwd=cwd))
+    err.print(safe(f"{ident(session_id)}: {repair_text(repair)}"))
+    with loop:
+        result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
+        out.print(styled("session: ", ident(session_id)))
+    raise typer.Exit(exit_code_for(result.kind))
