@@ -165,6 +165,10 @@ class EncodingModel:
         self.encoded_bytes = len(body)
         return body
 
+    def encoded_prefix(self, messages: Sequence[Any]) -> Any:
+        """The adapter's encoded prefix for a snapshot (as the real adapter's loop writes it)."""
+        return self._adapter.encoded_prefix(messages)
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         """Encode the request, then stream the next scripted response."""
         self.request_times.append(time.perf_counter())

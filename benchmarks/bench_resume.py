@@ -5,7 +5,8 @@ child process working on a fresh copy of the pristine store:
 
 - `10-step` and `1000-step`: the scenario-S session (one turn, N steps x 3 no-op tool
   calls), written by the loop on a durable JSONL store (so with the snapshot its turn end
-  writes, docs/store.md#snapshots).
+  writes, docs/store.md#snapshots) with a model that encodes each request as the OpenAI
+  adapter sends it (so the snapshot also carries the encoded prefix, as a real session's).
 - `100k-event`: ~100k events over many turns (user message; a step with reasoning, text and
   2 tool calls; a step with text and 3 tool calls; a final text step); the last turn runs
   after the last snapshot, and the log is then cut after its last `tool/call` (an
@@ -21,9 +22,11 @@ building the next request (its steps are repeated here so each phase is timed):
 `Session(seed=...)`, truncate the torn tail, append closers durably; through a snapshot:
 verify it, read the tail, restore), `seed` (now empty: prepare built the session),
 `writer+loop` (`open_writer`, `AgentLoop`; the end-seed joins the next batch), `derive+pairing`
-(`derive_messages` + the loop's incremental pairing check) and `encode` (the Chat Completions
-body of the whole history, `OpenAIChatModel.encode_request` on a fresh adapter: every
-message converted and encoded once; issue 11's target: <= 4 ms for the 1000-step session).
+(`request_history` as a step takes it, without decoding the snapshot's messages, + the loop's
+incremental pairing check) and `encode` (the Chat Completions body of the whole history,
+`OpenAIChatModel.encode_request` on a fresh adapter, which starts from the snapshot's encoded
+prefix and converts only the messages after it; issue 11's target: <= 4 ms for the 1000-step
+session).
 After the resume, outside its phases, the child also times the Anthropic adapter's cold
 encode of the same history and `msgspec.json.encode` of the messages (the reference speed).
 The parent also reports the child's whole
@@ -94,7 +97,7 @@ async def _build(
     workspace.mkdir(parents=True, exist_ok=True)
     setup = SessionSetup(
         store=sc.JsonlStore(root / "store"),
-        model=sc.BenchScriptedModel(script),
+        model=sc.EncodingModel(script),
         tools=sc.NOOP_TOOLS,
         cwd=workspace,
         config=LoopConfig(max_steps=max_steps, snapshot_every=snapshot_every),
@@ -195,7 +198,7 @@ def child(root: str, session_id: str) -> None:
     marks.append(time.perf_counter())
     # What a step does before its request: the derived messages and the loop's incremental
     # pairing check (which a snapshot resume starts with the covered messages checked).
-    messages = session.derive_messages()
+    messages = session.request_history()
     loop._state.pairing.check(messages, generation=session.surface.replace_generation)
     marks.append(time.perf_counter())
     system = default_system_prompt(loop.cwd, [t.name for t in loop.registry])
@@ -203,15 +206,19 @@ def child(root: str, session_id: str) -> None:
     body = sc.encode_request(model._adapter, messages, system, tools)
     marks.append(time.perf_counter())
     materialized = bool(getattr(session.events, "materialized", True))
+    messages_decoded = bool(getattr(messages, "materialized", True))
+    seeded = bool(getattr(model._adapter._encoder, "seeded", False))
     loop.close()
-    # Not phases of the resume (not in its total), timed on the same fresh messages: the
-    # Anthropic adapter's cold encode, and msgspec.json.encode of the history as reference.
+    # Not phases of the resume (not in its total), timed on the same messages, decoded
+    # first (untimed): the Anthropic adapter's cold encode, and msgspec.json.encode of the
+    # history as reference.
+    decoded = list(messages)
     anthropic = sc.AnthropicMessagesModel("bench-model", api_key="sk-ant-bench-not-used")
     started = time.perf_counter()
-    sc.encode_request(anthropic, messages, system, tools)
+    sc.encode_request(anthropic, decoded, system, tools)
     anthropic_ms = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
-    msgspec.json.encode(messages)
+    msgspec.json.encode(decoded)
     msgspec_ms = (time.perf_counter() - started) * 1000
     phases = {name: (marks[i + 1] - marks[i]) * 1000 for i, name in enumerate(PHASES)}
     print(
@@ -229,6 +236,8 @@ def child(root: str, session_id: str) -> None:
                 "closers": len(loaded.repair.closers),
                 "snapshot": loaded.snapshot,
                 "prefix_decoded": materialized,
+                "messages_decoded": messages_decoded,
+                "encoder_seeded": seeded,
             }
         )
     )
@@ -309,7 +318,9 @@ def measure(runs: int, steps: int, events: int) -> list[sc.Figure]:
             first = reports[key, True][0][0]
             print(
                 f"  {labels[key]}: {first['events']} events, {size / 1e6:.2f} MB, "
-                f"{first['total_ms']:.1f} ms (snapshot {first['snapshot']})",
+                f"{first['total_ms']:.1f} ms (snapshot {first['snapshot']}; decoded: events "
+                f"{first['prefix_decoded']}, messages {first['messages_decoded']}; encoder "
+                f"seeded {first['encoder_seeded']})",
                 file=sys.stderr,
                 flush=True,
             )

@@ -25,3 +25,14 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionSto
     else:
         with SqliteStore(tmp_path / "sessions.db") as sqlite_store:
             yield sqlite_store
+
+
+@pytest.fixture(params=["streamed", "whole"])
+def snapshot_read(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a snapshot test with the snapshot file read streamed (its messages section left on
+    disk) and read whole (a small file); the test sessions' snapshots are all small."""
+    from duraloop.store._jsonl import _snapshot_read
+
+    if request.param == "streamed":
+        monkeypatch.setattr(_snapshot_read, "SMALL_SNAPSHOT_BYTES", 0)
+    return str(request.param)

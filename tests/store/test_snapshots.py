@@ -28,6 +28,11 @@ from duraloop.tools import Tool, ToolContext
 SNAPSHOT = "session.snapshot"
 
 
+@pytest.fixture(autouse=True)
+def _both_snapshot_reads(snapshot_read: str) -> None:
+    """Every test here runs with the snapshot read streamed and read whole."""
+
+
 def _tool(name: str) -> Tool:
     async def body(arguments: Any, context: ToolContext) -> str:
         if arguments.get("fail"):

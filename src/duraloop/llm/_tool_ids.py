@@ -172,6 +172,34 @@ class ToolIdMap:
         self._wires[call_id] = wire
         return wire
 
+    def aliases(self) -> dict[str, str]:
+        """Return the pairs mapped to another id (history id -> wire id), for a seed."""
+        return {call_id: wire for call_id, wire in self._wires.items() if wire != call_id}
+
+    def adopt(self, aliases: dict[str, str]) -> bool:
+        """Remember pairs another map of the same rule made (`aliases`), all or none.
+
+        Args:
+            aliases: history id -> wire id, as `aliases()` returned them.
+
+        Returns:
+            False (nothing remembered) if a pair is no `wire_tool_id` mapping of this rule or
+            disagrees with a pair this map holds; else True.
+        """
+        for call_id, wire in aliases.items():
+            if (
+                not isinstance(call_id, str)
+                or not isinstance(wire, str)
+                or self._wires.get(call_id, wire) != wire
+                or self._originals.get(wire, call_id) != call_id
+                or wire_tool_id(call_id, self.rule) != wire
+            ):
+                return False
+        for call_id, wire in aliases.items():
+            self._wires[call_id] = wire
+            self._originals[wire] = call_id
+        return True
+
     def from_wire(self, wire_id: str) -> str:
         """Return the history id that `to_wire` mapped to `wire_id`.
 

@@ -11,6 +11,7 @@ if _lazy.TYPE_CHECKING:
     from ._check import rescue_command as rescue_command
     from ._check import validate_after_checkpoint as validate_after_checkpoint
     from ._check import validate_log as validate_log
+    from ._checkpoint import EncodedPrefix as EncodedPrefix
     from ._checkpoint import SessionCheckpoint as SessionCheckpoint
     from ._checkpoint import decode_checkpoint as decode_checkpoint
     from ._checkpoint import encode_checkpoint as encode_checkpoint
@@ -36,6 +37,7 @@ if _lazy.TYPE_CHECKING:
     from ._lazy_events import LazyEvents as LazyEvents
     from ._lazy_events import PrefixLoader as PrefixLoader
     from ._lazy_events import same_events as same_events
+    from ._lazy_messages import LazyMessages as LazyMessages
     from ._legacy import readable_events as readable_events
     from ._messages import ContentBlock as ContentBlock
     from ._messages import Message as Message
@@ -87,6 +89,8 @@ __all__ = [
     "encode_checkpoint",
     "decode_checkpoint",
     "SessionCheckpoint",
+    "EncodedPrefix",
+    "LazyMessages",
     "PrefixLoader",
     "LazyEvents",
     "ASSISTANT_CONTENT_MISSING",
@@ -167,6 +171,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "rescue_command": "._check",
             "validate_after_checkpoint": "._check",
             "validate_log": "._check",
+            "EncodedPrefix": "._checkpoint",
             "SessionCheckpoint": "._checkpoint",
             "decode_checkpoint": "._checkpoint",
             "encode_checkpoint": "._checkpoint",
@@ -191,6 +196,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "LazyEvents": "._lazy_events",
             "PrefixLoader": "._lazy_events",
             "same_events": "._lazy_events",
+            "LazyMessages": "._lazy_messages",
             "readable_events": "._legacy",
             "ContentBlock": "._messages",
             "Message": "._messages",

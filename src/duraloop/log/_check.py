@@ -230,7 +230,7 @@ def validate_after_checkpoint(
         )
         messages = session.messages
         if session.surface.replace_generation == checkpoint.replace_generation:
-            messages = messages[len(checkpoint.messages) :]
+            messages = messages[checkpoint.message_count :]
         return session, messages
 
     return _judge(

@@ -14,13 +14,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import EventRejectedError
-from ._checkpoint import SessionCheckpoint
+from ._checkpoint import EncodedPrefix, SessionCheckpoint
 from ._event import Event, check_envelope, now_ms
 from ._header import SessionHeader
 from ._invariants import InvariantChecker
 from ._json import MAX_SAFE_INTEGER, JsonValue, check_lossless, lossless_copy
 from ._lazy_events import LazyEvents, PrefixLoader
+from ._lazy_messages import LazyMessages, checkpoint_messages
 from ._messages import Message, project
+from ._restore import restore_session
 from ._surface import Surface
 from ._validate import check_message_shape, check_vocabulary
 from .vocabulary import ASSISTANT_CHUNK, END_SEED
@@ -71,7 +73,7 @@ class Session:
         self.restored_from: SessionCheckpoint | None = None
         """The snapshot checkpoint this session was restored from (`restore`), else None."""
         self._surface = Surface()
-        self._messages: list[Message] = []
+        self._messages: list[Message] | LazyMessages = []
         self._generation = 0
         self._invariants = InvariantChecker() if check_invariants else None
         self._validators: list[Validator] = []
@@ -97,42 +99,15 @@ class Session:
     ) -> Session:
         """Rebuild a seeded session from a snapshot checkpoint plus the events after it.
 
-        The same session as `Session(session_id, seed=prefix + tail)` with invariants checked,
-        when the checkpoint is that prefix's (the store verified it against the log bytes):
-        the tail is validated event by event as a seed is, and the prefix is decoded only if
-        something reads it (`LazyEvents`). See docs/store.md#snapshots.
-
-        Args:
-            session_id: the session id.
-            checkpoint: the derived state after the prefix (`checkpoint()` wrote it).
-            load_prefix: decodes the prefix's events when first read.
-            tail: the events after the prefix (closers included), seq `checkpoint.count` on.
-            header: the stored header.
-            clock: returns epoch milliseconds for new events.
-
-        Returns:
-            The session, ending with the next lifecycle's `session/end-seed`.
-
-        Raises:
-            EventRejectedError: if a tail event breaks a rule a seed's event would.
+        See `restore_session` (the arguments, the result and the errors are its).
         """
         session = cls(session_id, header=header, clock=clock)
-        count = checkpoint.count
-        session._events = LazyEvents(count, load_prefix, {count - 1: checkpoint.last_event})
-        session.restored_from = checkpoint
-        session._surface.restore(checkpoint.nodes, checkpoint.replace_generation)
-        session._messages = list(checkpoint.messages)  # type: ignore[arg-type]
-        invariants = session._invariants
-        if invariants is not None:
-            invariants.last_seq = count - 1
-            invariants.next_turn = checkpoint.next_turn
-        session._load_seed(tail, start=count)
-        if session._events[-1].type != END_SEED:
-            session.append(END_SEED, {})
-        session.first_live_seq = count + len(tail)
+        restore_session(session, checkpoint=checkpoint, load_prefix=load_prefix, tail=tail)
         return session
 
-    def checkpoint(self, loop: dict[str, Any] | None = None) -> SessionCheckpoint | None:
+    def checkpoint(
+        self, loop: dict[str, Any] | None = None, *, encoded: Sequence[EncodedPrefix] = ()
+    ) -> SessionCheckpoint | None:
         """Return the derived state of the whole log, or None when no snapshot may be taken.
 
         A checkpoint is taken only at a clean point: invariants are checked, no turn is open,
@@ -140,18 +115,22 @@ class Session:
 
         Args:
             loop: the loop's own fold to store with it (JSON; `{}` when None).
+            encoded: a model adapter's encoded forms of the messages (`checkpoint_messages`).
         """
         invariants = self._invariants
         if invariants is None or invariants.open_turn is not None or not self._events:
             return None
+        raw, kept = checkpoint_messages(self._messages, encoded)
         return SessionCheckpoint(
             count=len(self._events),
             nodes=list(self._surface.nodes),
             replace_generation=self._surface.replace_generation,
-            messages=list(self._messages),  # type: ignore[arg-type]
+            message_count=len(self._messages),
+            messages=raw,
             next_turn=invariants.next_turn,
             last_event=self._events[-1],
             loop=loop or {},
+            encoded=kept,
         )
 
     @property
@@ -288,12 +267,21 @@ class Session:
     def derive_messages(self) -> list[Message]:
         """Return the model history: the surface's messages in order.
 
-        See docs/log.md#surface-and-derived-messages.
+        See docs/log.md#surface-and-derived-messages (`request_history` for a request).
 
         Returns:
             A fresh list of the (shared, treat-as-immutable) message dicts.
         """
         return list(self._messages)
+
+    def request_history(self) -> Sequence[Message]:
+        """Return the derived messages for a model request, without decoding a restored prefix.
+
+        The same messages, in a sequence later appends do not change: a fresh list, or a
+        restored session's `LazyMessages` copy (docs/store.md#snapshots).
+        """
+        messages = self._messages
+        return messages.copy() if isinstance(messages, LazyMessages) else list(messages)
 
     @property
     def messages(self) -> Sequence[Message]:

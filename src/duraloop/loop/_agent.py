@@ -244,7 +244,7 @@ class AgentLoop(NamedSends):
             next_step=list(self.inbox.next_step),  # type: ignore[arg-type]
             usage=self._usage.state(self.session),
         )
-        self._snapshots.write(self._durability.writer, fold, self._state.pairing)
+        self._snapshots.write(self._durability.writer, fold, self._state.pairing, self.model)
 
     async def dispose(self) -> None:
         """Cancel the running turn as `{"kind": "disposed"}`, wait for it to close, then close.

@@ -9,17 +9,22 @@ that fold and replays only the events after it (`restored_fold`); a loop writes 
 turn closes once `LoopConfig.snapshot_every` events have been appended since the last one,
 and when it closes between turns with anything new (`Snapshots`). A snapshot that cannot be
 written is logged and skipped: it is a cache, and the log is already durable.
+
+With it goes the model's encoded form of the derived messages when the model can give one
+(`PrefixEncoding`: the Chat Completions adapters), so the first request after a resume is
+not converted message by message (`log.EncodedPrefix`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
 from ..errors import DuraloopError, PairingError
-from ..log import PairingCheck, Session, SessionCheckpoint
+from ..log import EncodedPrefix, Message, PairingCheck, Session, SessionCheckpoint
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +70,22 @@ def restored_fold(session: Session) -> tuple[SessionCheckpoint, LoopFold] | None
 class SnapshotWriter(Protocol):
     """A durability that can take snapshots (`duraloop.store.SessionWriter` is one)."""
 
-    def write_snapshot(self, loop: dict[str, Any] | None = None) -> bool:
-        """Store a snapshot of the flushed session with the loop's fold; return if written."""
+    def write_snapshot(
+        self, loop: dict[str, Any] | None = None, *, encoded: Sequence[EncodedPrefix] = ()
+    ) -> bool:
+        """Store a snapshot of the flushed session, with the loop's fold; return if written."""
+
+
+@runtime_checkable
+class PrefixEncoding(Protocol):
+    """A model that can encode derived messages for a snapshot (a Chat Completions adapter).
+
+    A model without the method simply writes no encoded prefix (its next cold request after
+    a resume converts every message, as without a snapshot).
+    """
+
+    def encoded_prefix(self, messages: Sequence[Message]) -> EncodedPrefix | None:
+        """Return the model's encoded form of all of `messages` (checked), or None."""
 
 
 class Snapshots:
@@ -92,7 +111,9 @@ class Snapshots:
         """Whether events were appended since the last snapshot (and snapshots are on)."""
         return self._every is not None and self._session.seq > self._covered
 
-    def write(self, writer: object, fold: LoopFold, pairing: PairingCheck) -> None:
+    def write(
+        self, writer: object, fold: LoopFold, pairing: PairingCheck, model: object = None
+    ) -> None:
         """Write a snapshot now, if `writer` takes them and the messages pair.
 
         A write that fails is logged (the log is durable; only the next resume is slower).
@@ -101,6 +122,7 @@ class Snapshots:
             writer: the loop's durability (a `SnapshotWriter`, or anything else: no write).
             fold: the loop's fold of the whole log.
             pairing: the loop's incremental pairing check (brought up to date here).
+            model: the loop's model; a `PrefixEncoding` one adds its encoded prefix.
         """
         if not isinstance(writer, SnapshotWriter):
             return
@@ -110,8 +132,13 @@ class Snapshots:
         except PairingError as exc:
             logger.debug("session %s: no snapshot of an unpaired history: %s", session.id, exc)
             return
+        encoded: list[EncodedPrefix] = []
+        if isinstance(model, PrefixEncoding):
+            prefix = model.encoded_prefix(session.messages)
+            if prefix is not None:
+                encoded.append(prefix)
         try:
-            written = writer.write_snapshot(msgspec.to_builtins(fold))
+            written = writer.write_snapshot(msgspec.to_builtins(fold), encoded=encoded)
         except (DuraloopError, OSError) as exc:
             # A cache: the log is durable, only the next resume reads more of it.
             logger.warning("session %s: the snapshot was not written: %s", session.id, exc)

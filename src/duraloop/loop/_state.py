@@ -66,7 +66,7 @@ class LoopState:
         return cls(
             last_turn=last_turn or fold.last_turn,
             request=RequestState(header=header, context=context),
-            pairing=PairingCheck.resumed(len(checkpoint.messages), checkpoint.replace_generation),
+            pairing=PairingCheck.resumed(checkpoint.message_count, checkpoint.replace_generation),
         )
 
 

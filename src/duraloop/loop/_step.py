@@ -183,7 +183,7 @@ class Step:
         """
         deps, signal, settings = self.deps, self.signal, self.settings
         session, model = deps.session, deps.model
-        messages = session.derive_messages()
+        messages = session.request_history()  # a restored prefix stays undecoded
         max_tokens = deps.config.max_tokens
         max_tokens = (await self.hooks.request(RequestConfig(max_tokens=max_tokens))).max_tokens
         # A cancel before the request (e.g. from a `step/start` observer, B26) logs no header.

@@ -372,8 +372,10 @@ async def run_guarded(turn: Turn) -> TurnResult:
 
 
 def _last_assistant_text(session: Session) -> str:
+    # By index from the end: a restored session's snapshot prefix is not decoded for this.
     messages = session.messages
-    for message in reversed(messages[-8:]):
+    for index in range(len(messages) - 1, max(len(messages) - 9, -1), -1):
+        message = messages[index]
         if message.get("role") == "assistant":
             return text_of(message)
     return ""

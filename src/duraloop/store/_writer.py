@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import Any
 
 from duraloop.errors import AppendConflictError
-from duraloop.log import Event, Session, encode_checkpoint
+from duraloop.log import EncodedPrefix, Event, Session, encode_checkpoint
 
 from ._backend import StorageBackend, WriteReceipt
 
@@ -160,7 +160,9 @@ class SessionWriter:
             self._cursor - 1,
         )
 
-    def write_snapshot(self, loop: dict[str, Any] | None = None) -> bool:
+    def write_snapshot(
+        self, loop: dict[str, Any] | None = None, *, encoded: Sequence[EncodedPrefix] = ()
+    ) -> bool:
         """Store a snapshot of the session's derived state, bound to what is flushed.
 
         See docs/store.md#snapshots. Taken only when every event is stored and the session
@@ -171,6 +173,8 @@ class SessionWriter:
 
         Args:
             loop: the loop's own fold, stored with the checkpoint.
+            encoded: the model's encoded forms of the derived messages, stored with them
+                (`Session.checkpoint` keeps those that cover exactly its messages).
 
         Returns:
             Whether a snapshot was written (False: events are pending, a turn is open, the
@@ -184,7 +188,7 @@ class SessionWriter:
             session = self.session
             if self._closed or self._cursor != session.seq:
                 return False
-            checkpoint = session.checkpoint(loop)
+            checkpoint = session.checkpoint(loop, encoded=encoded)
             if checkpoint is None:
                 return False
             body = encode_checkpoint(checkpoint)

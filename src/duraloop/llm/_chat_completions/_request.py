@@ -27,6 +27,11 @@ The pairing check (`check_chat_completions_messages`) runs on the exact wire mes
 every body before it is returned, and is incremental the same way: after a body passes,
 everything before its last non-tool message is a sequence of complete call groups that
 cannot change while the prefix is unchanged, so the next body is checked from there on.
+
+A resumed process skips even the cold conversion when the history is a snapshot's restored
+`LazyMessages` carrying an encoded prefix of this encoder's key (`_seed.py`,
+docs/store.md#snapshots): the buffer opens with those bytes, `_messages`/`_wire`/`_flat` hold
+only what follows the prefix, and the pairing check starts after it.
 """
 
 from __future__ import annotations
@@ -37,13 +42,14 @@ from typing import Any, Final, TypeAlias
 
 import msgspec
 
-from ...errors import WirePairingError
-from ...log import JsonObject, Message
+from ...errors import LlmError, WirePairingError
+from ...log import EncodedPrefix, JsonObject, LazyMessages, Message
 from .._bulk import gc_paused
 from .._model import ModelRequest, ToolSchema
 from .._tool_ids import CHAT_COMPLETIONS_IDS, ToolIdMap
 from ._convert import ERROR_PREFIX, NO_OUTPUT, ReasoningEcho, convert_message
 from ._pairing import check_chat_completions_messages
+from ._seed import check_whole, encoding_key, seed_bytes
 
 __all__ = [
     "ERROR_PREFIX",
@@ -178,6 +184,21 @@ class RequestEncoder:
         self._checked = 0  # _flat[:_checked] holds complete, checked call groups
         self._system: tuple[str, bytes] | None = None
         self._options: tuple[tuple[Any, ...], bytes] | None = None
+        # A seed from a snapshot's encoded prefix: the restored messages' prefix (its
+        # token), whose wire bytes open _joined; _messages/_wire/_flat then hold only what
+        # follows it (docs/store.md#snapshots).
+        self._base: LazyMessages | None = None
+        self._base_bytes = 0
+
+    @property
+    def encoding_key(self) -> str:
+        """The key of this encoder's encoded prefixes: wire version, route and reasoning echo."""
+        return encoding_key(self.provider, self.echo)
+
+    @property
+    def seeded(self) -> bool:
+        """Whether the cache starts from a snapshot's encoded prefix (nothing converted)."""
+        return self._base is not None
 
     def convert(self, message: Message) -> list[JsonObject]:
         """Convert one history message with this encoder's reasoning echo and id map.
@@ -206,7 +227,7 @@ class RequestEncoder:
                 (docs/providers.md#chat-completions-pairing); nothing may be sent.
         """
         self._sync(request.messages)
-        self._checked = check_from(self._flat, self._checked, provider=self.provider)
+        self._check()
         tail = self._options_tail(request)
         if request.system is not None:
             return b"".join((self._head, self._system_fragment(request.system), self._joined, tail))
@@ -234,7 +255,74 @@ class RequestEncoder:
             messages.extend(convert_message(message, echo=self.echo, wire_id=ids.to_wire))
         return messages
 
+    def encoded_prefix(self, messages: Sequence[Message]) -> EncodedPrefix | None:
+        """Return the wire messages of `messages` as a snapshot's encoded prefix, or None.
+
+        Brings the cache up to `messages` (converting only what is new) and checks their
+        pairing, as a request would; a restored session seeds a fresh encoder of the same
+        `encoding_key` from it instead of converting (docs/store.md#snapshots).
+
+        Args:
+            messages: the session's derived messages (all of them).
+
+        Returns:
+            The JSON array of their wire messages, with the tool-id aliases it used; None
+            if they cannot be converted or do not pair.
+        """
+        try:
+            self._sync(messages)
+            self._check()
+        except (LlmError, WirePairingError):
+            return None
+        base = self._base
+        covered = len(self._messages) + (base.prefix_count if base is not None else 0)
+        if covered != len(messages):  # pragma: no cover - _sync covers them all
+            return None
+        joined = self._joined
+        body = b"[" + joined[1:] + b"]" if joined else b"[]"
+        aliases = self.ids.aliases()
+        return EncodedPrefix(
+            key=self.encoding_key,
+            messages=covered,
+            body=body,
+            meta={"ids": aliases} if aliases else {},
+        )
+
+    def _check(self) -> None:
+        """Check the pairing of every wire message not covered by a seed (see `_seed`)."""
+        try:
+            self._checked = check_from(self._flat, self._checked, provider=self.provider)
+        except WirePairingError:
+            base = self._base
+            if base is None:
+                raise
+            # The error's index counts the seed's wire messages too: convert them (cold)
+            # and check the whole list, which raises the same violation at its true index.
+            whole = chain(base[: base.prefix_count], self._messages)
+            check_whole(whole, echo=self.echo, provider=self.provider)
+            raise
+
+    def _seed(self, messages: LazyMessages) -> bool:
+        """Open the empty cache with the encoded prefix `messages` carries (`seed_bytes`)."""
+        count = messages.prefix_count
+        joined = seed_bytes(messages.encoding(self.encoding_key), messages=count, ids=self.ids)
+        if joined is None:
+            return False
+        self._joined, self._base, self._base_bytes = joined, messages, len(joined)
+        return True
+
     def _sync(self, messages: Sequence[Message]) -> None:
+        base = self._base
+        if base is not None:
+            if isinstance(messages, LazyMessages) and messages.shares_prefix(base.token):
+                messages = messages.tail
+            else:  # another history: forget the seed, convert this one
+                self._base, self._base_bytes = None, 0
+                self._messages, self._wire, self._flat = [], [], []
+                self._joined = bytearray()
+                self._checked = 0
+        elif not self._messages and isinstance(messages, LazyMessages) and self._seed(messages):
+            messages = messages.tail
         cached = self._messages
         count = len(cached)
         prefix = messages[:count]
@@ -247,7 +335,7 @@ class RequestEncoder:
             return
         known = {m["id"]: (m, w) for m, w in zip(cached, self._wire, strict=True)}
         self._messages, self._wire, self._flat = [], [], []
-        self._joined = bytearray()
+        del self._joined[self._base_bytes :]
         self._checked = 0
         self._extend(messages, known)
 

@@ -36,14 +36,14 @@ this module is imported: `import duraloop` must not pay the SDK's import time (a
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import msgspec
 
 from ...errors import LlmError
-from ...log import JsonObject
+from ...log import EncodedPrefix, JsonObject, Message
 from ...log.vocabulary import EMPTY_RESPONSE, MALFORMED_RESPONSE, STREAM_CLOSED, UNKNOWN
 from .._activity import note_stream_activity
 from .._chunks import StreamChunk
@@ -141,6 +141,20 @@ class ChatCompletionsModel:
                 docs/providers.md#chat-completions-pairing (a duraloop bug; nothing is sent).
         """
         return self._encoder.encode(request)
+
+    def encoded_prefix(self, messages: Sequence[Message]) -> EncodedPrefix | None:
+        """Return the encoded wire messages of `messages` for a snapshot, or None.
+
+        See `RequestEncoder.encoded_prefix` and docs/store.md#snapshots: an adapter of the
+        same route and reasoning echo in a resumed process starts its cache from it.
+
+        Args:
+            messages: the session's derived messages (all of them).
+
+        Returns:
+            The encoded prefix (pairing checked), or None if they cannot be sent.
+        """
+        return self._encoder.encoded_prefix(messages)
 
     def payload(self, request: ModelRequest) -> JsonObject:
         """Build the request body for `request` as a dict, for inspection.

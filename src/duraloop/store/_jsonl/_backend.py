@@ -54,8 +54,9 @@ from ._paths import (
     encode_segment,
     session_dir,
 )
-from ._scan import read_header, scan_log, scan_zstd_log
-from ._snapshots import PrefixDigests, read_snapshot_file, read_with_snapshot, write_snapshot_file
+from ._scan import scan_log, scan_zstd_log
+from ._snapshot_read import read_snapshot
+from ._snapshots import PrefixDigests, read_with_snapshot, snapshot_path, write_snapshot_file
 from ._zstd import FrameCodec
 
 logger = logging.getLogger(__name__)
@@ -170,18 +171,17 @@ class JsonlBackend:
     def read_snapshot(self, session_id: str) -> SnapshotRead | None:
         """Read a session through its snapshot; see `StorageBackend.read_snapshot`."""
         path = self._require(session_id)
-        blob = read_snapshot_file(path)
-        if blob is None:
-            return None
-        data = read_stable(path)
         zstd = self.compression == "zstd"
-        header = read_header(data, zstd=zstd, path=str(path))
-        check_identity(self.root, header, session_id, path)
-        read = read_with_snapshot(path, header, blob, data, zstd=zstd, digests=self._digests)
+        snapshot = read_snapshot(snapshot_path(path), session_id, zstd=zstd)
+        if snapshot is None:
+            return None
+        read = read_with_snapshot(path, snapshot, zstd=zstd, digests=self._digests)
+        stored = read.stored
+        check_identity(self.root, stored.header, session_id, path)
         self._read_paths[session_id] = path
         self._merged[session_id] = read.covered_bytes  # merged when the snapshot was written
-        if read.stored.torn is None:
-            self._ends[session_id] = len(data)
+        if stored.torn is None:
+            self._ends[session_id] = read.log_size_bytes
         return read
 
     def merge_frames(self, session_id: str) -> int:

@@ -16,15 +16,14 @@ from pathlib import Path
 import xxhash
 
 from duraloop.errors import CorruptLogError
-from duraloop.log import Event, LazyEvents, SessionHeader
+from duraloop.log import Event, LazyEvents, SessionCheckpoint
 
 from .._backend import StoredLog
 from .._files import read_written, replace_private_file
 from .._snapshot import SnapshotHeader, SnapshotIgnoredError, SnapshotRead, check_binding
-from .._snapshot import decode_snapshot as decode_snapshot_blob
-from ._scan import scan_log, scan_zstd_log
+from ._covered_read import read_covered
+from ._scan import read_header, scan_log, scan_zstd_log
 from ._tail_scan import scan_raw_tail, scan_zstd_tail
-from ._zstd import decompress_complete
 
 SNAPSHOT_FILE_NAME = "session.snapshot"
 
@@ -74,76 +73,68 @@ def snapshot_path(log_path: Path) -> Path:
     return log_path.parent / SNAPSHOT_FILE_NAME
 
 
-def read_snapshot_file(log_path: Path) -> bytes | None:
-    """Return the snapshot file beside `log_path`, or None if there is none.
-
-    Raises:
-        SnapshotIgnoredError: if it exists but cannot be read.
-    """
-    try:
-        return snapshot_path(log_path).read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise SnapshotIgnoredError(f"the snapshot cannot be read ({exc})") from None
-
-
 def read_with_snapshot(
     path: Path,
-    header: SessionHeader,
-    blob: bytes,
-    data: bytes,
+    snapshot: tuple[SnapshotHeader, SessionCheckpoint],
     *,
     zstd: bool,
     digests: PrefixDigests,
 ) -> SnapshotRead:
-    """Verify a snapshot against the log `data` and scan only the tail after its prefix.
+    """Verify a snapshot against the log as read now and scan only the tail after its prefix.
+
+    The covered prefix is digested as it is read, not kept (`read_covered`).
 
     Args:
         path: the log file.
-        header: the log's header, read from `data` and identity-checked.
-        blob: the snapshot file.
-        data: the whole log as read now.
+        snapshot: the checked snapshot header and checkpoint (`read_snapshot`).
         zstd: whether the log is zstd-framed.
-        digests: the backend's running digests; a clean log's is set to `data`'s.
+        digests: the backend's running digests; a clean log's is set to the bytes read.
 
     Returns:
-        The read: the checkpoint, the tail with its torn marker, the prefix loader.
+        The read: the checkpoint, the log's header (the caller checks its identity), the
+        tail with its torn marker, the prefix loader.
 
     Raises:
         SnapshotIgnoredError: if the snapshot is damaged, another's, or stale.
-        CorruptLogError: if the tail is damaged (the caller reads the whole log again).
+        CorruptLogError: if the header or the tail is damaged (the caller reads the whole
+            log again).
+        SessionFormatUnsupportedError: if the header is of another format version.
+        StoreError: if the log cannot be read.
     """
-    snap, checkpoint = decode_snapshot_blob(
-        blob, header.id, decompress=_decompress if zstd else None
-    )
-    state = xxhash.xxh3_64(memoryview(data)[: snap.log_bytes])
-    if len(data) < snap.log_bytes or state.hexdigest() != snap.log_digest:
-        check_binding(snap, data)  # raises the precise reason
+    snap, checkpoint = snapshot
+    covered = read_covered(path, snap.log_bytes)
+    header = read_header(covered.head, zstd=zstd, path=str(path))
+    if covered.prefix_bytes < snap.log_bytes:
+        raise SnapshotIgnoredError(
+            f"the log is {covered.size} bytes, shorter than the {snap.log_bytes} the snapshot "
+            "covers (stale)"
+        )
+    state = covered.state
+    if state.hexdigest() != snap.log_digest:
+        raise SnapshotIgnoredError("the log prefix the snapshot covers has changed (stale)")
 
     def load_prefix() -> list[Event]:
         return read_prefix(path, snap, zstd=zstd)
 
+    def prefix_lines() -> int:
+        return read_written(path, snap.log_bytes, purpose="to number its lines").count(b"\n")
+
     count = checkpoint.count
     events = LazyEvents(count, load_prefix, {count - 1: checkpoint.last_event})
     recovered = 0
+    tail, size = covered.tail, covered.size
     if zstd:
-        committed, cut, recovered = scan_zstd_tail(data, snap.log_bytes, events, path=str(path))
+        committed, cut, recovered = scan_zstd_tail(tail, snap.log_bytes, events, path=str(path))
     else:
-        committed, cut = scan_raw_tail(data, snap.log_bytes, events, path=str(path))
-    torn = committed if committed < len(data) else None
+        committed, cut = scan_raw_tail(
+            tail, snap.log_bytes, events, path=str(path), prefix_lines=prefix_lines
+        )
+    torn = committed if committed < size else None
     if torn is None:
-        state.update(memoryview(data)[snap.log_bytes :])
-        digests.adopt(header.id, len(data), state)
-    stored = StoredLog(header, events.tail, torn, str(path), len(data) - committed, recovered, cut)
-    return SnapshotRead(checkpoint, stored, load_prefix, snap.log_bytes)
-
-
-def _decompress(body: bytes) -> bytes:
-    try:
-        return decompress_complete(body, path=None, offset=0)
-    except CorruptLogError as exc:
-        raise SnapshotIgnoredError(f"the snapshot body does not decompress ({exc})") from None
+        state.update(tail)
+        digests.adopt(header.id, size, state)
+    stored = StoredLog(header, events.tail, torn, str(path), size - committed, recovered, cut)
+    return SnapshotRead(checkpoint, stored, load_prefix, snap.log_bytes, size)
 
 
 def read_prefix(path: Path, snap: SnapshotHeader, *, zstd: bool) -> list[Event]:

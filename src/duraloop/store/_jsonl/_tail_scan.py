@@ -12,6 +12,8 @@ full scan's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from duraloop.errors import CorruptLogError
 from duraloop.log import LazyEvents
 
@@ -22,15 +24,22 @@ from ._zstd import decompress_complete, decompress_torn, later_complete_frame, s
 
 
 def scan_raw_tail(
-    data: bytes, offset: int, events: LazyEvents, *, path: str | None
+    tail: bytes,
+    offset: int,
+    events: LazyEvents,
+    *,
+    path: str | None,
+    prefix_lines: Callable[[], int],
 ) -> tuple[int, TornTail | None]:
     """Accept the raw lines after byte `offset` into `events`.
 
     Args:
-        data: the whole file.
+        tail: the file's bytes from `offset` to its end.
         offset: where the covered prefix ends (just after a newline).
         events: the prefix's events (lazy); the tail's are appended.
         path: the file, for messages.
+        prefix_lines: counts the lines of the covered prefix (only for a torn tail's line
+            number).
 
     Returns:
         The committed byte length of the whole file, and the torn tail (None when clean).
@@ -38,7 +47,8 @@ def scan_raw_tail(
     Raises:
         CorruptLogError: as `scan_log` for damage inside the committed region.
     """
-    lines = [b"", *data[offset:].split(b"\n")]
+    size = offset + len(tail)
+    lines = [b"", *tail.split(b"\n")]
     with collector_paused():
         accepted_to, issue = _accept(lines, len(lines) - 1, events, projected=False)
     line_base = 0
@@ -46,31 +56,31 @@ def scan_raw_tail(
     if issue is not None:
         # The slow path, with line numbers: count the prefix's lines, scan the tail again.
         del events.tail[:]
-        line_base = data.count(b"\n", 0, offset) - 1
+        line_base = prefix_lines() - 1
         accepted_to, cut = _scan_lines(
             lines, events, path=path, projected=False, line_base=line_base
         )
     fragment = 1 if lines[-1] else 0
     if cut is None:
         if not fragment:
-            return len(data), None
+            return size, None
         torn = TornTail.of(len(lines[-1]), _FRAGMENT, [], unreadable_count=1)
-        return len(data) - len(lines[-1]), torn
+        return size - len(lines[-1]), torn
     committed = offset + sum(map(len, lines[1:accepted_to])) + accepted_to - 1
     reason = f"{cut.reason} at line {line_base + accepted_to + 1}"
     torn = TornTail.of(
-        len(data) - committed, reason, cut.events, unreadable_count=cut.unreadable_count + fragment
+        size - committed, reason, cut.events, unreadable_count=cut.unreadable_count + fragment
     )
     return committed, torn
 
 
 def scan_zstd_tail(
-    data: bytes, offset: int, events: LazyEvents, *, path: str | None
+    tail: bytes, offset: int, events: LazyEvents, *, path: str | None
 ) -> tuple[int, TornTail | None, int]:
     """Accept the zstd frames after byte `offset` into `events`.
 
     Args:
-        data: the whole file.
+        tail: the file's bytes from `offset` to its end.
         offset: where the covered prefix ends (a frame boundary).
         events: the prefix's events (lazy); the tail's are appended.
         path: the file, for messages.
@@ -82,7 +92,7 @@ def scan_zstd_tail(
     Raises:
         CorruptLogError: as `scan_zstd_log` for damage inside the complete frames.
     """
-    tail = data[offset:]
+    size = offset + len(tail)
     scan = scan_frames(tail, path=path)
     body = b""
     if scan.frames:
@@ -96,20 +106,20 @@ def scan_zstd_tail(
             "damage inside a complete zstd frame after the snapshot's prefix", path=path
         )
     if scan.torn_start is None:
-        return len(data), None, 0
+        return size, None, 0
     torn_start = offset + scan.torn_start
-    later = later_complete_frame(data, torn_start, path=path)
+    later = later_complete_frame(tail, scan.torn_start, path=path)
     if later is not None:
         raise CorruptLogError(
             f"the zstd frame at byte {torn_start} is cut short, but a complete frame follows",
             path=path,
         )
     complete = len(events)
-    tail_lines = [b"", *decompress_torn(data[torn_start:]).split(b"\n")]
+    tail_lines = [b"", *decompress_torn(tail[scan.torn_start :]).split(b"\n")]
     _, cut = _scan_lines(tail_lines, events, path=path, projected=False)
     reason = f"a torn zstd frame at byte {torn_start}" + (f" ({cut.reason})" if cut else "")
     unreadable = (cut.unreadable_count if cut else 0) + (1 if tail_lines[-1] else 0)
     torn = TornTail.of(
-        len(data) - torn_start, reason, cut.events if cut else [], unreadable_count=unreadable
+        size - torn_start, reason, cut.events if cut else [], unreadable_count=unreadable
     )
     return torn_start, torn, len(events) - complete
