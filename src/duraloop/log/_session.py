@@ -21,7 +21,8 @@ from ._invariants import InvariantChecker
 from ._json import MAX_SAFE_INTEGER, JsonValue, check_lossless, lossless_copy
 from ._lazy_events import LazyEvents, PrefixLoader
 from ._lazy_messages import LazyMessages, checkpoint_messages
-from ._messages import Message, project
+from ._messages import Message
+from ._messages import project as project  # looked up here per call: tests count projections
 from ._restore import restore_session
 from ._surface import Surface
 from ._validate import check_message_shape, check_vocabulary
