@@ -84,3 +84,18 @@ def test_quick_start_installs_into_a_virtual_environment_in_two_commands() -> No
     ci = CI.read_text(encoding="utf-8")  # CI does the same in its own fresh virtualenv
     assert 'python3 -m venv "$venv"' in ci and 'pip install --quiet -e ".[dev]"' in ci
     assert "duraloop demo" in ci and ci.rstrip().endswith("pytest")
+
+
+def test_the_budgets_example_builds_the_config_it_describes() -> None:
+    text = README.read_text(encoding="utf-8")
+    section = text.split("### Budgets", 1)[1].split("\n### ", 1)[0]
+    (block,) = re.findall(r"^```python\n(.*?)^```", section, re.DOTALL | re.MULTILINE)
+    namespace: dict[str, object] = {}
+    exec(compile(block, "README.md#budgets", "exec"), namespace)
+    from duraloop.loop import Budget, LoopConfig
+
+    config = namespace["config"]
+    assert isinstance(config, LoopConfig)
+    assert config.turn_budget == Budget(tokens=200_000, tool_calls=50)
+    assert config.session_budget is not None and config.session_budget.cost == 5.0
+    assert set(config.prices) == {"deepseek:deepseek-chat"}

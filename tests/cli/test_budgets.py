@@ -97,7 +97,7 @@ def test_a_cost_budget_without_the_models_price_is_refused(cli: Cli) -> None:
     [
         ('[prices."nocolon"]\ninput_per_mtok = 1\noutput_per_mtok = 1\n', 'as "provider:model"'),
         ('[prices."a:b"]\ninput_per_mtok = 1\n', "needs output_per_mtok"),
-        ('[prices."a:b"]\ninput_per_mtok = -1\noutput_per_mtok = 1\n', "finite number >= 0"),
+        ('[prices."a:b"]\ninput_per_mtok = -1\noutput_per_mtok = 1\n', "line 2: `prices.a:b.input"),
         (
             '[prices."a:b"]\ninput_per_mtok = 1\noutput_per_mtok = 1\nper_call = 2\n',
             "not a known key",
@@ -116,3 +116,23 @@ def test_resume_without_a_prompt_refuses_budget_flags(cli: Cli) -> None:
     result = cli("resume", session_id, "--max-tokens-per-turn", "5")
     assert result.returncode == 1
     assert "--max-tokens-per-turn is used only when resume runs a turn" in result.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf"])
+def test_a_cost_budget_that_is_not_a_positive_number_is_a_usage_error(cli: Cli, value: str) -> None:
+    result = cli("run", "go", "--model", _tool_steps(cli, 1), "--max-cost-per-session", value)
+    assert result.returncode == 2
+    assert "Invalid value for '--max-cost-per-session'" in result.stderr
+    assert "give a finite number > 0" in result.stderr
+
+
+def test_a_model_without_a_price_costs_unknown_not_zero(cli: Cli) -> None:
+    session_id = session_id_of(ok(cli("run", "go", "--model", _tool_steps(cli, 1))))
+    env = _prices(cli, '[prices."openai:gpt-x"]\ninput_per_mtok = 1\noutput_per_mtok = 2\n')
+    shown = ok(cli("show", session_id, env=env)).stdout
+    assert "cost unknown (no price for scripted:script-1)" in shown
+
+
+def test_a_budget_of_one_reads_in_the_singular(cli: Cli) -> None:
+    result = cli("run", "go", "--model", _tool_steps(cli, 3), "--max-tool-calls-per-turn", "1")
+    assert "the turn budget of 1 tool call is reached: 1 tool call spent" in result.stdout

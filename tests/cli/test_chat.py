@@ -389,6 +389,17 @@ def test_a_piped_chat_exits_1_when_a_turn_ended_in_error(cli: Cli) -> None:
     assert _turn_ends(_log_of(cli, _piped_session(result))) == [(1, "error")]
 
 
+def test_a_spent_session_budget_refuses_each_piped_line_once_and_the_chat_ends(cli: Cli) -> None:
+    # Regression: the refused turn left its follow-ups queued, and the chat retried them
+    # forever without yielding (deaf to Ctrl-C and SIGTERM).
+    script = cli.script([{"text": "one"}, {"text": "two"}, {"text": "three"}])
+    result = _piped(cli, "one\ntwo\nthree\n", "--model", script, "--max-requests-per-session", "1")
+    assert result.returncode == 1, result.stderr
+    refusals = result.stderr.count("BudgetExceededError: session ")
+    assert 1 <= refusals <= 2  # the turn after the budget, and a line read after it
+    assert _turn_ends(_log_of(cli, _piped_session(result))) == [(1, "completed")]
+
+
 def test_the_token_count_continues_across_a_resumed_chat(cli: Cli) -> None:
     first = _piped(cli, "hello\n", "--model", cli.script([{"text": "one"}]))
     assert first.returncode == 0, first.stderr

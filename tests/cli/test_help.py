@@ -72,7 +72,7 @@ def test_every_option_of_a_command_is_in_its_readme_row() -> None:
 
 
 def test_every_budget_flag_is_in_the_readmes_budgets_section() -> None:
-    section = README.split("### Budgets", 1)[1].split("\n#", 1)[0]
+    section = README.split("### Budgets", 1)[1].split("\n### ", 1)[0]
     assert sorted(flag for flag in _BUDGET_FLAGS if flag not in section) == []
     for name in ("run", "chat", "resume"):
         options = {o for p in _commands()[name].params for o in p.opts}  # type: ignore[attr-defined]

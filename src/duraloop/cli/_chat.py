@@ -234,10 +234,9 @@ class Chat:
         """Run a turn for `prompt`, then one per follow-up queued meanwhile (a pipe's lines)."""
         next_prompt: str | None = prompt
         try:
-            while True:
-                await self._one_turn(next_prompt)
-                if not self.loop.inbox.next_turn:
-                    break
+            # A turn that raised (a failure, or a spent session budget refusing to start one)
+            # ends the drain: its follow-ups stay queued, each later line tries again.
+            while await self._one_turn(next_prompt) and self.loop.inbox.next_turn:
                 next_prompt = None  # run_turn() takes the oldest queued follow-up
         finally:
             done, self._turn_done = self._turn_done, None
@@ -250,14 +249,16 @@ class Chat:
                 done.set()
             self._prompt()
 
-    async def _one_turn(self, prompt: str | None) -> None:
+    async def _one_turn(self, prompt: str | None) -> bool:
+        """Run one turn; return False if it raised (the error is printed, the chat goes on)."""
         try:
             result = await self.loop.run_turn(prompt)
         except Exception as exc:  # noqa: BLE001 - the log is closed (`error`); the chat goes on
             self.turn_failed = True
             self.errors.print(styled((type(exc).__name__, "red"), ": ", str(exc)))
-        else:
-            self.turn_failed = self.turn_failed or result.kind == REASON_BLOCKED
+            return False
+        self.turn_failed = self.turn_failed or result.kind == REASON_BLOCKED
+        return True
 
     async def _finish(self) -> None:
         """Cancel a running turn durably and wait until its log is closed."""

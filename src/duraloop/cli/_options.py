@@ -8,6 +8,7 @@ the command's `SessionSetup` in one place.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,9 +128,20 @@ def _budget_option(limit: str, scope: str, what: str, *, cost: bool = False) -> 
     spent = (
         f"the {scope}'s {what} reach this" if cost else f"the {scope} has spent this many {what}"
     )
-    return typer.Option(
-        f"--max-{limit}-per-{scope}", min=None if cost else 1, help=f"Budget: once {spent}, {stop}."
-    )
+    if cost:
+        return typer.Option(
+            f"--max-{limit}-per-{scope}",
+            callback=_positive_cost,
+            help=f"Budget: once {spent}, {stop} (a number > 0).",
+        )
+    return typer.Option(f"--max-{limit}-per-{scope}", min=1, help=f"Budget: once {spent}, {stop}.")
+
+
+def _positive_cost(value: float | None) -> float | None:
+    """Refuse a cost budget that is not a finite number > 0 (a usage error, exit 2)."""
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise typer.BadParameter(f"{value!r} is not a cost budget: give a finite number > 0")
+    return value
 
 
 MaxRequestsPerTurn = Annotated[int | None, _budget_option("requests", "turn", "model requests")]

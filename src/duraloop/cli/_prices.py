@@ -5,6 +5,7 @@ Read on their own by `duraloop show`, which needs the prices and nothing of the 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -59,8 +60,10 @@ def prices_of(file: TomlFile) -> dict[str, Price]:
         missing = [name for name in PRICE_KEYS[:2] if name not in table]
         if missing:
             raise fail(where, f"needs {' and '.join(missing)}")
-        try:
-            prices[key] = Price(**table)
-        except ValueError as exc:
-            raise fail(where, str(exc)) from None
+        for name, value in table.items():  # each value at its own line
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise fail((*where, name), f"must be a number >= 0, got {value!r}")
+            if not math.isfinite(value) or value < 0:
+                raise fail((*where, name), f"must be a finite number >= 0, got {value!r}")
+        prices[key] = Price(**table)
     return prices

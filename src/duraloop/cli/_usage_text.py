@@ -23,7 +23,8 @@ def usage_text(usage: Usage, *, priced: bool) -> str:
 
     Returns:
         E.g. `3 model requests · 1,234 tokens (in 1,000, out 234) · 4 tool calls · cost
-        0.0012`; `estimated` is said when some tokens are, and the models without a price.
+        0.0012`; `estimated` is said when some tokens are, and a cost with models that have
+        no price reads `cost unknown (no price for M)` (or `cost 0.1 + unknown (...)`).
     """
     parts = [
         f"{usage.requests:,} model request{'s' if usage.requests != 1 else ''}",
@@ -36,7 +37,9 @@ def usage_text(usage: Usage, *, priced: bool) -> str:
         if usage.unpriced:  # model names come from the log: bounded here, escaped by the caller
             names = ", ".join(name[:_MAX_NAME] for name in usage.unpriced[:_MAX_NAMES])
             more = len(usage.unpriced) - _MAX_NAMES
-            cost += f" (no price for {names}{f' and {more} more' if more > 0 else ''})"
+            known = f"{usage.cost:.6g} + " if usage.cost else ""
+            cost = f"cost {known}unknown (no price for {names}"
+            cost += f" and {more} more)" if more > 0 else ")"
         parts.append(cost)
     return " · ".join(parts)
 

@@ -85,7 +85,8 @@ class Budget:
             calls, cost), the figures, and how to raise it; None when none is reached.
         """
         if self.requests is not None and usage.requests >= self.requests:
-            return _spent(scope, "requests", f"{usage.requests:,} model requests", self.requests)
+            spent = _counted(usage.requests, "model request")
+            return _spent(scope, "requests", spent, self.requests)
         if self.tokens is not None and usage.tokens >= self.tokens:
             estimated = ", partly estimated" if usage.estimated else ""
             spent = (
@@ -94,22 +95,32 @@ class Budget:
             )
             return _spent(scope, "tokens", spent, self.tokens)
         if self.tool_calls is not None and usage.tool_calls >= self.tool_calls:
-            return _spent(scope, "tool_calls", f"{usage.tool_calls:,} tool calls", self.tool_calls)
+            spent = _counted(usage.tool_calls, "tool call")
+            return _spent(scope, "tool_calls", spent, self.tool_calls)
         if self.cost is not None and usage.cost >= self.cost:
             return _spent(scope, "cost", f"{usage.cost:.6g}", self.cost)
         return None
 
 
+def _counted(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" + ("" if count == 1 else "s")
+
+
 def _spent(scope: Scope, name: str, spent: str, limit: float) -> str:
     flag = _FLAGS[name].format(scope=scope)
-    limit_text = f"{limit:.6g} in" if name == "cost" else f"{int(limit):,}"
+    unit = name.replace("_", " ")
+    if name == "cost":
+        limit_text = f"{limit:.6g} in"
+    else:
+        limit_text = f"{int(limit):,}"
+        unit = unit.removesuffix("s") if limit == 1 else unit
     then = (
         "no turn of this session starts until it is raised"
         if scope == "session"
         else "run another turn to continue"
     )
     return (
-        f"the {scope} budget of {limit_text} {name.replace('_', ' ')} is reached: {spent} "
+        f"the {scope} budget of {limit_text} {unit} is reached: {spent} "
         f"spent; {then} (LoopConfig.{scope}_budget, {flag})"
     )
 
