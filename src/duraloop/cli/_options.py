@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
@@ -201,6 +202,24 @@ class BudgetFlags:
         return (turn if turn.limited else None, session if session.limited else None)
 
 
+_BUDGET_FIELDS: Final = tuple(
+    f"{limit}_per_{scope}"
+    for scope in ("turn", "session")
+    for limit in ("requests", "tokens", "tool_calls", "cost")
+)
+"""`BudgetFlags`' fields; each is the command parameter `max_<field>`."""
+_OPTION_FIELDS: Final = (
+    "model",
+    "system",
+    "max_parallel",
+    "max_steps",
+    "base_url",
+    "max_tokens",
+    "reasoning_effort",
+)
+"""`TurnOptions`' fields that are command parameters of the same name."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class TurnOptions:
     """The model and loop options of a command that runs turns, as given on its command line.
@@ -224,6 +243,21 @@ class TurnOptions:
     max_tokens: int | None
     reasoning_effort: str | None
     budget: BudgetFlags = BudgetFlags()
+
+    @classmethod
+    def of_command(cls, params: Mapping[str, Any]) -> TurnOptions:
+        """Gather a turn command's options from its parameters (the command's `locals()`).
+
+        Args:
+            params: the command function's parameters by name (`model`, `max_steps`,
+                `max_tokens_per_turn`, ...), as typer parsed them.
+
+        Returns:
+            The options, with `budget` built from the `max_*_per_turn` and `max_*_per_session`
+            parameters.
+        """
+        budget = BudgetFlags(**{name: params[f"max_{name}"] for name in _BUDGET_FIELDS})
+        return cls(**{name: params[name] for name in _OPTION_FIELDS}, budget=budget)
 
     def session_setup(
         self, store: StoreSpec | SessionStore | None, *, cwd: Path | None

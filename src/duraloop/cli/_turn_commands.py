@@ -12,7 +12,6 @@ from .. import loop as _loop
 from ._console import app, err, out
 from ._options import (
     BaseUrlOption,
-    BudgetFlags,
     CwdOption,
     EachTurnMaxStepsOption,
     MaxCostPerSession,
@@ -67,25 +66,7 @@ def run(
 ) -> None:
     """Run one turn and print the session id; exit 0 when the turn completes."""
     require_prompt(prompt)
-    turn = TurnOptions(
-        model=model,
-        system=system,
-        max_parallel=max_parallel,
-        max_steps=max_steps,
-        base_url=base_url,
-        max_tokens=max_tokens,
-        reasoning_effort=reasoning_effort,
-        budget=BudgetFlags(
-            requests_per_turn=max_requests_per_turn,
-            tokens_per_turn=max_tokens_per_turn,
-            tool_calls_per_turn=max_tool_calls_per_turn,
-            cost_per_turn=max_cost_per_turn,
-            requests_per_session=max_requests_per_session,
-            tokens_per_session=max_tokens_per_session,
-            tool_calls_per_session=max_tool_calls_per_session,
-            cost_per_session=max_cost_per_session,
-        ),
-    )
+    turn = TurnOptions.of_command(locals())
     setup = turn.session_setup(store, cwd=cwd)
     if session is None:
         loop = _loop.start_session(setup)
@@ -143,25 +124,7 @@ def chat(
     """
     from ._chat import run_chat
 
-    turn = TurnOptions(
-        model=model,
-        system=system,
-        max_parallel=max_parallel,
-        max_steps=max_steps,
-        base_url=base_url,
-        max_tokens=max_tokens,
-        reasoning_effort=reasoning_effort,
-        budget=BudgetFlags(
-            requests_per_turn=max_requests_per_turn,
-            tokens_per_turn=max_tokens_per_turn,
-            tool_calls_per_turn=max_tool_calls_per_turn,
-            cost_per_turn=max_cost_per_turn,
-            requests_per_session=max_requests_per_session,
-            tokens_per_session=max_tokens_per_session,
-            tool_calls_per_session=max_tool_calls_per_session,
-            cost_per_session=max_cost_per_session,
-        ),
-    )
+    turn = TurnOptions.of_command(locals())
     setup = turn.session_setup(store, cwd=cwd)
     repair = None
     if session is None:
@@ -204,25 +167,7 @@ def resume(
     max_cost_per_session: MaxCostPerSession = None,
 ) -> None:
     """Load a session with crash repair, say what repair did, optionally run a turn."""
-    turn = TurnOptions(
-        model=model,
-        system=system,
-        max_parallel=max_parallel,
-        max_steps=max_steps,
-        base_url=base_url,
-        max_tokens=max_tokens,
-        reasoning_effort=reasoning_effort,
-        budget=BudgetFlags(
-            requests_per_turn=max_requests_per_turn,
-            tokens_per_turn=max_tokens_per_turn,
-            tool_calls_per_turn=max_tool_calls_per_turn,
-            cost_per_turn=max_cost_per_turn,
-            requests_per_session=max_requests_per_session,
-            tokens_per_session=max_tokens_per_session,
-            tool_calls_per_session=max_tool_calls_per_session,
-            cost_per_session=max_cost_per_session,
-        ),
-    )
+    turn = TurnOptions.of_command(locals())
     sessions = open_store(store)
     if prompt is None:
         turn.refuse_model_flags()

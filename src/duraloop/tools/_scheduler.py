@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
 import anyio
@@ -111,28 +112,19 @@ async def execute_tool_calls(
         )
         for block in calls
     ]
-    if workers is None:
-        async with tool_workers() as own:
-            return await _run_groups(
-                session,
-                planned,
-                pipeline,
-                signal,
-                max_parallel_tool_calls,
-                ensure_durable,
-                accept_context,
-                own,
-            )
-    return await _run_groups(
-        session,
-        planned,
-        pipeline,
-        signal,
-        max_parallel_tool_calls,
-        ensure_durable,
-        accept_context,
-        workers,
-    )
+    async with AsyncExitStack() as stack:
+        if workers is None:  # no turn's workers: open our own for this call
+            workers = await stack.enter_async_context(tool_workers())
+        return await _run_groups(
+            session,
+            planned,
+            pipeline,
+            signal,
+            max_parallel_tool_calls,
+            ensure_durable,
+            accept_context,
+            workers,
+        )
 
 
 async def _run_groups(
