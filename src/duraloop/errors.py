@@ -3,6 +3,7 @@
 ```
 DuraloopError
 ├── UsageError (ValueError)             your code or configuration must change
+│   ├── ApprovalError                   a paused turn waits, or a decision no call waits for
 │   ├── BudgetExceededError             a session budget is spent: no turn starts
 │   ├── ConfigError                     a bad option value or a missing setting
 │   ├── DuplicateMessageError           an inbox message whose id is already pending
@@ -31,6 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "ApprovalError",
     "AppendConflictError",
     "BudgetExceededError",
     "ConfigError",
@@ -65,6 +67,14 @@ class UsageError(DuraloopError, ValueError):
 
 class ConfigError(UsageError):
     """Raised when an option value is invalid or a required setting is missing."""
+
+
+class ApprovalError(UsageError):
+    """Raised when a turn cannot go on for an approval, or a decision finds no call waiting.
+
+    A paused turn waits until its ask is decided (`AgentLoop.decide`, `duraloop approve`); a
+    decision for a call that is not waiting is refused (docs/approvals.md). Nothing is appended.
+    """
 
 
 class BudgetExceededError(UsageError):
@@ -110,9 +120,8 @@ class InvariantError(EventRejectedError):
 class PairingError(DuraloopError):
     """Raised when derived messages leave a tool call unanswered or out of order.
 
-    Pairing rule: OpenAI Chat Completions ("An assistant message with 'tool_calls' must be
-    followed by tool messages") and Anthropic Messages ("tool_use ids were found without
-    tool_result blocks").
+    Pairing rule: OpenAI ("An assistant message with 'tool_calls' must be followed by tool
+    messages"), Anthropic ("tool_use ids were found without tool_result blocks").
     """
 
 
@@ -309,9 +318,7 @@ class AppendConflictError(StoreError):
 
 
 class LlmError(DuraloopError):
-    """Raised when a model request fails.
-
-    `code` is stable, `retryable` follows docs/providers.md#error-codes.
+    """Raised when a model request fails; `code` is stable (docs/providers.md#error-codes).
 
     Args:
         message: what failed.
@@ -323,10 +330,7 @@ class LlmError(DuraloopError):
     """
 
     RETRYABLE_CODES = frozenset({"EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"})
-    """The codes retried by default (docs/providers.md#error-codes).
-
-    The one spelling (`RetryPolicy` uses it).
-    """
+    """The codes retried by default (docs/providers.md#error-codes; `RetryPolicy` uses it)."""
 
     def __init__(
         self,
@@ -347,9 +351,7 @@ class LlmError(DuraloopError):
         self.request_id = request_id
 
     def failure(self) -> dict[str, object]:
-        """Return the `LlmFailure` JSON recorded in `turn/end`.
-
-        See docs/log.md#messages-and-content-blocks.
+        """Return the `LlmFailure` JSON of `turn/end` (docs/log.md#messages-and-content-blocks).
 
         Returns:
             `{message, code, status?, providerRetryAfterMs?, requestId?}`.
@@ -368,12 +370,11 @@ class LlmError(DuraloopError):
         """Rebuild the error a recorded `LlmFailure` describes (the inverse of `failure()`).
 
         Args:
-            failure: `{message, code, status?, providerRetryAfterMs?, requestId?}`; a missing
-                message reads `model request failed`, a missing code `UNKNOWN`.
+            failure: as `failure()` returns; a missing message reads `model request failed`,
+                a missing code `UNKNOWN`.
 
         Returns:
-            An `LlmError` whose `failure()` is the record (its keys in the order above);
-            `retryable` defaults from the code.
+            An `LlmError` whose `failure()` is the record; `retryable` defaults from the code.
         """
         return cls(
             str(failure.get("message", "model request failed")),

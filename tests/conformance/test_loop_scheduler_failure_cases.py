@@ -152,19 +152,22 @@ async def test_b48_dispatch_failure_drains_then_records_outcome_unknown_for_all(
 ) -> None:
     session, _loop, _boom, post = await _b48(tmp_path)
     events = list(session.events)
+    # Unlike dsh, a call's `tool/call` follows its prepare stage (the pre-execute hooks may
+    # ask for approval, and an asking call has no `tool/call` yet: docs/approvals.md), so
+    # c3, failed in its prepare, was never recorded: TOOL_NOT_STARTED, which is exact.
     assert describe_log(events)[5:] == [
         "A(c1,c2,c3)",
         "call(c1)",
         "call(c2)",
-        "call(c3)",
         f"res(c1,{OU})",
         f"res(c2,{OU})",
-        f"res(c3,{OU})",
+        f"res(c3,{NS})",
         "S-1",
         "T-1(error)",
     ]
-    for call_id in ("c1", "c2", "c3"):
+    for call_id in ("c1", "c2"):
         _assert_recovery(events, call_id, OU)
+    _assert_recovery(events, "c3", NS)
     reason = of_type(events, "turn/end")[0].data["reason"]
     assert reason["error"]["code"] == "UNKNOWN"
     assert "scheduler exploded" in reason["error"]["message"]

@@ -6,6 +6,12 @@ Pure and synchronous: no I/O and no concurrency (docs/architecture.md#layers).
 from .. import _lazy
 
 if _lazy.TYPE_CHECKING:
+    from ._approvals import MAX_FEEDBACK_CHARS as MAX_FEEDBACK_CHARS
+    from ._approvals import PendingApproval as PendingApproval
+    from ._approvals import decided_data as decided_data
+    from ._approvals import effective_policy as effective_policy
+    from ._approvals import pending_approval as pending_approval
+    from ._approvals import waiting_calls as waiting_calls
     from ._check import LogCheckReport as LogCheckReport
     from ._check import check_log as check_log
     from ._check import rescue_command as rescue_command
@@ -84,6 +90,12 @@ if _lazy.TYPE_CHECKING:
     from ._validate import check_vocabulary as check_vocabulary
 
 __all__ = [
+    "MAX_FEEDBACK_CHARS",
+    "decided_data",
+    "waiting_calls",
+    "PendingApproval",
+    "effective_policy",
+    "pending_approval",
     "validate_after_checkpoint",
     "same_events",
     "encode_checkpoint",
@@ -227,6 +239,12 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "final_turn_closers": "._repair",
             "interrupted_turn_closers": "._repair",
             "Session": "._session",
+            "PendingApproval": "._approvals",
+            "MAX_FEEDBACK_CHARS": "._approvals",
+            "decided_data": "._approvals",
+            "waiting_calls": "._approvals",
+            "effective_policy": "._approvals",
+            "pending_approval": "._approvals",
             "now_ms": "._event",
             "Price": "._usage",
             "Usage": "._usage",

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import EventRejectedError, PairingError
+from ._approvals import pending_approval
 from ._checkpoint import SessionCheckpoint
 from ._event import Event
 from ._header import SessionHeader
@@ -324,15 +325,18 @@ def _verdict(
     unanswered = scan.unanswered
     judged: Session | None = session
     if not unanswered:
-        # A step closed unanswered is what pairing would report; it is named below.
+        # A step closed unanswered is what pairing would report; it is named below. A turn
+        # paused on an approval ends with its step's calls partly answered: only the
+        # messages before that step's assistant message must pair (docs/approvals.md).
+        waiting = _paused_tail(unchecked) if not closers and pending_approval(events) else 0
         try:
-            check_pairing(unchecked)
+            check_pairing(unchecked[: len(unchecked) - waiting])
         except PairingError as exc:
             problems.append(f"provider pairing: {exc}")
             judged = None
-        else:  # every message pairs: the loop's check need not walk them again
+        else:  # these messages pair: the loop's check need not walk them again
             generation = session.surface.replace_generation
-            session.paired_messages = (len(session.messages), generation)
+            session.paired_messages = (len(session.messages) - waiting, generation)
     for index, step in enumerate(unanswered):
         rescue = (
             f": the session cannot be continued; rescue the history before it with "
@@ -364,3 +368,11 @@ def _report(
         problems=problems,
         unanswered=list(unanswered),
     )
+
+
+def _paused_tail(messages: Sequence[Message]) -> int:
+    """Return how many trailing messages belong to a paused step (its assistant message on)."""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "assistant":
+            return len(messages) - index
+    return 0

@@ -99,7 +99,7 @@ def fork_seed(
         )
     prefix = list(events[: boundary + 1])
     if close_open_turn:
-        return prefix + interrupted_turn_closers(prefix)
+        return prefix + interrupted_turn_closers(prefix, keep_paused=False)
     start = open_turn_start(prefix)
     if start is not None:
         raise SessionForkError(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ._approvals import pending_approval
 from ._event import Event
 from ._pending import unanswered_tool_result
 from ._turns import TurnScan, open_turn_start, scan_turns
@@ -25,14 +26,18 @@ from ._validate import check_message_shape
 from .vocabulary import REASON_INTERRUPTED, STEP_END, SURFACE_APPEND, TOOL_RESULT, TURN_END
 
 
-def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
+def interrupted_turn_closers(events: Sequence[Event], *, keep_paused: bool = True) -> list[Event]:
     """Return the closers that balance an interrupted final turn, or `[]`.
+
+    A turn paused on an approval (`pending_approval`, docs/approvals.md#pausing) is not
+    interrupted: it gets no closers unless `keep_paused` is False (a fork cut closes it).
 
     Closers take consecutive seqs after the last event and reuse its `time`, so repair is
     deterministic and never writes a future timestamp.
 
     Args:
         events: the loaded, contiguous log (torn fragments already dropped).
+        keep_paused: whether a paused final turn stays open (True) or is closed.
 
     Returns:
         Events to append: recovery `tool/result`s in assistant call order, `step/end` if a
@@ -42,21 +47,24 @@ def interrupted_turn_closers(events: Sequence[Event]) -> list[Event]:
         EventRejectedError: if a `turn/start` or `step/start` lacks a positive integer
             `turn`/`step` (closers for it could not be well formed).
     """
-    return closers_of(scan_turns(events), events)
+    return closers_of(scan_turns(events), events, keep_paused=keep_paused)
 
 
-def closers_of(scan: TurnScan, events: Sequence[Event]) -> list[Event]:
+def closers_of(scan: TurnScan, events: Sequence[Event], *, keep_paused: bool = True) -> list[Event]:
     """Return the closers of the log `scan` was made of (see `interrupted_turn_closers`).
 
     Args:
         scan: `scan_turns(events)`.
         events: the same log.
+        keep_paused: whether a turn paused on an approval stays open (no closers).
 
     Returns:
-        The closers, or `[]` when no turn is open.
+        The closers, or `[]` when no turn is open (or the open turn is paused).
     """
     open_turn, open_step = scan.open_turn, scan.open_step
     if open_turn is None or not events:
+        return []
+    if keep_paused and pending_approval(events) is not None:
         return []
     last = events[-1]
     seq = last.seq + 1

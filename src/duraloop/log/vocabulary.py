@@ -42,6 +42,34 @@ INBOX_NEXT_STEP: _Final = "next-step"
 INBOX_TARGETS: _Final = (INBOX_NEXT_STEP, INBOX_NEXT_TURN)
 INBOX_OUTCOME_DISCARDED: _Final = "canceled"  # dsh wire spelling
 
+# Approvals (docs/approvals.md; dsh's approval events, outcomes and deny texts).
+APPROVAL_ASKED: _Final = "approval/asked"
+APPROVAL_DECIDED: _Final = "approval/decided"
+APPROVAL_POLICY: _Final = "approval/policy"
+APPROVAL_ALLOWED_ONCE: _Final = "allowed-once"
+APPROVAL_REJECTED: _Final = "rejected"
+APPROVAL_CANCELLED: _Final = "cancelled"
+APPROVAL_UNAVAILABLE: _Final = "unavailable"
+APPROVAL_OUTCOMES: _Final = (
+    APPROVAL_ALLOWED_ONCE,
+    APPROVAL_REJECTED,
+    APPROVAL_CANCELLED,
+    APPROVAL_UNAVAILABLE,
+)
+POLICY_ASK: _Final = "ask"
+"""The approval policy under which a person answers each ask (dsh's default)."""
+POLICY_NEVER: _Final = "never"
+"""The approval policy under which every ask is rejected (unattended runs)."""
+APPROVAL_POLICIES: _Final = (POLICY_ASK, POLICY_NEVER)
+REJECTED_TEXT: _Final = 'the user rejected tool "{name}"'
+"""The error text (after `Error: `) of a call whose approval was rejected (dsh's text)."""
+REJECTED_WITH_FEEDBACK_TEXT: _Final = 'the user rejected tool "{name}" with feedback: {feedback}'
+"""The error text of a rejection that carries the person's feedback (duraloop's extension)."""
+UNAVAILABLE_TEXT: _Final = 'tool "{name}" requires approval, but no approval channel is available'
+"""The error text of a call whose approver failed or gave no valid answer (dsh's text)."""
+APPROVAL_CANCELLED_TEXT: _Final = 'approval for tool "{name}" was cancelled'
+"""The error text of a call whose approver withdrew the ask (dsh's text)."""
+
 SURFACE_TYPES: _Final = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
 """The event types that carry a `surfaceOp` and produce model-visible messages."""
 
@@ -259,6 +287,16 @@ __all__ = [
     "ABORTED_BEFORE_DISPATCH_TEXT",
     "ABORTED_ERROR",
     "ABORTED_TEXT",
+    "APPROVAL_ALLOWED_ONCE",
+    "APPROVAL_ASKED",
+    "APPROVAL_CANCELLED",
+    "APPROVAL_CANCELLED_TEXT",
+    "APPROVAL_DECIDED",
+    "APPROVAL_OUTCOMES",
+    "APPROVAL_POLICIES",
+    "APPROVAL_POLICY",
+    "APPROVAL_REJECTED",
+    "APPROVAL_UNAVAILABLE",
     "ASSISTANT_CHUNK",
     "ASSISTANT_MESSAGE",
     "AUTH",
@@ -317,6 +355,8 @@ __all__ = [
     "PAIRING_VIOLATION",
     "PATH_INVALID",
     "PATH_OUTSIDE_WORKSPACE",
+    "POLICY_ASK",
+    "POLICY_NEVER",
     "QUOTA",
     "RATE_LIMIT",
     "REASONING_DELTA",
@@ -328,6 +368,8 @@ __all__ = [
     "REASON_MAX_TOKENS",
     "RECOVERY_MESSAGE_ID_PREFIX",
     "REFUSAL",
+    "REJECTED_TEXT",
+    "REJECTED_WITH_FEEDBACK_TEXT",
     "REPLAY_EXHAUSTED",
     "REQUEST_CONTEXT",
     "REQUEST_HEADER",
@@ -357,6 +399,7 @@ __all__ = [
     "TURN_END",
     "TURN_END_REASONS",
     "TURN_START",
+    "UNAVAILABLE_TEXT",
     "UNKNOWN",
     "UNKNOWN_TOOL",
     "UNKNOWN_TOOL_ERROR",

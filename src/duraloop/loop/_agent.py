@@ -31,11 +31,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import ApprovalError, UsageError
 from ..llm import Model
 from ..log import Event, Message, Session, Usage, user_message
 from ..log.vocabulary import INBOX_NEXT_STEP, INBOX_NEXT_TURN, REASON_COMPLETED, REASON_MAX_TOKENS
-from ..tools import CancelSignal, Tool, ToolHooks, ToolPipeline, ToolRegistry
+from ..tools import Approver, CancelSignal, Tool, ToolHooks, ToolPipeline, ToolRegistry
+from ._approval_methods import ApprovalMethods
+from ._approvals import PausedTurn
 from ._budget import SessionUsage
 from ._config import LoopConfig
 from ._driver import TurnDriver
@@ -49,7 +51,7 @@ from ._state import LoopState, TurnDeps
 from ._turn import Turn, TurnResult
 
 
-class AgentLoop(NamedSends):
+class AgentLoop(NamedSends, ApprovalMethods):
     """Drive a model through turns and steps over a session, running the tools it calls.
 
     Args:
@@ -62,6 +64,8 @@ class AgentLoop(NamedSends):
         tool_hooks: pre- and post-execute hooks for every tool call.
         pipeline_factory: builds the tool pipeline; tests use it to inject faults.
         hooks: the loop-level hooks (pre-step, request, turn-stopping).
+        approver: answers approval asks in this process (e.g. a prompt); None pauses the
+            turn on each ask until `decide()` (docs/approvals.md).
 
     The inbox (`self.inbox`) is replayed from the log, so messages pending when the session
     was last written are pending again. Outside `async with loop:` nothing runs until
@@ -92,6 +96,7 @@ class AgentLoop(NamedSends):
         tool_hooks: ToolHooks | None = None,
         pipeline_factory: Callable[..., ToolPipeline] = ToolPipeline,
         hooks: LoopHooks | None = None,
+        approver: Approver | None = None,
     ) -> None:
         self.session = session
         self.model = model
@@ -122,6 +127,8 @@ class AgentLoop(NamedSends):
         self.hooks = hooks or LoopHooks()
         self.inbox = Inbox(session)
         self._snapshots = Snapshots(session, self.config.snapshot_every)
+        self._paused = PausedTurn(session, self._durability)
+        self.approver = approver
         self._driver = TurnDriver(
             self._open_turn,
             inbox=self.inbox,
@@ -204,6 +211,8 @@ class AgentLoop(NamedSends):
             keep_inbox: keep pending messages for a later turn.
         """
         self._driver.cancel(reason, keep_inbox=keep_inbox)
+        if self._driver.signal is None and not self._closed:
+            self._paused.cancel(reason or {"kind": "user"})  # a paused turn closes aborted
         if not keep_inbox and self.inbox.pending:
             self.inbox.clear()
             if self._driver.signal is None and not self._closed:
@@ -224,14 +233,15 @@ class AgentLoop(NamedSends):
         """
         self._closed = True
         try:
-            if self._driver.signal is None and self._snapshots.pending():
+            if not self.paused and self._driver.signal is None and self._snapshots.pending():
                 self._durability.flush()
                 self._write_snapshot()
         finally:
             self._durability.close()
 
     def _after_turn(self) -> None:
-        if self._snapshots.due():
+        self._paused.refresh()
+        if not self.paused and self._snapshots.due():
             self._write_snapshot()
 
     def _write_snapshot(self) -> None:
@@ -308,7 +318,7 @@ class AgentLoop(NamedSends):
         self._check_open()
         if self._driver.signal is not None:
             raise UsageError("a turn is already running on this AgentLoop; await it or cancel it")
-        if prompt is None and not self.inbox.pending:
+        if prompt is None and not self.inbox.pending and self.paused is None:
             raise UsageError(
                 "run_turn() without a prompt runs the next queued follow-up, and none is "
                 "queued; pass a prompt or call followup() first"
@@ -396,5 +406,11 @@ class AgentLoop(NamedSends):
             durability=self._durability,
             steering=self,
             session_usage=self._usage,
+            approver=self.approver,
         )
-        return Turn.open(deps, self._state, prompt, signal)
+        pending = self._paused.pending
+        if pending is None:
+            return Turn.open(deps, self._state, prompt, signal)
+        if prompt is not None or not pending.decided:
+            raise ApprovalError(self._paused.waiting_message(pending))
+        return Turn.continue_paused(deps, self._state, pending, signal)

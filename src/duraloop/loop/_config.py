@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from ..errors import ConfigError
 from ..llm import RetryPolicy
 from ..log import Price
+from ..log.vocabulary import APPROVAL_POLICIES
 from ..tools import DEFAULT_CANCEL_GRACE_SECONDS, DEFAULT_MAX_OUTPUT_BYTES, MIN_MAX_OUTPUT_BYTES
 from ._budget import Budget
 
@@ -56,12 +57,18 @@ class LoopConfig:
             (`BudgetExceededError`). None: no limit.
         prices: `provider:model` (e.g. `deepseek:deepseek-chat`) -> `log.Price`, for the
             cost in usage figures and cost budgets; a cost budget needs the loop model's.
+        approval_policy: `"ask"` (a person answers each ask) or `"never"` (every ask is
+            rejected: unattended runs); recorded as an `approval/policy` event at the next
+            turn when it differs from the session's (docs/approvals.md#policy). None keeps
+            the session's (the last `approval/policy` event, else `"ask"`).
+        auto_approve: names of tools whose asks are approved without a person (each
+            recorded as decided `allowed-once`, like any other answer).
 
     Raises:
         ConfigError: if a count is not a positive integer, `retry` is not a `RetryPolicy`,
             a budget is not a `Budget`, `prices` does not map strings to `Price`s,
             the idle timeout or the grace period is not a positive number, or the output cap
-            is not an integer >= 256.
+            is not an integer >= 256, or the approval policy is neither "ask" nor "never".
     """
 
     max_parallel_tool_calls: int = 10
@@ -76,9 +83,19 @@ class LoopConfig:
     turn_budget: Budget | None = None
     session_budget: Budget | None = None
     prices: Mapping[str, Price] = field(default_factory=dict)
+    approval_policy: str | None = None
+    auto_approve: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         """Validate the counts (docs/cases.md#resume-fork-and-config B61)."""
+        if self.approval_policy is not None and self.approval_policy not in APPROVAL_POLICIES:
+            raise ConfigError(
+                f'loop.approval_policy must be "ask", "never" or None, got {self.approval_policy!r}'
+            )
+        names = self.auto_approve
+        if isinstance(names, str) or not all(isinstance(name, str) for name in names):
+            raise ConfigError("loop.auto_approve must be a set of tool names (strings)")
+        object.__setattr__(self, "auto_approve", frozenset(names))
         for name in ("turn_budget", "session_budget"):
             budget = getattr(self, name)
             if budget is not None and not isinstance(budget, Budget):

@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from ..log import PendingToolCalls, Session, unanswered_tool_result
+from ..log import Event, PendingToolCalls, Session, unanswered_tool_result
 from ..log.vocabulary import SURFACE_APPEND, TOOL_RESULT
 
 logger = logging.getLogger(__name__)
@@ -37,15 +37,24 @@ class StepRecovery:
         turn: the open turn.
         durable_through: returns the last seq known durable, or None when nothing is
             persisted (then every recorded `tool/call` counts as recorded).
+        replay: events of the step already in the log (a paused step continued in a later
+            loop, docs/approvals.md#pausing), fed to the tracker first.
     """
 
     def __init__(
-        self, session: Session, *, turn: int, durable_through: Callable[[], int] | None = None
+        self,
+        session: Session,
+        *,
+        turn: int,
+        durable_through: Callable[[], int] | None = None,
+        replay: Sequence[Event] = (),
     ) -> None:
         self._session = session
         self._turn = turn
         self._durable_through = durable_through
         self._tracker = PendingToolCalls()
+        for event in replay:
+            self._tracker.observe(event)
         self._unsubscribe: Callable[[], None] | None = None
         self.failure: Exception | None = None
 

@@ -40,6 +40,8 @@ class LoopFold(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fiel
         next_step: the pending steering and context.
         usage: the session's usage fold (`log.UsageFold.to_json`); None in a snapshot
             written before budgets (the loop then folds the whole log when it needs it).
+        approval_policy: the effective approval policy (None in a snapshot written before
+            approvals: `"ask"`, unless an event after the snapshot sets one).
     """
 
     last_turn: int
@@ -48,6 +50,7 @@ class LoopFold(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fiel
     next_turn: list[dict[str, Any]] = msgspec.field(default_factory=list)
     next_step: list[dict[str, Any]] = msgspec.field(default_factory=list)
     usage: dict[str, Any] | None = None
+    approval_policy: str | None = None
 
 
 def restored_fold(session: Session) -> tuple[SessionCheckpoint, LoopFold] | None:

@@ -16,8 +16,15 @@ from typing import Any
 
 from ..llm import Model, ToolSchema
 from ..log import Event, PairingCheck, Session, last_turn_and_latest
-from ..log.vocabulary import REQUEST_CONTEXT, REQUEST_HEADER, TURN_START
-from ..tools import CancelSignal, ToolPipeline, ToolRegistry, ToolWorkers
+from ..log.vocabulary import (
+    APPROVAL_POLICIES,
+    APPROVAL_POLICY,
+    POLICY_ASK,
+    REQUEST_CONTEXT,
+    REQUEST_HEADER,
+    TURN_START,
+)
+from ..tools import Approver, CancelSignal, ToolPipeline, ToolRegistry, ToolWorkers
 from ._budget import SessionUsage
 from ._config import LoopConfig
 from ._durability import LogDurability
@@ -26,7 +33,7 @@ from ._inbox import Inbox
 from ._request import RequestState
 from ._snapshot import restored_fold
 
-_REQUEST_KINDS = (REQUEST_HEADER, REQUEST_CONTEXT)
+_REQUEST_KINDS = (REQUEST_HEADER, REQUEST_CONTEXT, APPROVAL_POLICY)
 
 
 @dataclass
@@ -37,11 +44,28 @@ class LoopState:
         last_turn: the number of the last turn started in the session (0 if none).
         request: what this loop instance has logged about its requests.
         pairing: the incremental provider pairing check run on each request's messages.
+        approval_policy: the session's effective approval policy (the last
+            `approval/policy` event's, else `"ask"`; docs/approvals.md#policy).
     """
 
     last_turn: int
     request: RequestState
     pairing: PairingCheck = field(default_factory=PairingCheck)
+    approval_policy: str = POLICY_ASK
+
+    def record_policy(self, session: Session, policy: str | None) -> None:
+        """Append `approval/policy` when `policy` differs from the session's.
+
+        dsh writes a knob event only when the effective value changes
+        (docs/approvals.md#policy).
+
+        Args:
+            session: the live session.
+            policy: the configured policy, or None to keep the session's.
+        """
+        if policy is not None and policy != self.approval_policy:
+            session.append(APPROVAL_POLICY, {"policy": policy})
+            self.approval_policy = policy
 
     @classmethod
     def of_log(cls, session: Session) -> LoopState:
@@ -55,7 +79,11 @@ class LoopState:
             last_turn, latest = _last_turn_and_latest(session)
             header = _header(latest)
             context = _context(latest)
-            state = cls(last_turn=last_turn, request=RequestState(header=header, context=context))
+            state = cls(
+                last_turn=last_turn,
+                request=RequestState(header=header, context=context),
+                approval_policy=_policy(latest, POLICY_ASK),
+            )
             if session.paired_messages is not None:  # the load's judge paired them all
                 state.pairing = PairingCheck.resumed(*session.paired_messages)
             return state
@@ -67,6 +95,7 @@ class LoopState:
             last_turn=last_turn or fold.last_turn,
             request=RequestState(header=header, context=context),
             pairing=PairingCheck.resumed(checkpoint.message_count, checkpoint.replace_generation),
+            approval_policy=_policy(latest, fold.approval_policy or POLICY_ASK),
         )
 
 
@@ -86,6 +115,8 @@ class TurnDeps:
         durability: makes the log durable at the step's boundaries.
         steering: what hooks may do to the loop (`StepContext.loop`).
         session_usage: the session's usage, for its budget (docs/loop.md#budgets).
+        approver: answers approval asks in this process; None pauses the turn on each
+            (docs/approvals.md).
     """
 
     session: Session
@@ -99,6 +130,7 @@ class TurnDeps:
     durability: LogDurability
     steering: Steering
     session_usage: SessionUsage
+    approver: Approver | None = None
 
 
 @dataclass(frozen=True)
@@ -155,3 +187,9 @@ def _header(latest: dict[str, Event]) -> dict[str, Any] | None:
 def _context(latest: dict[str, Event]) -> dict[str, Any] | None:
     event = latest.get(REQUEST_CONTEXT)
     return None if event is None else event.data
+
+
+def _policy(latest: dict[str, Event], default: str) -> str:
+    event = latest.get(APPROVAL_POLICY)
+    policy = None if event is None else event.data.get("policy")
+    return str(policy) if policy in APPROVAL_POLICIES else default

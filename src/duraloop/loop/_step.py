@@ -14,13 +14,17 @@ when the loop's `RetryPolicy` allows (docs/loop.md#request-retries): `llm/retry`
 wait, `llm/retry-started`, then a new attempt over freshly derived history (`_retry.py`). The failed
 attempt's chunks stay in the log; the step's `assistant/message` cites only its own attempt's
 chunks.
+
+A step whose next call waits for a person's approval is paused (docs/approvals.md#pausing):
+it returns `PAUSED` without `step/end`, and `Step.continue_paused` later runs the rest of its
+calls, the recorded decision first, and closes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from contextlib import aclosing
-from typing import Any
+from typing import Any, Final
 
 import anyio
 
@@ -32,7 +36,15 @@ from ..llm import (
     unknown_failure,
     watching_stream_activity,
 )
-from ..log import Message, assistant_message, tool_calls_of
+from ..log import (
+    Event,
+    Message,
+    PendingApproval,
+    ToolCallBlock,
+    assistant_message,
+    tool_calls_of,
+    waiting_calls,
+)
 from ..log.vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
@@ -47,7 +59,7 @@ from ..log.vocabulary import (
     SURFACE_APPEND,
     USER_MESSAGE,
 )
-from ..tools import execute_tool_calls
+from ..tools import ApprovalGate, execute_tool_calls
 from ._hooks import RequestConfig, StepContext, StepHooks
 from ._idle import IdleTimer
 from ._recovery import StepRecovery
@@ -56,6 +68,9 @@ from ._retry import StepRetries
 from ._state import LoopState, StepSettings, TurnDeps
 
 _FAILED_FINISHES = (FINISH_ERROR, FINISH_ABORTED)
+
+PAUSED: Final = "paused"
+"""What a step returns when a call waits for a person's approval (never written to the log)."""
 
 
 class Step:
@@ -100,7 +115,8 @@ class Step:
 
         Returns:
             `"completed"` (a text answer, or a committed result concluded the turn, B16),
-            `"max-tokens"`, or None when the model must be asked again after tool results.
+            `"max-tokens"`, `PAUSED` (a call waits for approval: no `step/end`), or None
+            when the model must be asked again after tool results.
 
         Raises:
             TurnCancelled: if the turn was cancelled (an interrupted prefix is kept), including
@@ -115,17 +131,51 @@ class Step:
         with StepRecovery(session, turn=turn, durable_through=durable) as recovery:
             session.append(STEP_START, {"turn": turn, "step": step}, copy=False)
             self.started = True
-            try:
-                return await self._body()
-            except BaseException:
-                recovery.record_recovery_results()
-                raise
-            finally:
-                session.append(STEP_END, {"turn": turn, "step": step}, copy=False)
+            return await self._closing(recovery, self._body())
+
+    async def continue_paused(
+        self, paused: PendingApproval, step_events: Sequence[Event]
+    ) -> str | None:
+        """Run the rest of a paused step's calls, from the decided one, and close the step.
+
+        Args:
+            paused: the decided ask the step waits on (`paused.decided` is True).
+            step_events: the step's events from its `step/start` (the recovery tracker
+                learns its pending calls from them).
+
+        Returns:
+            As `run()`: `PAUSED` again when a later call waits for approval.
+
+        Raises:
+            As `run()`.
+        """
+        durability = self.deps.durability
+        durable = durability.durable_through if durability.persisted else None
+        with StepRecovery(
+            self.deps.session, turn=self.turn, durable_through=durable, replay=step_events
+        ) as recovery:
+            self.started = True
+            calls = waiting_calls(step_events, paused)
+            return await self._closing(recovery, self._run_calls(calls, paused))
+
+    async def _closing(self, recovery: StepRecovery, body: Awaitable[str | None]) -> str | None:
+        """Await the step's body; answer unanswered calls on failure; `step/end` unless paused."""
+        result: str | None = None
+        try:
+            result = await body
+            return result
+        except BaseException:
+            recovery.record_recovery_results()
+            raise
+        finally:
+            if result != PAUSED:
+                self.deps.session.append(
+                    STEP_END, {"turn": self.turn, "step": self.number}, copy=False
+                )
 
     async def _body(self) -> str | None:
         """Enter the messages, request the model (with retries), and run its tool calls."""
-        deps, signal, turn, step = self.deps, self.signal, self.turn, self.number
+        deps, turn, step = self.deps, self.turn, self.number
         session = deps.session
         for message in self.entering:
             session.append(USER_MESSAGE, message, surface_op=SURFACE_APPEND)
@@ -150,19 +200,36 @@ class Step:
         calls = tool_calls_of(message)
         if not calls:
             return REASON_COMPLETED
+        return await self._run_calls(calls, None)
+
+    async def _run_calls(
+        self, calls: list[ToolCallBlock], recorded: PendingApproval | None
+    ) -> str | None:
+        """Run the tool calls (the recorded decision answers its call without asking)."""
+        deps, signal = self.deps, self.signal
+        gate = ApprovalGate(
+            deps.session,
+            policy=self.state.approval_policy,
+            auto_approve=deps.config.auto_approve,
+            approver=deps.approver,
+            recorded=recorded,
+        )
         outcome = await execute_tool_calls(
-            session,
+            deps.session,
             calls,
-            turn=turn,
-            step=step,
+            turn=self.turn,
+            step=self.number,
             pipeline=deps.pipeline,
             signal=signal,
             max_parallel_tool_calls=deps.config.max_parallel_tool_calls,
             ensure_durable=deps.durability.ensure_durable,
             accept_context=self._accept_context,
             workers=self.settings.workers,
+            approvals=gate,
         )
         signal.throw_if_aborted()
+        if outcome.paused:
+            return PAUSED
         return REASON_COMPLETED if outcome.concluded else None
 
     def _accept_context(self, message: Message) -> None:

@@ -7,6 +7,10 @@ closes with exactly one `turn/end`. Each step's entering messages come from the 
 the `pre_step` hook (docs/loop.md#pre-step). A step always closes with `step/end`; when it fails
 after the assistant message, the unanswered calls get recovery results first (`StepRecovery`), and
 the ORIGINAL failure is recorded in `turn/end`.
+
+A turn whose next call waits for a person's approval is paused (docs/approvals.md#pausing):
+it returns a `paused` result and writes no `turn/end`; `Turn.continue_paused` reopens it
+(from this process or another) once the ask is decided.
 """
 
 from __future__ import annotations
@@ -20,13 +24,23 @@ import anyio
 
 from ..errors import BudgetExceededError
 from ..llm import ToolSchema, turn_failure, unknown_failure
-from ..log import Message, Session, Usage, UsageFold, text_of
+from ..log import (
+    Message,
+    PendingApproval,
+    Session,
+    Usage,
+    UsageFold,
+    open_turn_start,
+    pending_approval,
+    text_of,
+)
 from ..log.vocabulary import (
     REASON_ABORTED,
     REASON_BLOCKED,
     REASON_COMPLETED,
     REASON_ERROR,
     REASON_MAX_TOKENS,
+    STEP_START,
     TURN_END,
     TURN_START,
 )
@@ -35,7 +49,7 @@ from ._budget import model_key
 from ._hooks import Reject, StepContext, call_hook, entering_messages
 from ._prompt import default_system_prompt
 from ._state import LoopState, StepSettings, TurnDeps
-from ._step import Step
+from ._step import PAUSED, Step
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +67,7 @@ class TurnResult:
             `run_turn()` raises it, a background drain reports it here.
         usage: what the turn spent: model requests, tokens, tool calls, cost
             (docs/loop.md#budgets).
+        approval: for a `paused` turn, the ask it waits on (docs/approvals.md#pausing).
     """
 
     turn: int
@@ -61,10 +76,14 @@ class TurnResult:
     steps: int
     error: BaseException | None = field(default=None, compare=False, repr=False)
     usage: Usage = field(default_factory=Usage)
+    approval: PendingApproval | None = None
 
     @property
     def kind(self) -> str:
-        """The reason kind: completed, aborted, blocked, error or max-tokens."""
+        """The reason kind: completed, aborted, blocked, error, max-tokens, or paused.
+
+        `paused` is never written to the log: the turn stays open, waiting for approval.
+        """
         return str(self.reason.get("kind"))
 
 
@@ -99,8 +118,34 @@ class Turn:
         self.reason: dict[str, Any] | None = None
         self.text = ""
         self.first_claim: list[Message] = []
+        self.continuing: PendingApproval | None = None
+        """The decided ask a continued turn starts from (`continue_paused`)."""
+        self.paused: PendingApproval | None = None
+        """The ask the turn paused on, once it has."""
         self._usage = UsageFold(deps.config.prices, model=model_key(deps.model))
         self._fed = len(deps.session.events) - 1  # from the turn's `turn/start` on
+
+    @classmethod
+    def continue_paused(
+        cls, deps: TurnDeps, state: LoopState, paused: PendingApproval, signal: CancelSignal
+    ) -> Turn:
+        """Reopen the paused final turn of `deps.session`; `run()` carries out its decision.
+
+        Args:
+            deps: what the turn depends on.
+            state: the loop's mutable state.
+            paused: the decided ask the turn waits on (`pending_approval` of the log).
+            signal: the turn's cancel signal.
+
+        Returns:
+            The turn; `run()` continues its paused step, then its steps as usual.
+        """
+        turn = cls(deps, state, paused.turn, None, signal)
+        turn.steps = paused.step
+        turn.continuing = paused
+        start = open_turn_start(deps.session.events)
+        turn._fed = start if start is not None else turn._fed
+        return turn
 
     @classmethod
     def open(
@@ -130,6 +175,7 @@ class Turn:
             spent = budget.reached(deps.session_usage.of(deps.session), "session")
             if spent is not None:
                 raise BudgetExceededError(f"session {deps.session.id}: {spent}")
+        state.record_policy(deps.session, deps.config.approval_policy)
         number = state.last_turn + 1
         deps.session.append(TURN_START, {"turn": number})
         state.last_turn = number
@@ -167,8 +213,18 @@ class Turn:
                 self.reason = {"kind": REASON_ABORTED, "reason": {"kind": "parent"}}
             else:
                 self.reason = {"kind": REASON_ERROR, "error": turn_failure(exc)}
-        reason = self.reason or {"kind": REASON_ERROR, "error": unknown_failure("no reason")}
         session = self.deps.session
+        if self.paused is not None and error is None:
+            self.deps.durability.flush()
+            return TurnResult(
+                turn=self.turn,
+                reason={"kind": PAUSED, "callId": self.paused.call_id},
+                text=self.text,
+                steps=self.steps,
+                usage=self.spent(),
+                approval=self.paused,
+            )
+        reason = self.reason or {"kind": REASON_ERROR, "error": unknown_failure("no reason")}
         try:
             session.append(TURN_END, {"turn": self.turn, "reason": reason})
             self.deps.durability.flush()
@@ -241,6 +297,13 @@ class Turn:
         deps, signal = self.deps, self.signal
         max_steps = deps.config.max_steps
         turn_ends: str | None = None
+        if self.continuing is not None:
+            turn_ends = await self._continue(self.continuing, settings)
+            if turn_ends == PAUSED:
+                return
+            if await self._stops(turn_ends):
+                self.reason = {"kind": turn_ends}
+                return
         while True:
             signal.throw_if_aborted()
             if self.steps >= max_steps:
@@ -273,15 +336,41 @@ class Turn:
                 return
             signal.throw_if_aborted()
             step_end = await self._step(step, entering, settings)
+            if step_end == PAUSED:
+                return
             if turn_ends != REASON_MAX_TOKENS:  # max-tokens is sticky for the turn
                 turn_ends = step_end
-            signal.throw_if_aborted()
-            if turn_ends is not None and not deps.inbox.next_step:
-                await self._turn_stopping()
-                signal.throw_if_aborted()
-            if turn_ends is not None and not deps.inbox.next_step:
+            if await self._stops(turn_ends):
                 break
         self.reason = {"kind": turn_ends}
+
+    async def _stops(self, turn_ends: str | None) -> bool:
+        """After a step: whether the turn ends (the `turn_stopping` hook may continue it)."""
+        self.signal.throw_if_aborted()
+        if turn_ends is None or self.deps.inbox.next_step:
+            return False
+        await self._turn_stopping()
+        self.signal.throw_if_aborted()
+        return not self.deps.inbox.next_step
+
+    async def _continue(self, paused: PendingApproval, settings: StepSettings) -> str | None:
+        """Run the rest of the paused step (docs/approvals.md#continuing)."""
+        session = self.deps.session
+        step = Step(self.deps, self.state, settings, paused.step, ())
+        events = session.events
+        start = next(
+            index
+            for index in range(len(events) - 1, -1, -1)
+            if events[index].seq <= paused.asked_seq and events[index].type == STEP_START
+        )
+        result = await step.continue_paused(paused, events[start:])
+        self.text = _last_assistant_text(session) or self.text
+        return self._paused_on(result)
+
+    def _paused_on(self, step_end: str | None) -> str | None:
+        if step_end == PAUSED:
+            self.paused = pending_approval(self.deps.session.events)
+        return step_end
 
     def _context(self, step: int, messages: Sequence[Message]) -> StepContext:
         return StepContext(
@@ -317,7 +406,7 @@ class Turn:
             if step.started:
                 self.steps = number
         self.text = _last_assistant_text(self.deps.session) or self.text
-        return result
+        return self._paused_on(result)
 
 
 async def run_guarded(turn: Turn) -> TurnResult:

@@ -3,12 +3,18 @@
 from .. import _lazy
 
 if _lazy.TYPE_CHECKING:
+    from ._approval import ApprovalGate as ApprovalGate
+    from ._approval import ApprovalRequest as ApprovalRequest
+    from ._approval import Approver as Approver
+    from ._approval import Decision as Decision
+    from ._approval import cancel_waiting as cancel_waiting
     from ._bash_tool import kill_running_commands as kill_running_commands
     from ._blocking import DEFAULT_CANCEL_GRACE_SECONDS as DEFAULT_CANCEL_GRACE_SECONDS
     from ._builtins import builtin_tools as builtin_tools
     from ._context import ToolContext as ToolContext
     from ._definition import Tool as Tool
     from ._definition import tool as tool
+    from ._hooks import AskApproval as AskApproval
     from ._hooks import Deny as Deny
     from ._hooks import ToolHooks as ToolHooks
     from ._outcome import DEFAULT_MAX_OUTPUT_BYTES as DEFAULT_MAX_OUTPUT_BYTES
@@ -26,6 +32,12 @@ if _lazy.TYPE_CHECKING:
     from ._workers import tool_workers as tool_workers
 
 __all__ = [
+    "ApprovalGate",
+    "ApprovalRequest",
+    "Approver",
+    "AskApproval",
+    "Decision",
+    "cancel_waiting",
     "CancelSignal",
     "DEFAULT_CANCEL_GRACE_SECONDS",
     "DEFAULT_MAX_OUTPUT_BYTES",
@@ -60,6 +72,12 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "Tool": "._definition",
             "tool": "._definition",
             "Deny": "._hooks",
+            "AskApproval": "._hooks",
+            "ApprovalGate": "._approval",
+            "ApprovalRequest": "._approval",
+            "Approver": "._approval",
+            "Decision": "._approval",
+            "cancel_waiting": "._approval",
             "ToolHooks": "._hooks",
             "DEFAULT_MAX_OUTPUT_BYTES": "._outcome",
             "MIN_MAX_OUTPUT_BYTES": "._outcome",

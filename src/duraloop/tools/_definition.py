@@ -34,6 +34,9 @@ ToolBody: TypeAlias = Callable[[Any, ToolContext], Awaitable[object]]
 ParallelClassifier: TypeAlias = Callable[[Any], object]
 """A pure, synchronous `(validated_args) -> True` that declares one call parallel-safe."""
 
+ApprovalClassifier: TypeAlias = Callable[[Any], object]
+"""A synchronous `(validated_args) -> bool` deciding whether one call asks for approval."""
+
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
@@ -69,6 +72,9 @@ class Tool:
         max_output_bytes: the cap on this tool's result content in bytes; None (the
             default) uses the loop's `LoopConfig.max_tool_output_bytes` (256 KB). Longer
             output is cut and ends with `[truncated: <n> more bytes of output]`.
+        requires_approval: True when every call asks a person first, or a classifier called
+            with the validated args; anything but an exact `False` from it (a raise, a
+            non-bool) asks: fail closed (docs/approvals.md#which-calls-ask).
 
     Raises:
         ToolDefinitionError: if the name, parameters, parallel, timeout or output cap is
@@ -84,6 +90,7 @@ class Tool:
     timeout_seconds: float | None = None
     watches_signal: bool = False
     max_output_bytes: int | None = None
+    requires_approval: bool | ApprovalClassifier = False
 
     def __post_init__(self) -> None:
         if not _NAME_PATTERN.match(self.name):
@@ -95,11 +102,13 @@ class Tool:
                 f'tool "{self.name}" parameters must be a JSON Schema with "type": "object", '
                 f"got {self.parameters.get('type')!r}"
             )
-        if not isinstance(self.parallel, bool) and not callable(self.parallel):
-            raise ToolDefinitionError(
-                f'tool "{self.name}" parallel must be a bool or a callable, '
-                f"got {type(self.parallel).__name__}"
-            )
+        for option in ("parallel", "requires_approval"):
+            value = getattr(self, option)
+            if not isinstance(value, bool) and not callable(value):
+                raise ToolDefinitionError(
+                    f'tool "{self.name}" {option} must be a bool or a callable, '
+                    f"got {type(value).__name__}"
+                )
         if self.timeout_seconds is not None and not (
             math.isfinite(self.timeout_seconds) and self.timeout_seconds > 0
         ):
@@ -158,6 +167,7 @@ def tool(
     timeout_seconds: float | None = None,
     watches_signal: bool = False,
     max_output_bytes: int | None = None,
+    requires_approval: bool | ApprovalClassifier = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -171,6 +181,7 @@ def tool(
     timeout_seconds: float | None = None,
     watches_signal: bool = False,
     max_output_bytes: int | None = None,
+    requires_approval: bool | ApprovalClassifier = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed function (sync or async) into a `Tool`.
 
@@ -190,6 +201,7 @@ def tool(
         timeout_seconds: see `Tool`.
         watches_signal: see `Tool`.
         max_output_bytes: see `Tool`.
+        requires_approval: see `Tool`; a classifier receives the validated argument model.
 
     Returns:
         The `Tool` (bare `@tool`), or a decorator producing it.
@@ -216,6 +228,7 @@ def tool(
             timeout_seconds=timeout_seconds,
             watches_signal=watches_signal,
             max_output_bytes=max_output_bytes,
+            requires_approval=requires_approval,
         )
 
     if fn is not None:
@@ -233,6 +246,7 @@ def _build_tool(
     timeout_seconds: float | None,
     watches_signal: bool,
     max_output_bytes: int | None,
+    requires_approval: bool | ApprovalClassifier,
 ) -> Tool:
     label = getattr(fn, "__qualname__", repr(fn))
     if not callable(fn):
@@ -330,6 +344,7 @@ def _build_tool(
         timeout_seconds=timeout_seconds,
         watches_signal=watches_signal,
         max_output_bytes=max_output_bytes,
+        requires_approval=requires_approval,
     )
 
 

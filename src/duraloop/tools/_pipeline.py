@@ -2,7 +2,8 @@
 
 See docs/scheduler.md#pipeline-stages.
 
-Simplified from dsh: no approval, no guards, no code mode. Expected
+Simplified from dsh: no guards, no code mode; an approval is asked before the call's
+`tool/call` (docs/approvals.md), not after it. Expected
 failures (unknown tool, invalid arguments, a raising body, a raising hook, a timeout) are
 contained as error results; only genuine internal faults raise, which the scheduler treats
 as a scheduler failure (docs/scheduler.md#scheduler-failure). Cancellation replaces only successes
@@ -39,7 +40,7 @@ from ._blocking import DEFAULT_CANCEL_GRACE_SECONDS, BodyNotInterruptedError
 from ._bodies import RunningBodies
 from ._context import ToolContext
 from ._definition import Tool
-from ._hooks import Deny, ToolHooks
+from ._hooks import AskApproval, Deny, ToolHooks, tool_asks
 from ._outcome import (
     DEFAULT_MAX_OUTPUT_BYTES,
     ToolOutcome,
@@ -60,12 +61,15 @@ class Prepared:
 
     Args:
         kind: `"dispatch"` (run the body next), `"post-result"` (use `outcome`, then run
-            `finalize`), or `"final-result"` (use `outcome` as it is, skipping finalize).
-        outcome: the outcome for the two result kinds; None for `"dispatch"`.
+            `finalize`), `"final-result"` (use `outcome` as it is, skipping finalize), or
+            `"ask"` (a person must approve the call first, docs/approvals.md).
+        outcome: the outcome for the two result kinds; None for `"dispatch"` and `"ask"`.
+        reason: for `"ask"`, why approval is needed.
     """
 
-    kind: Literal["dispatch", "post-result", "final-result"]
+    kind: Literal["dispatch", "post-result", "final-result", "ask"]
     outcome: ToolOutcome | None = None
+    reason: str = ""
 
 
 _DISPATCH: Final = Prepared("dispatch")
@@ -125,14 +129,17 @@ class ToolPipeline:
     async def prepare(self, call: ToolCallRequest, signal: CancelSignal) -> Prepared:
         """Decide whether `call` may be dispatched; pre-execute hooks run here, in order.
 
+        The scheduler calls this before the call's `tool/call` is appended.
+
         Args:
             call: the planned call.
             signal: the turn's cancellation signal.
 
         Returns:
             `final-result ABORTED_BEFORE_DISPATCH` if already cancelled; `post-result`
-            `Error: <reason>` (no code) for a `Deny`; `final-result Error: <message>` if a
-            hook raises; `post-result ABORTED_BEFORE_DISPATCH` if cancelled during the hooks;
+            `Error: <reason>` (no code) for a `Deny`; `ask` for an `AskApproval` or a tool
+            whose `requires_approval` asks; `final-result Error: <message>` if a hook
+            raises; `post-result ABORTED_BEFORE_DISPATCH` if cancelled during the hooks;
             otherwise `dispatch`.
         """
         if signal.aborted:
@@ -151,14 +158,19 @@ class ToolPipeline:
                 return Prepared("final-result", self._capped(call, failed))
             if isinstance(decision, Deny):
                 return Prepared("post-result", ToolOutcome.failure(decision.reason))
+            if isinstance(decision, AskApproval):
+                return Prepared("ask", reason=decision.reason)
             if decision is not None:
                 message = (
                     f"pre-execute hook {_name_of(hook)} returned {type(decision).__name__}; "
-                    "expected None or Deny"
+                    "expected None, Deny or AskApproval"
                 )
                 return Prepared("final-result", ToolOutcome.failure(message))
         if signal.aborted:
             return Prepared("post-result", ToolOutcome.cancelled(body_invoked=False))
+        reason = tool_asks(self.registry.get(call.name), call.arguments)
+        if reason is not None:
+            return Prepared("ask", reason=reason)
         return _DISPATCH
 
     async def dispatch(self, call: ToolCallRequest, signal: CancelSignal) -> ToolOutcome:

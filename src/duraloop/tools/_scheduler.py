@@ -12,6 +12,11 @@ earlier-committed call's siblings still run (so a crash then loses no committed 
 and left to the step's next durable boundary when every started call is committed (so
 calls that finish together cost no extra fsync).
 
+A call that asks for approval (docs/approvals.md#the-barrier) is a barrier: no later call
+starts until it is decided. When a person must answer, every started call first settles and
+commits, then `approval/asked` is made durable; with no one to answer in this process the
+scheduler returns `paused`, leaving the call and those after it without `tool/call`.
+
 Abort stops new starts, drains and commits the started calls, and answers every unstarted
 call with a `tool/call` + `ABORTED_BEFORE_DISPATCH` pair. Any other failure stops new
 starts, drains every started dispatch (their results are discarded) and re-raises the first
@@ -35,8 +40,10 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..log import Message, Session, ToolCallBlock
+from ..log.vocabulary import UNAVAILABLE_TEXT
+from ._approval import ApprovalGate
 from ._outcome import ToolOutcome
-from ._pipeline import ToolPipeline
+from ._pipeline import Prepared, ToolPipeline
 from ._request import ToolCallRequest, parse_tool_arguments
 from ._scheduler_events import append_call, append_skipped_pair, commit_result
 from ._signal import CancelSignal
@@ -51,10 +58,13 @@ class SchedulerOutcome:
         aborted: whether cancellation stopped the calls (every call is still answered).
         concluded: whether a committed result asked to conclude the turn
             (docs/scheduler.md#running-a-group).
+        paused: whether a call waits for a person's approval: the calls before it are
+            answered, it and the calls after it have no `tool/call` (docs/approvals.md).
     """
 
     aborted: bool
     concluded: bool = False
+    paused: bool = False
 
 
 async def execute_tool_calls(
@@ -69,6 +79,7 @@ async def execute_tool_calls(
     ensure_durable: Callable[[int], Awaitable[None]] | None = None,
     accept_context: Callable[[Message], None] | None = None,
     workers: ToolWorkers | None = None,
+    approvals: ApprovalGate | None = None,
 ) -> SchedulerOutcome:
     """Run an assistant message's tool calls and commit their results in model order.
 
@@ -91,11 +102,12 @@ async def execute_tool_calls(
             drops the contexts.
         workers: the worker tasks the dispatches run on (the loop passes the turn's, so a
             step spawns none anew); None opens workers for this call alone.
+        approvals: answers the calls that ask for approval; None answers each ask
+            `Error: tool "<name>" requires approval, but no approval channel is available`.
 
     Returns:
-        Whether the calls were aborted, and whether a committed result concluded the turn. Every
-        call has exactly one `tool/result` unless this
-        raises.
+        Whether the calls were aborted or paused, and whether a committed result concluded
+        the turn. Every call has exactly one `tool/result` unless this raises or pauses.
 
     Raises:
         Exception: the first scheduler failure (a vetoed append, a durability failure, an
@@ -124,6 +136,7 @@ async def execute_tool_calls(
             ensure_durable,
             accept_context,
             workers,
+            approvals,
         )
 
 
@@ -136,6 +149,7 @@ async def _run_groups(
     ensure_durable: Callable[[int], Awaitable[None]] | None,
     accept_context: Callable[[Message], None] | None,
     workers: ToolWorkers,
+    approvals: ApprovalGate | None,
 ) -> SchedulerOutcome:
     """Run the planned calls group by group (docs/scheduler.md#planning-and-groups)."""
     next_index = 0
@@ -154,9 +168,12 @@ async def _run_groups(
             ensure_durable=ensure_durable,
             workers=workers,
             accept_context=accept_context,
+            approvals=approvals,
         )
         consumed, aborted = await runner.run()
         concluded = concluded or runner.concluded
+        if runner.paused:
+            return SchedulerOutcome(aborted=False, concluded=concluded, paused=True)
         next_index += consumed
         if aborted:
             for call in planned[next_index:]:
@@ -189,6 +206,8 @@ class _GroupRunner:
     ensure_durable: Callable[[int], Awaitable[None]] | None
     workers: ToolWorkers
     accept_context: Callable[[Message], None] | None = None
+    approvals: ApprovalGate | None = None
+    paused: bool = False
     slots: dict[int, _Slot] = field(default_factory=dict)
     call_seqs: dict[int, int] = field(default_factory=dict)
     in_flight: set[int] = field(default_factory=set)
@@ -247,13 +266,17 @@ class _GroupRunner:
     async def _fill_pool(self) -> None:
         while (
             not self.aborted
+            and not self.paused
             and self.next_to_start < len(self.group)
             and len(self.in_flight) < self.cap
         ):
             index = self.next_to_start
             if index > 0 and self.parallel and not self.pipeline.is_parallel(self.group[index]):
                 break
-            if await self._start_call(index):
+            started = await self._start_call(index)
+            if started is None:  # paused, or cancelled while the earlier calls drained
+                break
+            if started:
                 # The body starts when this task next yields: every call the fill starts
                 # meanwhile shares the one flush that makes their `tool/call`s durable.
                 self._submit(index)
@@ -270,18 +293,56 @@ class _GroupRunner:
         self.in_flight.add(index)
         self.workers.submit(functools.partial(self._dispatch, index))
 
-    async def _start_call(self, index: int) -> bool:
-        """Append `tool/call` and prepare; return True when the call needs a dispatch."""
+    async def _start_call(self, index: int) -> bool | None:
+        """Prepare, then append `tool/call`; return True when the call needs a dispatch.
+
+        None: the call was not started (it waits for approval, or a cancel came first).
+        """
         call = self.group[index]
+        gate = self.approvals
+        prepared = None if gate is None else gate.recorded_decision(call)
+        if prepared is None:
+            prepared = await self.pipeline.prepare(call, self.signal)
+            self._raise_failure()
+            if prepared.kind == "ask":
+                prepared = await self._ask(call, prepared.reason)
+                if prepared is None:
+                    return None
         self.call_seqs[index] = append_call(self.session, call)
-        prepared = await self.pipeline.prepare(call, self.signal)
-        self._raise_failure()
         if prepared.kind == "dispatch":
             return True
         if prepared.outcome is None:
             raise RuntimeError(f"pipeline returned {prepared.kind} without an outcome")
         self.slots[index] = _Slot(prepared.outcome, needs_post=prepared.kind == "post-result")
         return False
+
+    async def _ask(self, call: ToolCallRequest, reason: str) -> Prepared | None:
+        """Answer an asking call (docs/approvals.md#the-barrier); None when it is not started."""
+        gate = self.approvals
+        if gate is None:
+            text = UNAVAILABLE_TEXT.format(name=call.name)
+            return Prepared("post-result", ToolOutcome.failure(text))
+        if gate.needs_person(call):
+            await self._drain()  # the calls before it commit before anyone is asked
+            if self.signal.aborted:
+                self.aborted = True
+                return None
+        prepared = await gate.ask(call, reason, self.signal, self.ensure_durable)
+        self._raise_failure()
+        self.paused = prepared is None
+        return prepared
+
+    async def _drain(self) -> None:
+        """Wait for every started call to settle, and commit the results."""
+        while self.in_flight:
+            self.in_flight.discard(await self._next_settled())
+            while self._settled:
+                self.in_flight.discard(self._settled.popleft())
+            self._raise_failure()
+            await self._commit_ready()
+            self._raise_failure()
+        await self._commit_ready()
+        self._raise_failure()
 
     async def _dispatch(self, index: int) -> None:
         try:
