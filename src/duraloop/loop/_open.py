@@ -24,7 +24,7 @@ from ..errors import ConfigError, SessionNotFoundError, UsageError
 from ..llm import Model
 from ..log import Session, SessionHeader, now_ms
 from ..store import RepairReport, SessionStore
-from ..tools import Tool, ToolHooks, ToolRegistry
+from ..tools import Approver, Tool, ToolHooks, ToolRegistry
 from ._agent import AgentLoop
 from ._config import LoopConfig
 from ._hooks import LoopHooks
@@ -51,6 +51,8 @@ class SessionSetup:
         config: loop options; None means `LoopConfig()`.
         tool_hooks: pre- and post-execute hooks around each tool call.
         hooks: the loop-level hooks (pre-step, request, request error, turn-stopping).
+        approver: answers approval asks in this process (sync or async; a `Decision`, or
+            None to pause); None pauses the turn on each ask (docs/approvals.md).
 
     Raises:
         ConfigError: at construction, if a part has the wrong type (a path instead of a
@@ -66,6 +68,7 @@ class SessionSetup:
     config: LoopConfig | None = None
     tool_hooks: ToolHooks | None = None
     hooks: LoopHooks | None = None
+    approver: Approver | None = None
 
     def __post_init__(self) -> None:
         _check_setup(self)
@@ -98,6 +101,8 @@ def _check_setup(setup: SessionSetup) -> None:
             )
     if setup.cwd is not None and not isinstance(setup.cwd, str | Path):
         raise _refuse("cwd", setup.cwd, "a directory path (str or pathlib.Path)")
+    if setup.approver is not None and not callable(setup.approver):
+        raise _refuse("approver", setup.approver, "a callable taking an ApprovalRequest")
     parts: tuple[tuple[str, object, type], ...] = (
         ("config", setup.config, LoopConfig),
         ("tool_hooks", setup.tool_hooks, ToolHooks),
@@ -129,6 +134,7 @@ def _loop(session: Session, setup: SessionSetup, workspace: Path) -> AgentLoop:
             durability=writer,
             tool_hooks=setup.tool_hooks,
             hooks=setup.hooks,
+            approver=setup.approver,
         )
     except BaseException:
         writer.close()  # a loop that was never built must not keep the session's writer
