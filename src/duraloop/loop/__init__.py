@@ -21,7 +21,7 @@ if _lazy.TYPE_CHECKING:
     from ._open import start_session as start_session
     from ._prompt import default_system_prompt as default_system_prompt
     from ._recovery import StepRecovery as StepRecovery
-    from ._turn import TurnResult as TurnResult
+    from ._result import TurnResult as TurnResult
 
 __all__ = [
     "AgentLoop",
@@ -67,6 +67,6 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "start_session": "._open",
             "default_system_prompt": "._prompt",
             "StepRecovery": "._recovery",
-            "TurnResult": "._turn",
+            "TurnResult": "._result",
         },
     )

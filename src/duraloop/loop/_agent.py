@@ -2,24 +2,17 @@
 
 See docs/loop.md#vocabulary, #send-and-cancel, #the-agent-loop, docs/recovery.md#resume, #fork.
 
-The public surface: `send` (and its three named forms `followup`, `steer`, `inject`),
-`cancel`, `dispose`, `run_turn`/`run_pending`, `wait_idle`, `events`, `usage`, `flush`,
-`close`. The loop owns the state its turns share (`LoopState`) and builds what each turn depends on
-(`TurnDeps`); the turn algorithm is `_turn.Turn`, who runs turns is `_driver.TurnDriver`,
-durable flushes are `_durability.GroupCommit`.
-
-Two ways to drive turns:
-
-- Awaited: `await loop.run_turn(prompt)` runs one turn in the caller's task and returns
-  its result (raising the original failure of an `error` turn). Sends only queue.
-- Background: inside `async with loop:` the loop owns a driver task. A waking send
-  (`followup`, `steer`) from idle opens the turn before it returns: `turn/start` and the
-  claim are in the log when `send` returns (docs/loop.md#send-and-cancel); the driver then drains
-  queued follow-ups while turns end `completed`/`max-tokens`. A waking send that arrives after
-  `cancel()` of the running turn is latched and runs once the aborted turn has closed (the wake
-  latch, B30); `cancel()` without `keep_inbox` clears the latch, and disposal is never latched.
-  `await loop.wait_idle()` returns the results of the turns finished since.
-
+The public surface: `send` (and `followup`, `steer`, `inject`), `cancel`, `dispose`,
+`run_turn`/`run_pending`, `wait_idle`, `events`, `usage`, `flush`, `close`, and the approval
+methods (`pending_approvals`, `decide`, `continue_turn`, docs/approvals.md). The loop owns the
+state its turns share (`LoopState`) and builds what each turn depends on (`TurnDeps`); the
+turn algorithm is `_turn.Turn`, who runs turns is `_driver.TurnDriver`, durable flushes are
+`_durability.GroupCommit`. Turns run awaited (`await loop.run_turn(prompt)`, in the caller's
+task; sends only queue) or in the background inside `async with loop:`: a waking send from
+idle opens the turn before it returns (docs/loop.md#send-and-cancel), the driver drains
+queued follow-ups while turns end `completed`/`max-tokens`, a waking send after `cancel()` is
+latched until the aborted turn has closed (B30; `cancel()` without `keep_inbox` clears the
+latch, disposal is never latched), and `wait_idle()` returns the turns finished since.
 `dispose()` is dsh's disposal (F17) minus the inbox discard: pending messages stay durable.
 """
 
@@ -31,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..errors import ApprovalError, UsageError
+from ..errors import UsageError
 from ..llm import Model
 from ..log import Event, Message, Session, Usage, user_message
 from ..log.vocabulary import INBOX_NEXT_STEP, INBOX_NEXT_TURN, REASON_COMPLETED, REASON_MAX_TOKENS
@@ -45,10 +38,11 @@ from ._durability import Durability, GroupCommit
 from ._events import session_events
 from ._hooks import LoopHooks
 from ._inbox import Inbox
+from ._result import TurnResult
 from ._sends import NamedSends, SendTarget
 from ._snapshot import LoopFold, Snapshots
 from ._state import LoopState, TurnDeps
-from ._turn import Turn, TurnResult
+from ._turn import Turn
 
 
 class AgentLoop(NamedSends, ApprovalMethods):
@@ -67,11 +61,10 @@ class AgentLoop(NamedSends, ApprovalMethods):
         approver: answers approval asks in this process (e.g. a prompt); None pauses the
             turn on each ask until `decide()` (docs/approvals.md).
 
-    The inbox (`self.inbox`) is replayed from the log, so messages pending when the session
-    was last written are pending again. Outside `async with loop:` nothing runs until
-    `run_turn()` or `run_pending()`: sends only queue, and each `run_turn()` without a
-    prompt runs ONE queued follow-up. Inside it, waking sends start turns in the loop's
-    background driver (see the module docstring).
+    The inbox (`self.inbox`) is replayed from the log: messages pending when the session was
+    last written are pending again. Outside `async with loop:` sends only queue, and each
+    `run_turn()` without a prompt runs ONE queued follow-up; inside it, waking sends start
+    turns in the loop's background driver (see the module docstring).
 
     Example:
         async with AgentLoop(session, model=model, cwd=".") as loop:
@@ -155,16 +148,13 @@ class AgentLoop(NamedSends, ApprovalMethods):
     def send(
         self, message: str | Message, *, target: SendTarget = INBOX_NEXT_TURN, wakeup: bool = True
     ) -> Message:
-        """Queue a user message and, if `wakeup`, wake the driver.
+        """Queue a user message and, if `wakeup`, wake the driver (docs/loop.md#send-and-cancel).
 
-        See docs/loop.md#send-and-cancel `send`.
-
-        `followup`, `steer` and `inject` are this with fixed arguments. A waking send
-        that arrives while the running turn is being cancelled goes to `next-turn` (it
-        cannot join an aborted turn) and is latched: it runs once the turn has closed.
-        Inside `async with loop:`, a waking send from idle opens the turn before it
-        returns (`turn/start` and the claim are in the log); outside it, sends only queue
-        for `run_turn()`. An idle loop flushes the queued message at once.
+        `followup`, `steer` and `inject` are this with fixed arguments. A waking send while
+        the running turn is being cancelled goes to `next-turn` and is latched: it runs once
+        the turn has closed. Inside `async with loop:`, a waking send from idle opens the
+        turn before it returns; outside it, sends only queue for `run_turn()`. While the
+        session is paused on an approval a send only queues. An idle loop flushes it at once.
 
         Args:
             message: the text, or a complete user message (its id must not be pending).
@@ -191,7 +181,8 @@ class AgentLoop(NamedSends, ApprovalMethods):
         stored = self.inbox.insert(
             effective, user_message(message) if isinstance(message, str) else message
         )
-        if wakeup and self._driver.wake(after_abort=waking_after_abort):
+        waking = wakeup and self._paused.pending is None
+        if waking and self._driver.wake(after_abort=waking_after_abort):
             return stored
         if self._driver.signal is None:
             self.flush()  # idle: nothing else will make the queued message durable soon
@@ -201,10 +192,10 @@ class AgentLoop(NamedSends, ApprovalMethods):
         """Cancel the running turn and, unless `keep_inbox`, discard every pending message.
 
         The running turn stops new tool starts, drains started ones, and closes the log:
-        unstarted calls get `ABORTED_BEFORE_DISPATCH` results and the turn ends `aborted`.
-        The inbox is cleared even while idle (`next-step`, then `next-turn`, each one
-        discard splice, `INBOX_OUTCOME_DISCARDED`). Safe to call from a signal handler on the event
-        loop (not from a session observer while messages are pending: that would append).
+        unstarted calls get `ABORTED_BEFORE_DISPATCH` results and the turn ends `aborted`; a
+        paused turn is closed so too (docs/approvals.md#cancel-while-paused). The inbox is
+        cleared even while idle (one discard splice per list). Safe from a signal handler on
+        the event loop (not from a session observer while messages are pending).
 
         Args:
             reason: the cause recorded in `turn/end`, default `{"kind": "user"}`.
@@ -253,19 +244,18 @@ class AgentLoop(NamedSends, ApprovalMethods):
             next_turn=list(self.inbox.next_turn),  # type: ignore[arg-type]
             next_step=list(self.inbox.next_step),  # type: ignore[arg-type]
             usage=self._usage.state(self.session),
+            approval_policy=self._state.approval_policy,
         )
         self._snapshots.write(self._durability.writer, fold, self._state.pairing, self.model)
 
     async def dispose(self) -> None:
         """Cancel the running turn as `{"kind": "disposed"}`, wait for it to close, then close.
 
-        The turn ends `aborted {disposed}` with its log closed as for any cancel (F17);
-        then the loop is closed as by `close()`: the log is flushed, the writer released,
-        and later `run_turn()` or sends raise `UsageError`. Sends are refused from the
-        moment disposal starts. Unlike dsh's disposal, pending messages are kept (not
-        discarded): they are durable and run after a resume, as after `close()`.
-        Idempotent. Never call it from inside the running turn (a hook or a tool body):
-        it waits for that turn to end; use `cancel()` there.
+        The turn ends `aborted {disposed}` with its log closed as for any cancel (F17); then
+        the loop closes as by `close()`, and sends are refused from the moment disposal
+        starts. Unlike dsh's disposal, pending messages are kept (durable, they run after a
+        resume). Idempotent. Never call it from inside the running turn (a hook or a tool
+        body): it waits for that turn to end; use `cancel()` there.
         """
         self._closed = True
         await self._driver.dispose()
@@ -408,9 +398,7 @@ class AgentLoop(NamedSends, ApprovalMethods):
             session_usage=self._usage,
             approver=self.approver,
         )
-        pending = self._paused.pending
-        if pending is None:
+        if self._paused.pending is None:
             return Turn.open(deps, self._state, prompt, signal)
-        if prompt is not None or not pending.decided:
-            raise ApprovalError(self._paused.waiting_message(pending))
+        pending = self._paused.check_can_continue(prompt)
         return Turn.continue_paused(deps, self._state, pending, signal)

@@ -6,7 +6,7 @@ from ..errors import UsageError
 from ..log import PendingApproval
 from ._approvals import PausedTurn
 from ._driver import TurnDriver
-from ._turn import TurnResult
+from ._result import TurnResult
 
 
 class ApprovalMethods:

@@ -96,23 +96,34 @@ class PausedTurn:
         self.pending = decided
         return decided
 
-    def check_can_continue(self) -> PendingApproval:
+    def check_can_continue(self, prompt: object = None) -> PendingApproval:
         """Return the decided approval a continued turn carries out.
 
+        Args:
+            prompt: the prompt of the turn asked for; a paused session runs no new turn.
+
         Raises:
-            ApprovalError: if the session is not paused, or its ask is not decided yet.
+            ApprovalError: if the session is not paused, its ask is not decided yet, or a
+                prompt is given (a new turn cannot start while one is paused).
         """
         pending = self.pending
         if pending is None:
             raise ApprovalError(
                 f'session "{self._session.id}" has no paused turn to continue; run a new turn'
             )
-        if not pending.decided:
+        if not pending.decided or prompt is not None:
             raise ApprovalError(self.waiting_message(pending))
         return pending
 
     def waiting_message(self, pending: PendingApproval) -> str:
         """The message of the error refusing to go on while `pending` is undecided."""
+        if pending.decided:
+            return (
+                f'session "{self._session.id}" is paused: call {pending.call_id!r} '
+                f"({pending.tool_name}) is decided ({pending.outcome}) but not carried out; "
+                "continue the turn first (loop.continue_turn(), `duraloop resume "
+                f"{self._session.id}`)"
+            )
         return (
             f'session "{self._session.id}" is paused: call {pending.call_id!r} '
             f"({pending.tool_name}) waits for approval; decide it with loop.decide("

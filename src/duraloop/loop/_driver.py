@@ -20,8 +20,10 @@ from ..errors import UsageError
 from ..log import Message
 from ..log.vocabulary import DISPOSED, REASON_COMPLETED, REASON_MAX_TOKENS
 from ..tools import CancelSignal
+from ._guarded import run_guarded
 from ._inbox import Inbox
-from ._turn import Turn, TurnResult, run_guarded
+from ._result import TurnResult
+from ._turn import Turn
 
 logger = logging.getLogger(__name__)
 

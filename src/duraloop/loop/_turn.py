@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
-
-import anyio
 
 from ..errors import BudgetExceededError
 from ..llm import ToolSchema, turn_failure, unknown_failure
@@ -48,43 +46,11 @@ from ..tools import CancelSignal, TurnCancelled, tool_workers
 from ._budget import model_key
 from ._hooks import Reject, StepContext, call_hook, entering_messages
 from ._prompt import default_system_prompt
+from ._result import TurnResult
 from ._state import LoopState, StepSettings, TurnDeps
 from ._step import PAUSED, Step
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    """How a turn ended.
-
-    Args:
-        turn: the turn number.
-        reason: the `turn/end` reason JSON, e.g. `{"kind": "completed"}`.
-        text: the text of the turn's last assistant message ("" if none).
-        steps: the number of steps the turn ran.
-        error: for an `error` turn, the original exception (already recorded in the log);
-            `run_turn()` raises it, a background drain reports it here.
-        usage: what the turn spent: model requests, tokens, tool calls, cost
-            (docs/loop.md#budgets).
-        approval: for a `paused` turn, the ask it waits on (docs/approvals.md#pausing).
-    """
-
-    turn: int
-    reason: dict[str, Any]
-    text: str
-    steps: int
-    error: BaseException | None = field(default=None, compare=False, repr=False)
-    usage: Usage = field(default_factory=Usage)
-    approval: PendingApproval | None = None
-
-    @property
-    def kind(self) -> str:
-        """The reason kind: completed, aborted, blocked, error, max-tokens, or paused.
-
-        `paused` is never written to the log: the turn stays open, waiting for approval.
-        """
-        return str(self.reason.get("kind"))
 
 
 class Turn:
@@ -407,57 +373,6 @@ class Turn:
                 self.steps = number
         self.text = _last_assistant_text(self.deps.session) or self.text
         return self._paused_on(result)
-
-
-async def run_guarded(turn: Turn) -> TurnResult:
-    """Run `turn` so that cancelling the caller cancels the turn the durable way.
-
-    The turn runs shielded in a child task. A cancel of an enclosing scope
-    (`anyio.move_on_after`, a cancelled task group, leaving `async with loop:` by a cancel)
-    or a native cancel of the calling task (the first Ctrl-C under `anyio.run`/`asyncio.run`)
-    becomes `turn.signal.cancel({"kind": "parent"})`: tools see the signal, started ones
-    drain, their results are recorded (`ABORTED` for a cancelled body, not
-    `TOOL_OUTCOME_UNKNOWN`), and the turn ends `aborted {parent}` before the cancellation
-    continues outward. A tool that never honours cancellation therefore delays the caller;
-    a second Ctrl-C (which `asyncio.Runner` raises as `KeyboardInterrupt`) still stops at
-    once, and resume repairs the log.
-
-    Args:
-        turn: an opened turn.
-
-    Returns:
-        The turn's result; the caller's pending cancellation is raised when this returns.
-
-    Raises:
-        BaseException: what `turn.run()` raised (never wrapped in an exception group).
-    """
-    outcome: list[TurnResult] = []
-    raised: list[BaseException] = []
-    finished = anyio.Event()
-
-    async def run_shielded() -> None:
-        try:
-            with anyio.CancelScope(shield=True):
-                outcome.append(await turn.run())
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller below, unwrapped
-            raised.append(exc)
-        finally:
-            finished.set()
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(run_shielded)
-        try:
-            await finished.wait()
-        except anyio.get_cancelled_exc_class():
-            # The caller is cancelled (a scope, or a native cancel such as asyncio.Runner's
-            # first Ctrl-C): cancel the turn the durable way, wait for it to close, go on.
-            turn.signal.cancel({"kind": "parent"})
-            with anyio.CancelScope(shield=True):
-                await finished.wait()
-            raise
-    if raised:
-        raise raised[0]
-    return outcome[0]
 
 
 def _last_assistant_text(session: Session) -> str:

@@ -39,7 +39,7 @@ from ..log.vocabulary import (
 )
 from ._outcome import ToolOutcome
 from ._pipeline import Prepared
-from ._request import ToolCallRequest, parse_tool_arguments
+from ._request import ToolCallRequest, planned_calls
 from ._scheduler_events import append_skipped_pair
 from ._signal import CancelSignal
 
@@ -257,13 +257,5 @@ def cancel_waiting(
     """
     if not pending.decided:
         session.append(APPROVAL_DECIDED, decided_data(pending.ask_id, APPROVAL_CANCELLED, None))
-    for block in calls:
-        call = ToolCallRequest(
-            call_id=block["id"],
-            name=block["name"],
-            raw_arguments=block["arguments"],
-            arguments=parse_tool_arguments(block["arguments"]),
-            turn=pending.turn,
-            step=pending.step,
-        )
+    for call in planned_calls(calls, turn=pending.turn, step=pending.step):
         append_skipped_pair(session, call)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -128,3 +128,29 @@ def _msgspec_position(raw: str, refused: str) -> tuple[str, int]:
     byte = int(found.group(1)) if found else len(encoded)
     reason = _BYTE_OFFSET.sub("", refused).strip()  # "JSON is malformed: invalid character"
     return reason, len(encoded[:byte].decode("utf-8", "ignore"))
+
+
+def planned_calls(
+    blocks: Sequence[Mapping[str, Any]], *, turn: int, step: int
+) -> list[ToolCallRequest]:
+    """Return the calls of an assistant message's tool-call blocks, in model order.
+
+    Args:
+        blocks: the tool-call blocks (`id`, `name`, raw `arguments` text).
+        turn: the open turn.
+        step: the step of the assistant message.
+
+    Returns:
+        One `ToolCallRequest` per block, its arguments parsed (`parse_tool_arguments`).
+    """
+    return [
+        ToolCallRequest(
+            call_id=block["id"],
+            name=block["name"],
+            raw_arguments=block["arguments"],
+            arguments=parse_tool_arguments(block["arguments"]),
+            turn=turn,
+            step=step,
+        )
+        for block in blocks
+    ]

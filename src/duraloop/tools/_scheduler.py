@@ -5,27 +5,22 @@ See docs/scheduler.md#planning-and-groups.
 Calls are planned in model order. A parallel-safe call starts a group of all remaining calls
 (cut short when a later call reclassifies as exclusive); an exclusive call is a one-call
 barrier. Within a group at most `max_parallel_tool_calls` dispatches are in flight; each
-call's `tool/call` is appended when it starts, before its pre-execute hooks, and is made
-durable (`ensure_durable`) before any body runs. Results commit strictly in model order;
-a committed result is made durable by the next group commit, started at once while an
-earlier-committed call's siblings still run (so a crash then loses no committed result),
-and left to the step's next durable boundary when every started call is committed (so
-calls that finish together cost no extra fsync).
-
-A call that asks for approval (docs/approvals.md#the-barrier) is a barrier: no later call
-starts until it is decided. When a person must answer, every started call first settles and
-commits, then `approval/asked` is made durable; with no one to answer in this process the
-scheduler returns `paused`, leaving the call and those after it without `tool/call`.
+call's `tool/call` is appended when it starts, after its pre-execute hooks, and is made
+durable (`ensure_durable`) before any body runs. Results commit strictly in model order; a
+committed result is made durable by the next group commit, started at once while siblings
+still run (a crash then loses no committed result), and left to the step's next durable
+boundary when every started call is committed (calls finishing together share one fsync).
+A call that asks for approval is a barrier too (docs/approvals.md#the-barrier): when a
+person must answer, every started call settles and commits, `approval/asked` is made
+durable, and with no one to answer here the scheduler returns `paused`.
 
 Abort stops new starts, drains and commits the started calls, and answers every unstarted
 call with a `tool/call` + `ABORTED_BEFORE_DISPATCH` pair. Any other failure stops new
 starts, drains every started dispatch (their results are discarded) and re-raises the first
 failure; the driver then writes recovery results (docs/loop.md#unanswered-tool-results). The
-scheduler never writes `step/end` or `turn/end`.
-
-Right after each committed `tool/result` its `additional_contexts` go to `accept_context`
-(the loop queues them in `next-step`), so context splices sit next to their owning result
-(B11); a committed success with `concludes_turn` is reported as `concluded`.
+scheduler never writes `step/end` or `turn/end`. Each committed result's
+`additional_contexts` go to `accept_context` right after it (B11); a committed success with
+`concludes_turn` is reported as `concluded`.
 """
 
 from __future__ import annotations
@@ -44,7 +39,7 @@ from ..log.vocabulary import UNAVAILABLE_TEXT
 from ._approval import ApprovalGate
 from ._outcome import ToolOutcome
 from ._pipeline import Prepared, ToolPipeline
-from ._request import ToolCallRequest, parse_tool_arguments
+from ._request import ToolCallRequest, planned_calls
 from ._scheduler_events import append_call, append_skipped_pair, commit_result
 from ._signal import CancelSignal
 from ._workers import ToolWorkers, tool_workers
@@ -113,17 +108,7 @@ async def execute_tool_calls(
         Exception: the first scheduler failure (a vetoed append, a durability failure, an
             internal pipeline fault), after every started dispatch has settled.
     """
-    planned = [
-        ToolCallRequest(
-            call_id=block["id"],
-            name=block["name"],
-            raw_arguments=block["arguments"],
-            arguments=parse_tool_arguments(block["arguments"]),
-            turn=turn,
-            step=step,
-        )
-        for block in calls
-    ]
+    planned = planned_calls(calls, turn=turn, step=step)
     async with AsyncExitStack() as stack:
         if workers is None:  # no turn's workers: open our own for this call
             workers = await stack.enter_async_context(tool_workers())
