@@ -40,7 +40,7 @@ from ._hooks import LoopHooks
 from ._inbox import Inbox
 from ._result import TurnResult
 from ._sends import NamedSends, SendTarget
-from ._snapshot import LoopFold, Snapshots
+from ._snapshot import Snapshots
 from ._state import LoopState, TurnDeps
 from ._turn import Turn
 
@@ -236,16 +236,7 @@ class AgentLoop(NamedSends, ApprovalMethods):
             self._write_snapshot()
 
     def _write_snapshot(self) -> None:
-        request = self._state.request
-        fold = LoopFold(
-            last_turn=self._state.last_turn,
-            request_header=request.header,
-            request_context=request.context,
-            next_turn=list(self.inbox.next_turn),  # type: ignore[arg-type]
-            next_step=list(self.inbox.next_step),  # type: ignore[arg-type]
-            usage=self._usage.state(self.session),
-            approval_policy=self._state.approval_policy,
-        )
+        fold = self._state.fold(self.inbox, self._usage.state(self.session))
         self._snapshots.write(self._durability.writer, fold, self._state.pairing, self.model)
 
     async def dispose(self) -> None:
@@ -292,22 +283,21 @@ class AgentLoop(NamedSends, ApprovalMethods):
 
         Args:
             prompt: the user's text or a complete user message; None runs the next queued
-                follow-up (or, with none queued, the pending `next-step` messages).
+                follow-up (or, with none queued, the pending `next-step` messages; or, while
+                paused with the ask decided, continues the paused turn).
 
         Returns:
             The turn's end: completed, max-tokens, blocked (max_steps reached, or the
-            `pre_step` hook rejected) or aborted (after `cancel()`).
+            `pre_step` hook rejected), aborted (after `cancel()`) or paused (a call waits
+            for approval: docs/approvals.md#pausing).
 
         Raises:
-            UsageError: if a turn is already running on this loop (also a background one),
-                it is closed, or `prompt` is None and nothing is pending in the inbox.
-            Exception: the original failure of an `error` turn (e.g. `LlmError`, or what a
-                hook raised), after recovery results, `step/end` and `turn/end {error}`
-                are in the log.
+            UsageError: if a turn is already running on this loop, it is closed, or `prompt`
+                is None and nothing is pending; `ApprovalError` while paused (but see above).
+            Exception: the original failure of an `error` turn (e.g. `LlmError`), after
+                recovery results, `step/end` and `turn/end {error}` are in the log.
         """
-        self._check_open()
-        if self._driver.signal is not None:
-            raise UsageError("a turn is already running on this AgentLoop; await it or cancel it")
+        self._check_idle()
         if prompt is None and not self.inbox.pending and self.paused is None:
             raise UsageError(
                 "run_turn() without a prompt runs the next queued follow-up, and none is "

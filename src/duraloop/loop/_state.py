@@ -31,7 +31,7 @@ from ._durability import LogDurability
 from ._hooks import LoopHooks, Steering
 from ._inbox import Inbox
 from ._request import RequestState
-from ._snapshot import restored_fold
+from ._snapshot import LoopFold, restored_fold
 
 _REQUEST_KINDS = (REQUEST_HEADER, REQUEST_CONTEXT, APPROVAL_POLICY)
 
@@ -52,6 +52,18 @@ class LoopState:
     request: RequestState
     pairing: PairingCheck = field(default_factory=PairingCheck)
     approval_policy: str = POLICY_ASK
+
+    def fold(self, inbox: Inbox, usage: dict[str, Any] | None) -> LoopFold:
+        """Return the loop's fold for a snapshot: this state, the pending inbox and `usage`."""
+        return LoopFold(
+            last_turn=self.last_turn,
+            request_header=self.request.header,
+            request_context=self.request.context,
+            next_turn=list(inbox.next_turn),  # type: ignore[arg-type]
+            next_step=list(inbox.next_step),  # type: ignore[arg-type]
+            usage=usage,
+            approval_policy=self.approval_policy,
+        )
 
     def record_policy(self, session: Session, policy: str | None) -> None:
         """Append `approval/policy` when `policy` differs from the session's.
