@@ -99,3 +99,13 @@ def test_the_budgets_example_builds_the_config_it_describes() -> None:
     assert config.turn_budget == Budget(tokens=200_000, tool_calls=50)
     assert config.session_budget is not None and config.session_budget.cost == 5.0
     assert set(config.prices) == {"deepseek:deepseek-chat"}
+
+
+def test_the_person_in_the_loop_example_pauses_then_continues_from_a_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocks = re.findall(
+        r"^```python\n(.*?)^```", _section("A person in the loop"), re.DOTALL | re.MULTILINE
+    )
+    code = str(blocks[0])
+    assert _run(code, tmp_path, monkeypatch, capsys) == _expected(code)
