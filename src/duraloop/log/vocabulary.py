@@ -42,7 +42,8 @@ INBOX_NEXT_STEP: _Final = "next-step"
 INBOX_TARGETS: _Final = (INBOX_NEXT_STEP, INBOX_NEXT_TURN)
 INBOX_OUTCOME_DISCARDED: _Final = "canceled"  # dsh wire spelling
 
-# Approvals (docs/approvals.md; dsh's approval events, outcomes and deny texts).
+# Approvals (docs/approvals.md): dsh's events, outcomes, policies and deny texts (after
+# `Error: `); a rejection's feedback is duraloop's extension.
 APPROVAL_ASKED: _Final = "approval/asked"
 APPROVAL_DECIDED: _Final = "approval/decided"
 APPROVAL_POLICY: _Final = "approval/policy"
@@ -50,25 +51,14 @@ APPROVAL_ALLOWED_ONCE: _Final = "allowed-once"
 APPROVAL_REJECTED: _Final = "rejected"
 APPROVAL_CANCELLED: _Final = "cancelled"
 APPROVAL_UNAVAILABLE: _Final = "unavailable"
-APPROVAL_OUTCOMES: _Final = (
-    APPROVAL_ALLOWED_ONCE,
-    APPROVAL_REJECTED,
-    APPROVAL_CANCELLED,
-    APPROVAL_UNAVAILABLE,
-)
+APPROVAL_OUTCOMES: _Final = ("allowed-once", "rejected", "cancelled", "unavailable")
 POLICY_ASK: _Final = "ask"
-"""The approval policy under which a person answers each ask (dsh's default)."""
 POLICY_NEVER: _Final = "never"
-"""The approval policy under which every ask is rejected (unattended runs)."""
 APPROVAL_POLICIES: _Final = (POLICY_ASK, POLICY_NEVER)
 REJECTED_TEXT: _Final = 'the user rejected tool "{name}"'
-"""The error text (after `Error: `) of a call whose approval was rejected (dsh's text)."""
 REJECTED_WITH_FEEDBACK_TEXT: _Final = 'the user rejected tool "{name}" with feedback: {feedback}'
-"""The error text of a rejection that carries the person's feedback (duraloop's extension)."""
 UNAVAILABLE_TEXT: _Final = 'tool "{name}" requires approval, but no approval channel is available'
-"""The error text of a call whose approver failed or gave no valid answer (dsh's text)."""
 APPROVAL_CANCELLED_TEXT: _Final = 'approval for tool "{name}" was cancelled'
-"""The error text of a call whose approver withdrew the ask (dsh's text)."""
 
 SURFACE_TYPES: _Final = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
 """The event types that carry a `surfaceOp` and produce model-visible messages."""
