@@ -31,6 +31,8 @@ if _lazy.TYPE_CHECKING:
     from .store import JsonlStore as JsonlStore
     from .store import MemoryStore as MemoryStore
     from .store import SessionStore as SessionStore
+    from .tools import AskApproval as AskApproval
+    from .tools import Decision as Decision
     from .tools import Tool as Tool
     from .tools import ToolContext as ToolContext
     from .tools import ToolHooks as ToolHooks
@@ -38,6 +40,8 @@ if _lazy.TYPE_CHECKING:
     from .tools import tool as tool
 
 __all__ = [
+    "AskApproval",
+    "Decision",
     "AgentLoop",
     "DuraloopError",
     "Event",
@@ -98,6 +102,8 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "MemoryStore": ".store",
             "SessionStore": ".store",
             "Tool": ".tools",
+            "AskApproval": ".tools",
+            "Decision": ".tools",
             "ToolContext": ".tools",
             "ToolHooks": ".tools",
             "builtin_tools": ".tools",
