@@ -17,6 +17,8 @@ from ._event import Event
 from ._messages import result_call_id
 from ._pending import PendingToolCalls, UnansweredStep
 from .vocabulary import (
+    APPROVAL_ASKED,
+    APPROVAL_DECIDED,
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
     REQUEST_CONTEXT,
@@ -33,7 +35,10 @@ from .vocabulary import (
 )
 
 _STEP_SCOPED = frozenset({ASSISTANT_CHUNK, ASSISTANT_MESSAGE, TOOL_CALL})
-_TURN_SCOPED = frozenset({TODO_WRITE, REQUEST_HEADER, REQUEST_CONTEXT})
+_TURN_SCOPED = frozenset(
+    {TODO_WRITE, REQUEST_HEADER, REQUEST_CONTEXT, APPROVAL_ASKED, APPROVAL_DECIDED}
+)
+"""Events only an open turn may hold (dsh's rule for approvals too, docs/approvals.md)."""
 
 
 class InvariantChecker:
