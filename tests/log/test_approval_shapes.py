@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -27,7 +28,7 @@ def p(x: int = 0) -> str:
 
 
 def _paused(tmp_path: Path, tools: list[Tool] | None = None) -> Session:
-    script = [
+    script: list[dict[str, Any]] = [
         {
             "tool_calls": [
                 {"id": "a", "name": "p", "arguments": {"x": 1}},
