@@ -12,6 +12,7 @@ from duraloop.errors import InvariantError
 from duraloop.llm import ScriptedModel
 from duraloop.log import Event, Session, interrupted_turn_closers, pending_approval
 from duraloop.loop import AgentLoop, LoopConfig
+from duraloop.testing import assert_log_valid
 from duraloop.tools import Tool, tool
 
 
@@ -88,3 +89,36 @@ def test_approval_events_outside_an_open_turn_are_refused() -> None:
     with pytest.raises(InvariantError, match="outside any open turn"):
         session.append("approval/asked", {"id": "x", "toolName": "bash", "callId": "c"})
     assert session.events == [] or all(e.type != "approval/asked" for e in session.events)
+
+
+def test_the_law_checks_accept_a_paused_log_and_its_continuation(tmp_path: Path) -> None:
+    session = _paused(tmp_path)
+    assert_log_valid(session)  # open, unpaired at its tail, and valid
+    loop = AgentLoop(
+        session, model=ScriptedModel([{"text": "done"}]), tools=[p, danger], cwd=tmp_path
+    )
+
+    async def approve() -> None:
+        await loop.decide("b", allow=True)
+        result = await loop.continue_turn()
+        assert result.kind == "completed"
+
+    anyio.run(approve)
+    assert_log_valid(session)
+
+
+def test_the_law_checks_refuse_a_tool_call_before_its_decision(tmp_path: Path) -> None:
+    events = list(_paused(tmp_path).events)
+    asked = next(e for e in events if e.type == "approval/asked")
+    seq = len(events)
+    bad = [
+        *events,
+        Event(
+            "tool/call",
+            seq,
+            asked.time,
+            {"turn": 1, "step": 1, "callId": "b", "name": "danger", "arguments": "{}"},
+        ),
+    ]
+    with pytest.raises(AssertionError, match="before its approval was decided"):
+        assert_log_valid(Session("s", seed=bad))

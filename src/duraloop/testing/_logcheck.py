@@ -9,8 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..log import Event, InvariantChecker, Session, check_pairing, tool_calls_of
+from ..log import (
+    Event,
+    InvariantChecker,
+    Session,
+    check_pairing,
+    pending_approval,
+    tool_calls_of,
+)
 from ..log.vocabulary import (
+    APPROVAL_ALLOWED_ONCE,
+    APPROVAL_ASKED,
+    APPROVAL_DECIDED,
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
     REQUEST_CONTEXT,
@@ -99,7 +109,9 @@ def assert_log_valid(session: Session) -> None:
 
     Checks: the relational invariants (`InvariantChecker`) over the whole log; Law 4 for every
     closed step; dsh's llm-retry invariants (`check_retry_events`); exactly one `turn/end` per
-    `turn/start`; and that the derived messages pass the provider pairing check.
+    `turn/start`; that the derived messages pass the provider pairing check; and the approval
+    rules (`_check_approvals`). A final turn paused on an approval (`log.pending_approval`,
+    docs/approvals.md#pausing) is valid open: its step's messages are not paired yet.
 
     Args:
         session: the session to check.
@@ -108,14 +120,64 @@ def assert_log_valid(session: Session) -> None:
         AssertionError: naming the first broken rule.
     """
     events = session.events
+    _check_approvals(events)
+    paused = pending_approval(events) is not None
     try:
         InvariantChecker().check_all(events)
-        check_pairing(session.derive_messages())
+        messages = session.derive_messages()
+        if paused:
+            last = max(i for i, m in enumerate(messages) if m.get("role") == "assistant")
+            messages = messages[:last]
+        check_pairing(messages)
     except Exception as exc:
         raise AssertionError(f"log check failed: {exc}") from exc
     _check_law4(events)
     check_retry_events(events)
     starts = [e.data["turn"] for e in events if e.type == TURN_START]
     ends = [e.data["turn"] for e in events if e.type == TURN_END]
+    if paused:
+        ends.append(starts[-1])
     if starts != ends:
         raise AssertionError(f"turn/start {starts} and turn/end {ends} do not pair up")
+
+
+def _check_approvals(events: Sequence[Event]) -> None:
+    """Each ask is decided at most once, and an asking call is recorded only once decided.
+
+    A `tool/call` of a call with an `approval/asked` in its step must follow that ask's
+    `approval/decided` (a body never runs without a durable decision), and a call decided
+    anything but `allowed-once` must be answered with an error result.
+    """
+    asked: dict[str, str] = {}  # ask id -> call id
+    decided: dict[str, str] = {}  # call id -> outcome, for the calls of the open step
+    waiting: set[str] = set()  # call ids asked and not decided yet
+    for event in events:
+        kind, data = event.type, event.data
+        if kind == STEP_START:
+            decided, waiting = {}, set()
+        elif kind == APPROVAL_ASKED:
+            if data["id"] in asked:
+                raise AssertionError(f"approval/asked repeats id {data['id']} (seq {event.seq})")
+            asked[data["id"]] = data.get("callId", "")
+            waiting.add(data.get("callId", ""))
+        elif kind == APPROVAL_DECIDED:
+            call_id = asked.pop(data["id"], None)
+            if call_id is None:
+                raise AssertionError(
+                    f"approval/decided {data['id']} (seq {event.seq}) answers no pending ask"
+                )
+            waiting.discard(call_id)
+            decided[call_id] = data["outcome"]
+        elif kind == TOOL_CALL and data["callId"] in waiting:
+            raise AssertionError(
+                f"tool/call {data['callId']} (seq {event.seq}) before its approval was decided"
+            )
+        elif kind == TOOL_RESULT:
+            call_id = _result_call_id(event)
+            outcome = decided.get(call_id)
+            ok = not event.data["message"]["content"][0].get("isError")
+            if outcome is not None and outcome != APPROVAL_ALLOWED_ONCE and ok:
+                raise AssertionError(
+                    f"call {call_id} was decided {outcome} but its result (seq {event.seq}) "
+                    "is a success"
+                )
