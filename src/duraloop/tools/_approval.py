@@ -161,6 +161,8 @@ class ApprovalGate:
             return self._decide(call, ask_id, APPROVAL_ALLOWED_ONCE)
         if ensure_durable is not None:
             await ensure_durable(asked.seq)
+        if signal.aborted:  # cancelled while the ask became durable: no one is asked
+            return self._decide(call, ask_id, APPROVAL_CANCELLED)
         if self.approver is None:
             return None
         request = ApprovalRequest(
