@@ -253,6 +253,7 @@ class AgentLoop(NamedSends, ApprovalMethods):
             next_turn=list(self.inbox.next_turn),  # type: ignore[arg-type]
             next_step=list(self.inbox.next_step),  # type: ignore[arg-type]
             usage=self._usage.state(self.session),
+            approval_policy=self._state.approval_policy,
         )
         self._snapshots.write(self._durability.writer, fold, self._state.pairing, self.model)
 
