@@ -64,8 +64,8 @@ def audit(events: Sequence[Event]) -> list[tuple[dict[str, Any], dict[str, Any]]
 
     Each `approval/asked` has exactly the keys id/toolName/callId(/reason), comes before any
     `tool/call` of its call, and is answered by exactly one later `approval/decided` with the
-    same id; no decision answers an unknown ask. An ask still waiting (a paused log) is
-    paired with `{}`.
+    same id; no decision answers an unknown ask. An ask still waiting (a paused log, or one
+    closed by repair: its call answered `TOOL_NOT_STARTED`) is paired with `{}`.
     """
     asks: dict[str, Event] = {}
     decided: dict[str, Event] = {}
@@ -83,10 +83,17 @@ def audit(events: Sequence[Event]) -> list[tuple[dict[str, Any], dict[str, Any]]
             assert ask_id not in decided, f"ask {ask_id} decided twice"
             assert set(event.data) <= {"id", "outcome", "feedback"}, event.data
             decided[ask_id] = event
-    waiting = [ask_id for ask_id in asks if ask_id not in decided]
-    assert len(waiting) <= 1, f"asks {waiting} are undecided"
-    if waiting:
-        assert pending_approval(events) is not None, "an undecided ask outside a paused turn"
+    pending = pending_approval(events)
+    for ask_id, ask in asks.items():
+        if ask_id in decided or (pending is not None and pending.ask_id == ask_id):
+            continue
+        # Else repair (or dsh's reader) closed the turn: the call never started.
+        codes = [
+            (e.data.get("error") or {}).get("code")
+            for e in of_type(events, "tool/result")
+            if e.data["message"]["source"]["callId"] == ask.data["callId"]
+        ]
+        assert codes == ["TOOL_NOT_STARTED"], f"ask {ask_id} undecided, its call answered {codes}"
     return [
         (ask.data, decided[ask_id].data if ask_id in decided else {})
         for ask_id, ask in asks.items()
