@@ -164,7 +164,8 @@ class AgentLoop(NamedSends, ApprovalMethods):
         cannot join an aborted turn) and is latched: it runs once the turn has closed.
         Inside `async with loop:`, a waking send from idle opens the turn before it
         returns (`turn/start` and the claim are in the log); outside it, sends only queue
-        for `run_turn()`. An idle loop flushes the queued message at once.
+        for `run_turn()`, as they do while a turn waits for an undecided approval (they
+        run after it is continued). An idle loop flushes the queued message at once.
 
         Args:
             message: the text, or a complete user message (its id must not be pending).
@@ -191,6 +192,7 @@ class AgentLoop(NamedSends, ApprovalMethods):
         stored = self.inbox.insert(
             effective, user_message(message) if isinstance(message, str) else message
         )
+        wakeup = wakeup and not self.pending_approvals()  # paused: wait for the decision
         if wakeup and self._driver.wake(after_abort=waking_after_abort):
             return stored
         if self._driver.signal is None:
