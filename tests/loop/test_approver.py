@@ -276,3 +276,27 @@ async def test_the_never_policy_never_asks_the_approver(tmp_path: Path) -> None:
     await loop.run_turn("go")
     assert asked == []
     assert outcomes(session.events) == ["rejected"]
+
+
+async def test_an_approver_is_not_asked_once_the_turn_is_cancelled(tmp_path: Path) -> None:
+    asked: list[str] = []
+
+    def approve(request: ApprovalRequest) -> Decision:
+        asked.append(request.call_id)
+        return Decision(True)
+
+    danger = counting_tool("danger", [], requires_approval=True)
+    session, _, loop = _loop(
+        tmp_path,
+        [tools_step(call("c1", "danger"), call("c2", "danger")), DONE],
+        [danger],
+        approve,
+    )
+    # A cancel between the ask and the approver (here: an observer of the ask).
+    session.observe(lambda event: loop.cancel() if event.type == "approval/asked" else None)
+    result = await loop.run_turn("go")
+    assert result.kind == "aborted"
+    assert asked == []
+    assert outcomes(session.events) == ["cancelled"]
+    assert result_for(session.events, "c2").data["error"]["code"] == "ABORTED_BEFORE_DISPATCH"
+    assert_approval_log_valid(session)

@@ -207,6 +207,8 @@ async def _answer(
     approver: Approver, request: ApprovalRequest, signal: CancelSignal
 ) -> tuple[str, str | None] | None:
     """Ask `approver`, racing the turn's cancel; return (outcome, feedback) or None to pause."""
+    if signal.aborted:  # cancelled before anyone was asked: no one is (dsh's abort rule)
+        return APPROVAL_CANCELLED, None
     answer: object = None
     failed = False
     with anyio.CancelScope() as scope:
