@@ -153,6 +153,10 @@ async def test_refused_decisions_append_nothing(store: SessionStore, tmp_path: P
             await loop.decide("p2", allow=True)
         with pytest.raises(ApprovalError, match="waits for approval"):
             await loop.continue_turn()  # undecided
+        with pytest.raises(ApprovalError, match="takes True or False"):
+            await loop.decide("d", allow="yes")  # type: ignore[arg-type]
+        with pytest.raises(ApprovalError, match="takes a str or None"):
+            await loop.decide("d", allow=False, feedback=123)  # type: ignore[arg-type]
         assert list(loop.session.events) == before
         await loop.decide("d", allow=True)
         decided = list(loop.session.events)

@@ -125,8 +125,13 @@ def _raising(request: ApprovalRequest) -> Decision:
 
 @pytest.mark.parametrize(
     "approver",
-    [_raising, lambda request: "yes", lambda request: Decision(allow="yes")],  # type: ignore[arg-type]
-    ids=["raises", "string", "non-bool-allow"],
+    [
+        _raising,
+        lambda request: "yes",
+        lambda request: Decision(allow="yes"),  # type: ignore[arg-type]
+        lambda request: Decision(allow=False, feedback=123),  # type: ignore[arg-type]
+    ],
+    ids=["raises", "string", "non-bool-allow", "non-str-feedback"],
 )
 async def test_a_failing_approver_is_recorded_unavailable(tmp_path: Path, approver: Any) -> None:
     runs: list[str] = []
