@@ -330,3 +330,13 @@ async def test_auto_approve_covers_only_the_listed_tools(tmp_path: Path) -> None
     assert result.approval is not None and result.approval.call_id == "c2"
     assert runs == ["safe:c1"]
     assert_approval_log_valid(session)
+
+
+def test_loop_config_refuses_an_unknown_policy_and_a_bare_tool_name() -> None:
+    from duraloop.errors import ConfigError
+
+    with pytest.raises(ConfigError, match='approval_policy must be "ask", "never" or None'):
+        LoopConfig(approval_policy="sometimes")
+    with pytest.raises(ConfigError, match="auto_approve must be a set of tool names"):
+        LoopConfig(auto_approve="danger")  # type: ignore[arg-type]
+    assert LoopConfig(auto_approve={"a", "b"}).auto_approve == frozenset({"a", "b"})  # type: ignore[arg-type]
