@@ -153,8 +153,8 @@ class AgentLoop(NamedSends, ApprovalMethods):
         `followup`, `steer` and `inject` are this with fixed arguments. A waking send while
         the running turn is being cancelled goes to `next-turn` and is latched: it runs once
         the turn has closed. Inside `async with loop:`, a waking send from idle opens the
-        turn before it returns; outside it, sends only queue for `run_turn()`. While the
-        session is paused on an approval a send only queues. An idle loop flushes it at once.
+        turn before it returns; outside it, sends only queue for `run_turn()`. While a call
+        waits for an undecided approval a send only queues. An idle loop flushes it at once.
 
         Args:
             message: the text, or a complete user message (its id must not be pending).
@@ -181,8 +181,8 @@ class AgentLoop(NamedSends, ApprovalMethods):
         stored = self.inbox.insert(
             effective, user_message(message) if isinstance(message, str) else message
         )
-        waking = wakeup and self._paused.pending is None
-        if waking and self._driver.wake(after_abort=waking_after_abort):
+        wakeup = wakeup and not self.pending_approvals()  # paused: wait for the decision
+        if wakeup and self._driver.wake(after_abort=waking_after_abort):
             return stored
         if self._driver.signal is None:
             self.flush()  # idle: nothing else will make the queued message durable soon

@@ -45,7 +45,8 @@ class ApprovalMethods:
 
         Raises:
             ApprovalError: if `call_id` is not waiting for a decision (none waits, another
-                call waits, or it is already decided); nothing is appended.
+                call waits, or it is already decided), or `allow` is not a bool or `feedback`
+                not a str; nothing is appended.
             UsageError: if the loop is closed or a turn is running.
         """
         self._check_idle()

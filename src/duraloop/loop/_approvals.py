@@ -66,7 +66,8 @@ class PausedTurn:
 
         Raises:
             ApprovalError: if no call waits for approval, `call_id` is not the waiting call,
-                or its ask is already decided; nothing is appended.
+                its ask is already decided, or `allow` is not a bool or `feedback` not a str
+                (or None); nothing is appended.
         """
         pending = self.pending
         session_id = self._session.id
@@ -87,6 +88,8 @@ class PausedTurn:
             )
         if not isinstance(allow, bool):
             raise ApprovalError(f"decide(allow=...) takes True or False, got {allow!r}")
+        if feedback is not None and not isinstance(feedback, str):
+            raise ApprovalError(f"decide(feedback=...) takes a str or None, got {feedback!r}")
         outcome = APPROVAL_ALLOWED_ONCE if allow else APPROVAL_REJECTED
         self._session.append(APPROVAL_DECIDED, decided_data(pending.ask_id, outcome, feedback))
         self._durability.flush()

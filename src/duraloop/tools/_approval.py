@@ -209,6 +209,8 @@ async def _answer(
     approver: Approver, request: ApprovalRequest, signal: CancelSignal
 ) -> tuple[str, str | None] | None:
     """Ask `approver`, racing the turn's cancel; return (outcome, feedback) or None to pause."""
+    if signal.aborted:  # cancelled before anyone was asked: no one is (dsh's abort rule)
+        return APPROVAL_CANCELLED, None
     answer: object = None
     failed = False
     with anyio.CancelScope() as scope:
@@ -232,7 +234,7 @@ async def _answer(
         return APPROVAL_UNAVAILABLE, None
     if answer is None:
         return None
-    if not isinstance(answer, Decision) or not isinstance(answer.allow, bool):
+    if not isinstance(answer, Decision) or not _well_formed(answer):
         logger.warning(
             "approver returned %s for call %s, not a Decision or None; recorded unavailable",
             type(answer).__name__,
@@ -242,6 +244,12 @@ async def _answer(
     if answer.allow:
         return APPROVAL_ALLOWED_ONCE, None
     return APPROVAL_REJECTED, answer.feedback
+
+
+def _well_formed(decision: Decision) -> bool:
+    """Whether a `Decision` holds a bool `allow` and a str (or None) `feedback`."""
+    feedback = decision.feedback
+    return isinstance(decision.allow, bool) and (feedback is None or isinstance(feedback, str))
 
 
 def cancel_waiting(
