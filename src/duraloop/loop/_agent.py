@@ -121,6 +121,8 @@ class AgentLoop(NamedSends, ApprovalMethods):
         self.inbox = Inbox(session)
         self._snapshots = Snapshots(session, self.config.snapshot_every)
         self._paused = PausedTurn(session, self._durability)
+        policy = self.config.approval_policy or self._state.approval_policy
+        self._paused.decide_by_policy(policy, self.config.auto_approve)
         self.approver = approver
         self._driver = TurnDriver(
             self._open_turn,

@@ -26,6 +26,7 @@ from ..log.vocabulary import (
     APPROVAL_ALLOWED_ONCE,
     APPROVAL_DECIDED,
     APPROVAL_REJECTED,
+    POLICY_NEVER,
     REASON_ABORTED,
     STEP_END,
     TURN_END,
@@ -51,6 +52,29 @@ class PausedTurn:
     def refresh(self) -> None:
         """Read the pending approval again from the log (after a turn ran)."""
         self.pending = pending_approval(self._session.events)
+
+    def decide_by_policy(self, policy: str, auto_approve: frozenset[str]) -> None:
+        """Answer an undecided ask the policy or the allow-list answers, without a person.
+
+        Such an ask is decided as it is made, but a crash between the two events (a torn
+        batch) leaves it waiting; an unattended run must not then wait for a person. The
+        decision joins the next durable batch (repeated by the next resume if it is lost).
+
+        Args:
+            policy: the loop's effective approval policy.
+            auto_approve: the tools whose asks are approved without a person.
+        """
+        pending = self.pending
+        if pending is None or pending.decided:
+            return
+        if policy == POLICY_NEVER:
+            outcome = APPROVAL_REJECTED
+        elif pending.tool_name in auto_approve:
+            outcome = APPROVAL_ALLOWED_ONCE
+        else:
+            return
+        self._session.append(APPROVAL_DECIDED, decided_data(pending.ask_id, outcome, None))
+        self.refresh()
 
     def decide(self, call_id: str, *, allow: bool, feedback: str | None) -> PendingApproval:
         """Record the decision for the waiting call `call_id` and make it durable.

@@ -106,6 +106,7 @@ class Turn:
         Returns:
             The turn; `run()` continues its paused step, then its steps as usual.
         """
+        state.record_policy(deps.session, deps.config.approval_policy)  # for later asks
         turn = cls(deps, state, paused.turn, None, signal)
         turn.steps = paused.step
         turn.continuing = paused

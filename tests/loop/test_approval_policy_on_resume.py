@@ -1,0 +1,114 @@
+"""A paused turn under a policy that answers by itself (docs/approvals.md#policy).
+
+An ask the `never` policy or the allow-list answers is decided as it is made; a crash between
+the two events leaves it waiting, and a loop opened under that policy answers it at once, so
+an unattended run never waits for a person. Continuing a paused turn records the loop's
+configured policy for the asks after it, as a new turn would.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from duraloop.llm import ScriptedModel
+from duraloop.log import Session
+from duraloop.loop import AgentLoop, LoopConfig
+from duraloop.testing import assert_log_valid
+
+from ._approval_support import counting_tool, outcomes
+from ._support import result_for, result_text
+
+
+def _calls(*names: str) -> dict[str, Any]:
+    return {
+        "tool_calls": [{"id": f"c{i}", "name": n, "arguments": {}} for i, n in enumerate(names)]
+    }
+
+
+def _paused(tmp_path: Path, runs: list[str], *names: str) -> Session:
+    """A session paused on its first asking call (policy `ask`, no approver)."""
+    session = Session("s")
+    tools = [counting_tool("danger", runs, requires_approval=True), counting_tool("p", runs)]
+    loop = AgentLoop(session, model=ScriptedModel([_calls(*names)]), tools=tools, cwd=tmp_path)
+    assert anyio.run(loop.run_turn, "go").kind == "paused"
+    return session
+
+
+def _loop(session: Session, tmp_path: Path, runs: list[str], config: LoopConfig) -> AgentLoop:
+    tools = [counting_tool("danger", runs, requires_approval=True), counting_tool("p", runs)]
+    model = ScriptedModel([{"text": "done"}])
+    return AgentLoop(session, model=model, tools=tools, cwd=tmp_path, config=config)
+
+
+def test_a_loop_under_the_never_policy_rejects_a_waiting_ask_when_it_opens(
+    tmp_path: Path,
+) -> None:
+    runs: list[str] = []
+    session = _paused(tmp_path, runs, "danger")
+    loop = _loop(session, tmp_path, runs, LoopConfig(approval_policy="never"))
+    assert loop.paused is not None and loop.paused.outcome == "rejected"
+    assert loop.pending_approvals() == []
+    result = anyio.run(loop.continue_turn)
+    assert result.kind == "completed"
+    assert runs == []
+    assert result_text(result_for(session.events, "c0")) == 'Error: the user rejected tool "danger"'
+    assert outcomes(session.events) == ["rejected"]
+    assert_log_valid(session)
+
+
+def test_a_loop_whose_allow_list_names_the_waiting_tool_approves_it_when_it_opens(
+    tmp_path: Path,
+) -> None:
+    runs: list[str] = []
+    session = _paused(tmp_path, runs, "danger")
+    loop = _loop(session, tmp_path, runs, LoopConfig(auto_approve=frozenset({"danger"})))
+    assert loop.paused is not None and loop.paused.outcome == "allowed-once"
+    assert anyio.run(loop.continue_turn).kind == "completed"
+    assert runs == ["danger:c0"]
+    assert_log_valid(session)
+
+
+def test_a_loop_under_the_ask_policy_leaves_the_waiting_ask_to_a_person(tmp_path: Path) -> None:
+    runs: list[str] = []
+    session = _paused(tmp_path, runs, "danger")
+    before = len(session.events)
+    loop = _loop(session, tmp_path, runs, LoopConfig())
+    assert loop.paused is not None and not loop.paused.decided
+    assert len(session.events) == before
+
+
+def test_continuing_records_the_configured_policy_for_the_later_asks_of_the_step(
+    tmp_path: Path,
+) -> None:
+    runs: list[str] = []
+    session = _paused(tmp_path, runs, "danger", "danger")
+    loop = _loop(session, tmp_path, runs, LoopConfig())
+
+    async def approve_then_go_unattended() -> str:
+        await loop.decide("c0", allow=True)
+        unattended = _loop(session, tmp_path, runs, LoopConfig(approval_policy="never"))
+        return (await unattended.continue_turn()).kind
+
+    assert anyio.run(approve_then_go_unattended) == "completed"
+    assert runs == ["danger:c0"]  # the second ask was rejected by the recorded policy
+    policies = [e.data["policy"] for e in session.events if e.type == "approval/policy"]
+    assert policies == ["never"]
+    assert outcomes(session.events) == ["allowed-once", "rejected"]
+    assert_log_valid(session)
+
+
+def test_run_turn_without_a_prompt_continues_a_decided_paused_turn(tmp_path: Path) -> None:
+    runs: list[str] = []
+    session = _paused(tmp_path, runs, "danger")
+    loop = _loop(session, tmp_path, runs, LoopConfig())
+
+    async def decide_then_run() -> str:
+        await loop.decide("c0", allow=True)
+        return (await loop.run_turn()).kind
+
+    assert anyio.run(decide_then_run) == "completed"
+    assert runs == ["danger:c0"]
+    assert loop.paused is None
