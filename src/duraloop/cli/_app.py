@@ -17,10 +17,12 @@ import typer
 from .. import log as _log
 from .. import store as _store
 from ..errors import CorruptLogError
-from . import (
-    _approval_commands,  # noqa: F401 - then pending, approve and deny
-    _turn_commands,  # noqa: F401 - registers run, chat and resume first
-)
+from . import _turn_commands  # noqa: F401 - registers run, chat and resume first
+
+# isort: split
+from . import _approval_commands  # noqa: F401 - then pending, approve and deny
+
+# isort: split
 from ._console import app, err, out
 from ._options import (
     JsonOption,
