@@ -283,6 +283,23 @@ def test_approve_without_continue_refuses_model_flags_but_not_the_model_environm
     ok(cli("approve", session_id, *_store(cli), env=env))
 
 
+def test_approve_records_a_decision_even_where_the_sessions_workspace_is_missing(
+    cli: Cli,
+) -> None:
+    session_id = _paused_run(cli)
+    cli.cwd.rename(cli.tmp / "elsewhere")  # as on another machine
+    result = cli("approve", session_id, *_store(cli))
+    assert result.returncode == 0, result.stderr
+    assert "is allowed-once" in result.stdout
+
+
+def test_check_says_a_paused_turn_is_paused_not_that_it_needs_closing(cli: Cli) -> None:
+    session_id = _paused_run(cli)
+    result = ok(cli("check", session_id))
+    assert "turn 1 is paused: a call waits for approval" in result.stdout
+    assert "closer(s)" not in result.stdout
+
+
 # --- pending ---------------------------------------------------------------------------------
 
 

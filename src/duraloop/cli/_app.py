@@ -170,7 +170,12 @@ def check(
             f": {status} ({report.event_count} events, {report.turn_count} turns)",
         )
     )
-    if report.open_turn is not None:
+    if report.open_turn is not None and report.closers_needed == 0:  # nothing to close
+        out.print(
+            f"  turn {report.open_turn} is paused: a call waits for approval (resume keeps the "
+            "turn open; `duraloop pending` lists it)"
+        )
+    elif report.open_turn is not None:
         out.print(
             f"  turn {report.open_turn} is open (the log ends inside it): resume appends "
             f"{report.closers_needed} closer(s)"

@@ -186,9 +186,11 @@ def decide(
                 "the decision",
             )
         sessions = open_store(store)
-        events = sessions.read(session_id)[1]
+        header, events = sessions.read(session_id)
         if pending_approval(events) is None:
             raise not_paused_error(session_id)
+        if not keep_going and cwd is None and header.cwd and not Path(header.cwd).is_dir():
+            cwd = Path.cwd()  # no tool runs: a session made on another machine can be decided
         if keep_going:
             setup = turn.session_setup(sessions, cwd=cwd, asked_before=asked_tools(events))
         else:
