@@ -187,8 +187,8 @@ class Chat:
         approver = self.approver
         async for item in self._receive:
             line = None if item is None else item.strip()
-            if line is not None and approver is not None and approver.offer(line):
-                continue  # the answer to an open approval question
+            if line is not None and not line.startswith("/") and approver and approver.offer(line):
+                continue  # the answer to an open approval question (a command stays one)
             if line is None or (line.startswith("/") and not self.interactive):
                 # EOF mid-turn lets the turn finish first; in a pipe, a command waits too
                 # (meanwhile an approval question gets no answer: its turn pauses).

@@ -3,7 +3,8 @@
 The chat's stdin reader is the only reader of stdin: while an ask is open, the chat hands
 the next input line to `InlineApprover.offer` instead of steering the turn with it. The
 answer: `y` (or `yes`) approves, `n` (or `no`) rejects, any other text rejects with that
-text as the feedback the model is told; an empty line asks again. The end of input (EOF)
+text as the feedback the model is told; an empty line asks again, and a `/` command is
+still a command (`/quit` cancels the turn, and so the ask). The end of input (EOF)
 answers None: the turn pauses, and the chat prints how to decide it later. In a pipe, lines
 read while a turn runs wait in a backlog, so the line after a prompt answers its ask.
 """
