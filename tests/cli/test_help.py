@@ -38,7 +38,19 @@ def test_every_command_and_parameter_has_help() -> None:
 
 def test_every_command_appears_in_the_readme() -> None:
     names = set(_commands())
-    assert names == {"run", "chat", "resume", "fork", "show", "check", "ls", "demo"}
+    assert names == {
+        "run",
+        "chat",
+        "resume",
+        "pending",
+        "approve",
+        "deny",
+        "fork",
+        "show",
+        "check",
+        "ls",
+        "demo",
+    }
     for name in names:
         assert f"`duraloop {name}" in README, name
 
@@ -49,6 +61,9 @@ _BUDGET_FLAGS = {  # `run`, `chat` and `resume`: described once, in the README's
     for limit in ("requests", "tokens", "tool-calls", "cost")
     for scope in ("turn", "session")
 }
+
+_APPROVAL_FLAGS = {"--ask-before", "--approval-policy", "--auto-approve"}
+"""`run`, `chat`, `resume`, `approve`, `deny`: described once, in "A person in the loop"."""
 
 
 def _readme_row(command: str) -> str:
@@ -64,7 +79,7 @@ def test_every_option_of_a_command_is_in_its_readme_row() -> None:
         for param in command.params:  # type: ignore[attr-defined]
             for option in param.opts:
                 listed = re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", row)
-                if option in _BUDGET_FLAGS:
+                if option in _BUDGET_FLAGS | _APPROVAL_FLAGS:
                     continue
                 if option.startswith("--") and option not in _DOCUMENTED_ONCE and listed is None:
                     missing.append(f"{name} {option}")
@@ -77,6 +92,21 @@ def test_every_budget_flag_is_in_the_readmes_budgets_section() -> None:
     for name in ("run", "chat", "resume"):
         options = {o for p in _commands()[name].params for o in p.opts}  # type: ignore[attr-defined]
         assert options >= _BUDGET_FLAGS, name
+
+
+def test_every_approval_flag_is_in_the_readmes_person_in_the_loop_section() -> None:
+    headings = [
+        line
+        for line in README.splitlines()
+        if line.startswith("#") and "A person in the loop" in line
+    ]
+    assert len(headings) == 1, "the README needs one section named 'A person in the loop'"
+    heading = headings[0]
+    section = README.split(heading, 1)[1].split("\n#", 1)[0]
+    assert sorted(flag for flag in _APPROVAL_FLAGS if flag not in section) == []
+    for name in ("run", "chat", "resume", "approve", "deny"):
+        options = {o for p in _commands()[name].params for o in p.opts}  # type: ignore[attr-defined]
+        assert options >= _APPROVAL_FLAGS, name
 
 
 def _help(*args: str) -> str:

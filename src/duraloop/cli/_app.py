@@ -1,4 +1,8 @@
-"""The `duraloop` commands: run, chat, resume (`_turn_commands`), fork, show, check, ls, demo."""
+"""The `duraloop` commands: fork, show, check, ls, demo, and the others' modules.
+
+run, chat and resume are in `_turn_commands`; pending, approve and deny in
+`_approval_commands`.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,11 @@ from .. import log as _log
 from .. import store as _store
 from ..errors import CorruptLogError
 from . import _turn_commands  # noqa: F401 - registers run, chat and resume first
+
+# isort: split
+from . import _approval_commands  # noqa: F401 - then pending, approve and deny
+
+# isort: split
 from ._console import app, err, out
 from ._options import (
     JsonOption,
@@ -161,7 +170,12 @@ def check(
             f": {status} ({report.event_count} events, {report.turn_count} turns)",
         )
     )
-    if report.open_turn is not None:
+    if report.open_turn is not None and report.closers_needed == 0:  # nothing to close
+        out.print(
+            f"  turn {report.open_turn} is paused: a call waits for approval (resume keeps the "
+            "turn open; `duraloop pending` lists it)"
+        )
+    elif report.open_turn is not None:
         out.print(
             f"  turn {report.open_turn} is open (the log ends inside it): resume appends "
             f"{report.closers_needed} closer(s)"
@@ -200,8 +214,21 @@ def demo(
             "--dir", help="Put the demo workspace and store here [default: a new temp dir]."
         ),
     ] = None,
+    approvals: Annotated[
+        bool,
+        typer.Option(
+            "--approvals",
+            help="Show approvals instead: a turn pauses on a write, `duraloop pending` lists "
+            "it, a second process approves it, and the turn finishes.",
+        ),
+    ] = False,
 ) -> None:
     """Run an offline demo: parallel tools, a failed step recovered, a resumed turn."""
+    if approvals:
+        from ._demo_approvals import run_approvals_demo
+
+        run_approvals_demo(out, base=keep)
+        return
     from ._demo import run_demo
 
     run_demo(out, err, base=keep)

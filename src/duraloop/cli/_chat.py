@@ -7,7 +7,10 @@ starting with `/` is a command (`/show`, `/fork`, `/quit`, `/help`). When stdin 
 terminal (a pipe, a file) it is a script: each line is its own turn (a line read while a
 turn runs is queued with `AgentLoop.followup`), and a command or the end of input waits for
 the turns before it. The chat exits 1 if a turn ended `error` or `blocked`, or a line was
-not UTF-8 (refused, like `run` refuses such a prompt).
+not UTF-8 (refused, like `run` refuses such a prompt), else 3 if it ends paused.
+
+A call that waits for approval is asked about inline (`_chat_approvals.InlineApprover`):
+the next line answers it. A chat on a paused session asks about its call first.
 
 Ctrl-C (SIGINT) during a turn cancels it the durable way (running tools drain, the log
 closes `aborted`) and the prompt returns; a second Ctrl-C while cancelling exits at once
@@ -42,9 +45,12 @@ from ..log.vocabulary import (
 from ..loop import AgentLoop
 from ..store import SessionStore
 from ..tools import kill_running_commands
+from ._approval_text import print_pending
+from ._chat_approvals import InlineApprover, continue_paused
+from ._chat_input import read_stdin_lines
 from ._live import LiveRenderer
 from ._render import ident, safe, styled
-from ._runner import close_model, utf8_text
+from ._runner import EXIT_PAUSED, close_model, utf8_text
 from ._status import StatusLine
 from ._stores import name_the_store, opened_store_text
 from ._transcript import render_transcript
@@ -60,7 +66,6 @@ _HELP = (
     "Commands: /show (the transcript), /fork (a new session at the last closed turn), "
     "/quit (cancel a running turn durably and exit). Ctrl-C cancels the turn; twice exits."
 )
-_READ_SIZE = 4096
 
 # An item from the reader or the signal watcher: a line, or None to end the chat.
 _Item = str | None
@@ -91,6 +96,8 @@ class Chat:
         interactive: whether stdin is a terminal; otherwise (a pipe, a file) each line is its
             own turn, queued as a follow-up while a turn runs, and a `/` command or the end
             of input waits for the queued turns.
+        approver: the loop's approver, which the chat hands answer lines to; None when no
+            call asks.
     """
 
     def __init__(
@@ -101,8 +108,10 @@ class Chat:
         console: Console,
         errors: Console,
         interactive: bool,
+        approver: InlineApprover | None = None,
     ) -> None:
         self.loop = loop
+        self.approver = approver
         self.store = store
         self.console = console
         self.errors = errors
@@ -146,7 +155,7 @@ class Chat:
 
         Returns:
             The exit code: 143 after SIGTERM, else 1 if a turn ended `error` or `blocked` or
-            an input line was refused (not UTF-8), else 0.
+            an input line was refused (not UTF-8), else 3 if the session is paused, else 0.
         """
         renderer = self.loop.session.observe(LiveRenderer(self.console, self.loop.config.prices))
         status = self.loop.session.observe(self.status)
@@ -154,25 +163,40 @@ class Chat:
             async with anyio.create_task_group() as task_group:
                 task_group.start_soon(self._read_stdin)
                 task_group.start_soon(self._watch_signals)
-                self._prompt()
+                if self.loop.paused is not None and self.approver is not None:
+                    self._turn_done = anyio.Event()  # ask about the paused call first
+                    self.status.state, self.status.step = "running", self.loop.paused.step
+                    task_group.start_soon(self._turn, None, True)
+                else:
+                    self._prompt()
                 await self._dispatch(task_group)
                 await self._finish()
                 task_group.cancel_scope.cancel()
         finally:
             status()
             renderer()
-        return self.exit_code or (1 if self.turn_failed or self.input_refused else 0)
+        if self.exit_code or self.turn_failed or self.input_refused:
+            return self.exit_code or 1
+        return EXIT_PAUSED if self.loop.paused is not None else 0
 
     def _prompt(self) -> None:
         self.console.file.write(PROMPT)
         self.console.file.flush()
 
     async def _dispatch(self, task_group: TaskGroup) -> None:
+        approver = self.approver
         async for item in self._receive:
             line = None if item is None else item.strip()
+            if line is not None and not line.startswith("/") and approver and approver.offer(line):
+                continue  # the answer to an open approval question (a command stays one)
             if line is None or (line.startswith("/") and not self.interactive):
-                # EOF mid-turn lets the turn finish first; in a pipe, a command waits too.
+                # EOF mid-turn lets the turn finish first; in a pipe, a command waits too
+                # (meanwhile an approval question gets no answer: its turn pauses).
+                if approver is not None:
+                    approver.end_of_input() if line is None else approver.waiting_idle(True)
                 await self._wait_idle()
+                if approver is not None:
+                    approver.waiting_idle(False)
             if line is None:
                 return
             if line.startswith("/"):
@@ -191,6 +215,8 @@ class Chat:
             elif self.interactive:
                 self.loop.steer(line)
                 self.console.print(styled(("steering:", "yellow"), " ", line))
+            elif approver is not None and approver.backlog:
+                approver.hold(line)  # an answer to the next question, or the next turn
             else:
                 self.loop.followup(line)  # logged; the running turn's task runs it next
                 self.console.print(styled(("queued:", "dim"), " ", line))
@@ -230,15 +256,23 @@ class Chat:
             styled("continue it with: duraloop chat --session ", ident(shlex.quote(child)), where)
         )
 
-    async def _turn(self, prompt: str) -> None:
-        """Run a turn for `prompt`, then one per follow-up queued meanwhile (a pipe's lines)."""
+    async def _turn(self, prompt: str | None, paused: bool = False) -> None:
+        """Run a turn for `prompt` (or the paused one), then each line queued or held meanwhile."""
         next_prompt: str | None = prompt
         try:
             # A turn that raised (a failure, or a spent session budget refusing to start one)
             # ends the drain: its follow-ups stay queued, each later line tries again.
-            while await self._one_turn(next_prompt) and self.loop.inbox.next_turn:
+            while await self._one_turn(next_prompt, paused) and self.loop.paused is None:
+                paused = False
+                held = None if self.approver is None else self.approver.next_held()
+                if held is not None:
+                    self.loop.followup(held)  # logged as queued, as without approvals
+                elif not self.loop.inbox.next_turn:
+                    break
                 next_prompt = None  # run_turn() takes the oldest queued follow-up
         finally:
+            if self.approver is not None:
+                self.approver.release_held(self.loop, self.errors)
             done, self._turn_done = self._turn_done, None
             self._cancelling = False
             if self.loop.inbox.next_step:
@@ -249,15 +283,21 @@ class Chat:
                 done.set()
             self._prompt()
 
-    async def _one_turn(self, prompt: str | None) -> bool:
-        """Run one turn; return False if it raised (the error is printed, the chat goes on)."""
+    async def _one_turn(self, prompt: str | None, paused: bool = False) -> bool:
+        """Run one turn (or the paused one); False if it raised (printed; the chat goes on)."""
         try:
-            result = await self.loop.run_turn(prompt)
+            if paused and self.approver is not None:
+                result = await continue_paused(self.loop, self.approver)
+            else:
+                result = await self.loop.run_turn(prompt)
         except Exception as exc:  # noqa: BLE001 - the log is closed (`error`); the chat goes on
             self.turn_failed = True
             self.errors.print(styled((type(exc).__name__, "red"), ": ", str(exc)))
             return False
-        self.turn_failed = self.turn_failed or result.kind == REASON_BLOCKED
+        if self.loop.paused is not None:  # no answer came: decide it later, from anywhere
+            print_pending(self.console, self.loop.session.id, self.loop.paused)
+        blocked = result is not None and result.kind == REASON_BLOCKED
+        self.turn_failed = self.turn_failed or blocked
         return True
 
     async def _finish(self) -> None:
@@ -272,6 +312,8 @@ class Chat:
         self._cancelling = True
         self.status.state = "cancelling"
         self.loop.cancel({"kind": "user"})
+        if self.approver is not None:
+            self.approver.interrupt()  # an inline question about a paused call closes too
 
     async def _watch_signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -301,34 +343,9 @@ class Chat:
                     os._exit(EXIT_AT_ONCE)
 
     async def _read_stdin(self) -> None:
-        """Feed stdin lines into the queue; None at EOF.
-
-        A pipe or a terminal is awaited on the event loop; a regular file (which cannot be
-        polled) is read in a worker thread.
-        """
-        fd = sys.stdin.fileno()
-        pending = b""
-        pollable = True
-        while True:
-            if pollable:
-                try:
-                    await anyio.wait_readable(fd)
-                except OSError:
-                    pollable = False
-            chunk = (
-                os.read(fd, _READ_SIZE)
-                if pollable
-                else await anyio.to_thread.run_sync(os.read, fd, _READ_SIZE)
-            )
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            if not chunk and pending:
-                lines.append(pending)
-            for data in lines:
-                self._send_line(data)
-            if not chunk:
-                self._send.send_nowait(None)
-                return
+        """Feed stdin lines into the queue; None at EOF."""
+        await read_stdin_lines(self._send_line)
+        self._send.send_nowait(None)
 
     def _send_line(self, data: bytes) -> None:
         """Queue one input line; a line that is not UTF-8 is refused (as `run` refuses it)."""
@@ -344,15 +361,28 @@ class Chat:
 
 
 async def run_chat(
-    loop: AgentLoop, store: SessionStore, *, console: Console, errors: Console, resumed: bool
+    loop: AgentLoop,
+    store: SessionStore,
+    *,
+    console: Console,
+    errors: Console,
+    resumed: bool,
+    approver: InlineApprover | None = None,
+    asks: bool = False,
 ) -> int:
     """Run an interactive chat on `loop`; a resumed session shows its recent history first.
+
+    `approver` is the loop's inline approver; in a pipe, when a call may ask (`asks`) or
+    the session is paused, its backlog holds the lines read while a turn runs.
 
     Returns:
         The exit code (see `Chat.run`).
     """
+    interactive = os.isatty(sys.stdin.fileno())
+    if approver is not None:
+        approver.backlog = not interactive and (asks or loop.paused is not None)
     chat = Chat(
-        loop, store, console=console, errors=errors, interactive=os.isatty(sys.stdin.fileno())
+        loop, store, console=console, errors=errors, interactive=interactive, approver=approver
     )
     if resumed:
         chat.show_history()

@@ -8,6 +8,9 @@ from rich.console import Console
 
 from ..log import result_call_id
 from ..log.vocabulary import (
+    APPROVAL_ASKED,
+    APPROVAL_DECIDED,
+    APPROVAL_POLICY,
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
     BLOCK_TOOL_CALL,
@@ -20,6 +23,7 @@ from ..log.vocabulary import (
     TURN_END,
     TURN_START,
 )
+from ._approval_text import ApprovalLines
 from ._render import (
     MAX_NAME_CHARS,
     code_label,
@@ -43,7 +47,8 @@ class LiveRenderer:
     """Print a running turn as a session observer.
 
     Shows text as it streams, each tool call with its state and duration (milliseconds),
-    and the turn's end with what it spent. Untrusted text is shown through `visible`.
+    each approval decision, and the turn's end with what it spent. Untrusted text is shown
+    through `visible`.
 
     Args:
         console: where the stream goes (stdout).
@@ -57,6 +62,7 @@ class LiveRenderer:
         self._call_started: dict[str, tuple[int, str]] = {}
         self._call_names: dict[str, str] = {}
         self._turn_started_ms = 0
+        self._asks = ApprovalLines()
 
     def _newline(self) -> None:
         if self._mid_line:
@@ -82,6 +88,8 @@ class LiveRenderer:
             self._newline()
         elif kind == TOOL_CALL:
             self._newline()
+            if not self._turn_started_ms:  # a continued turn: its start was seen elsewhere
+                self._turn_started_ms = event.time
             name = ident(data.get("name"), MAX_NAME_CHARS)
             self._call_started[str(data.get("callId"))] = (event.time, name)
             at = (event.time - self._turn_started_ms) / 1000
@@ -112,6 +120,11 @@ class LiveRenderer:
                 f"{data.get('retry')}{budget} in {int(data.get('delayMs', 0)) / 1000:g} s"
             )
             self.console.print(safe(text, "yellow"))
+        elif kind in (APPROVAL_DECIDED, APPROVAL_POLICY):
+            self._newline()
+            self.console.print(self._asks.line(kind, data))
+        elif kind == APPROVAL_ASKED:  # shown by what waits for the answer (run, chat)
+            self._asks.line(kind, data)
         elif kind == TURN_END:
             self._newline()
             reason = data.get("reason", {})

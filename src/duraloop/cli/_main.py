@@ -6,7 +6,7 @@ import logging
 import sys
 
 from .. import log as _log
-from ..errors import DuraloopError, UnpairedHistoryError
+from ..errors import ApprovalError, DuraloopError, UnpairedHistoryError
 from . import _app  # noqa: F401 - registers every command
 from ._console import app, err
 from ._render import ShowFlagsError, VisibleFormatter, styled
@@ -15,7 +15,11 @@ from ._stores import name_the_store, opened_store_text
 
 
 def main() -> None:
-    """Run the CLI; a DuraloopError or OSError prints one line `Type: message` and exits 1."""
+    """Run the CLI; a DuraloopError or OSError prints one line `Type: message` and exits 1.
+
+    A usage error of the command line itself exits 2, as click's own do: two views given
+    to `show`, or an approval command that finds no call waiting (`ApprovalError`).
+    """
     # A plain handler: one unpadded line per warning (rich's log handler pads each line to
     # the console width).
     handler = logging.StreamHandler(sys.stderr)
@@ -29,7 +33,7 @@ def main() -> None:
                 _log.rescue_command(exc.session_id, exc.rescue_seq, store=opened_store_text())
             )
         err.print(styled((type(exc).__name__, "red"), ": ", name_the_store(str(exc))))
-        sys.exit(2 if isinstance(exc, ShowFlagsError) else 1)
+        sys.exit(2 if isinstance(exc, ShowFlagsError | ApprovalError) else 1)
     except OSError as exc:
         # A file system failure no library call translated (an unreadable --store root such
         # as /proc/1): still one line, never a traceback.

@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
+from ._approval_options import ApprovalFlags
 from ._runner import refuse_model_flags_without_prompt, system_prompt
 from ._stores import StoreSpec, open_store, store_option
 
 if TYPE_CHECKING:
     from ..loop import Budget, SessionSetup
     from ..store import SessionStore
+    from ..tools import Approver
 
 
 def json_option(help_text: str = "Print machine-readable JSON.") -> Any:
@@ -218,6 +220,8 @@ _OPTION_FIELDS: Final = (
     "reasoning_effort",
 )
 """`TurnOptions`' fields that are command parameters of the same name."""
+_APPROVAL_FIELDS: Final = ("ask_before", "approval_policy", "auto_approve")
+"""`ApprovalFlags`' fields; each is the command parameter of the same name."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -233,6 +237,7 @@ class TurnOptions:
         max_tokens: `--max-tokens`.
         reasoning_effort: `--reasoning-effort`.
         budget: the `--max-*-per-turn` and `--max-*-per-session` flags.
+        approval: the `--ask-before`, `--approval-policy` and `--auto-approve` flags.
     """
 
     model: str | None
@@ -243,6 +248,7 @@ class TurnOptions:
     max_tokens: int | None
     reasoning_effort: str | None
     budget: BudgetFlags = BudgetFlags()
+    approval: ApprovalFlags = ApprovalFlags()
 
     @classmethod
     def of_command(cls, params: Mapping[str, Any]) -> TurnOptions:
@@ -250,17 +256,25 @@ class TurnOptions:
 
         Args:
             params: the command function's parameters by name (`model`, `max_steps`,
-                `max_tokens_per_turn`, ...), as typer parsed them.
+                `max_tokens_per_turn`, `ask_before`, ...), as typer parsed them.
 
         Returns:
             The options, with `budget` built from the `max_*_per_turn` and `max_*_per_session`
-            parameters.
+            parameters and `approval` from the approval ones.
         """
         budget = BudgetFlags(**{name: params[f"max_{name}"] for name in _BUDGET_FIELDS})
-        return cls(**{name: params[name] for name in _OPTION_FIELDS}, budget=budget)
+        approval = ApprovalFlags(**{name: params[name] for name in _APPROVAL_FIELDS})
+        return cls(
+            **{name: params[name] for name in _OPTION_FIELDS}, budget=budget, approval=approval
+        )
 
     def session_setup(
-        self, store: StoreSpec | SessionStore | None, *, cwd: Path | None
+        self,
+        store: StoreSpec | SessionStore | None,
+        *,
+        cwd: Path | None,
+        approver: Approver | None = None,
+        asked_before: frozenset[str] = frozenset(),
     ) -> SessionSetup:
         """Build the model, then the loop options, then open the store (in that order).
 
@@ -268,9 +282,13 @@ class TurnOptions:
             store: the `--store` value (None: the default store), or a store already open.
             cwd: `--cwd`; None means the session's recorded workspace, or the current
                 directory for a new session.
+            approver: answers approval asks in this process (`chat`'s inline prompt); None
+                pauses the turn on each ask.
+            asked_before: the tools a paused session asked about, which keep asking when
+                `--ask-before` is not given (`ApprovalFlags.asking`).
 
         Returns:
-            The setup, with the built-in tools.
+            The setup, with the built-in tools (those that ask with `requires_approval`).
 
         Raises:
             UsageError: if no model is given anywhere, the `--system` file cannot be read or
@@ -299,17 +317,24 @@ class TurnOptions:
             turn_budget=turn_budget,
             session_budget=session_budget,
             prices=load_config(config_path(os.environ)).prices,
+            approval_policy=self.approval.approval_policy,
+            auto_approve=self.approval.auto_approved(),
         )
         sessions = open_store(store) if store is None or isinstance(store, StoreSpec) else store
+        tools = self.approval.tools(builtin_tools(), asked_before)
         return SessionSetup(
-            store=sessions, model=model, tools=builtin_tools(), cwd=cwd, config=config
+            store=sessions, model=model, tools=tools, cwd=cwd, config=config, approver=approver
         )
 
-    def refuse_model_flags(self) -> None:
+    def refuse_model_flags(self, **message: str) -> None:
         """Refuse the model options when no turn runs (`resume ID` without a prompt).
 
+        Args:
+            message: `when` and `instead` of `refuse_model_flags_without_prompt`, for a
+                command other than `resume`.
+
         Raises:
-            UsageError: naming the options that were given.
+            UsageError: naming the options that were given on the command line.
         """
         budget = {f"max_{name}": value for name, value in vars(self.budget).items()}
         refuse_model_flags_without_prompt(
@@ -319,4 +344,5 @@ class TurnOptions:
             max_tokens=self.max_tokens,
             reasoning_effort=self.reasoning_effort,
             **budget,
+            **message,
         )

@@ -8,8 +8,10 @@ exits at once with status 130; the log then ends inside the turn and resume repa
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,6 +27,10 @@ if TYPE_CHECKING:
     from ..loop import AgentLoop, TurnResult
 
 EXIT_AT_ONCE = 130
+EXIT_PAUSED = 3
+"""The exit status of a command whose turn paused: a tool call waits for approval."""
+TURN_PAUSED = "paused"
+"""`TurnResult.kind` of a paused turn (never written to the log: the turn stays open)."""
 
 
 async def _watch_signals(loop: AgentLoop, errors: Console) -> None:
@@ -140,14 +146,21 @@ def system_prompt(text: str | None) -> str | None:
 
 
 def exit_code_for(kind: str) -> int:
-    """Return the exit status of `run`/`resume` for a turn's end reason: 0 if it completed.
+    """Return the exit status of a command that ran a turn, for how the turn ended.
+
+    `run`, `resume`, and `approve`/`deny --continue` exit with it.
 
     Args:
-        kind: the `turn/end` reason kind.
+        kind: `TurnResult.kind`: the `turn/end` reason kind, or `paused`.
 
     Returns:
-        0 for `completed` and `max-tokens`, else 1.
+        0 for `completed` and `max-tokens`; `EXIT_PAUSED` (3) for a turn paused because a
+        tool call waits for a person's approval (the turn stays open: `duraloop approve` or
+        `duraloop deny` decides it, from any process); else 1 (`error`, `aborted`,
+        `blocked`). Usage errors exit 2, before or instead of a turn.
     """
+    if kind == TURN_PAUSED:
+        return EXIT_PAUSED
     return 0 if kind in (REASON_COMPLETED, REASON_MAX_TOKENS) else 1
 
 
@@ -166,22 +179,50 @@ def os_error_text(exc: OSError) -> str:
     return f"{reason}: {exc.filename}; check that this path exists and can be read and written"
 
 
-def refuse_model_flags_without_prompt(**flags: object) -> None:
-    """Refuse model options given to `duraloop resume` without a prompt (nothing would use them).
+def refuse_model_flags_without_prompt(
+    *,
+    when: str = "when resume runs a turn",
+    instead: str = "add a PROMPT to run one, or drop {them} to just repair the session",
+    **flags: object,
+) -> None:
+    """Refuse model options given to a command that runs no turn (`resume` without a prompt).
+
+    Only options given on the command line are refused: a value from the environment
+    (`DURALOOP_MODEL`) is a default, not a request.
 
     Args:
+        when: when the options are used, for the message.
+        instead: what to do, for the message (`{them}` becomes `it` or `them`).
         flags: the option values by parameter name (`model`, `base_url`, ...); None if unset.
 
     Raises:
         UsageError: naming the options that were given.
     """
-    given = ["--" + name.replace("_", "-") for name, value in flags.items() if value is not None]
+    given = [
+        "--" + name.replace("_", "-")
+        for name, value in flags.items()
+        if value is not None and _on_command_line(name)
+    ]
     if given:
         verb, them = ("is", "it") if len(given) == 1 else ("are", "them")
-        raise UsageError(
-            f"{', '.join(given)} {verb} used only when resume runs a turn; add a PROMPT to run "
-            f"one, or drop {them} to just repair the session"
-        )
+        raise UsageError(f"{', '.join(given)} {verb} used only {when}; {instead.format(them=them)}")
+
+
+def _on_command_line(name: str) -> bool:
+    """Whether the running command's parameter `name` was given on the command line.
+
+    True outside a command (an in-process call) or for a parameter the command lacks.
+    """
+    from typer._click.core import ParameterSource
+    from typer._click.globals import get_current_context
+
+    context = get_current_context(silent=True)
+    if context is None or name not in context.params:
+        return True
+    return context.get_parameter_source(name) not in (
+        ParameterSource.ENVIRONMENT,
+        ParameterSource.DEFAULT,
+    )
 
 
 async def close_model(model: object) -> None:
@@ -207,13 +248,40 @@ async def run_turn_live(
     Raises:
         Exception: the original failure of an error turn (the log is already closed).
     """
+    return await run_live(
+        loop, functools.partial(loop.run_turn, prompt), console=console, errors=errors
+    )
+
+
+async def run_live(
+    loop: AgentLoop,
+    turn: Callable[[], Awaitable[TurnResult]],
+    *,
+    console: Console,
+    errors: Console,
+) -> TurnResult:
+    """Run a turn (`loop.run_turn`, or `loop.continue_turn` of a paused one) live.
+
+    Args:
+        loop: the session's loop.
+        turn: runs the turn and returns its result.
+        console: where the live stream goes.
+        errors: where signal notices go.
+
+    Returns:
+        The turn result.
+
+    Raises:
+        Exception: what `turn` raised, e.g. the original failure of an error turn (the log
+            is already closed).
+    """
     unsubscribe = loop.session.observe(LiveRenderer(console, loop.config.prices))
     failure: Exception | None = None
     try:
         async with anyio.create_task_group() as task_group:
             task_group.start_soon(_watch_signals, loop, errors)
             try:
-                result = await loop.run_turn(prompt)
+                result = await turn()
             except Exception as exc:  # noqa: BLE001 - re-raised below, outside the task group
                 # Raised inside the task group it would come out wrapped in an ExceptionGroup,
                 # and the CLI's one-line `DuraloopError` report would not see it.

@@ -130,11 +130,13 @@ def opened_store_text() -> str | None:
     return str(_OPENED[-1]) if _OPENED else None
 
 
-_STORE_COMMAND = re.compile(r"`(duraloop (?:check|fork|ls|resume|show)\b[^`]*)`")
+_STORE_COMMAND = re.compile(
+    r"`(duraloop (?:approve|check|deny|fork|ls|pending|resume|show)\b[^`]*)`"
+)
 
 
 def name_the_store(message: str) -> str:
-    """Add the `--store` in use to each `duraloop check|fork|ls|resume|show …` in `message`.
+    """Add the `--store` in use to each `duraloop check|fork|ls|resume|show|…` in `message`.
 
     Library errors name the commands that help (`duraloop check ID`); on a non-default store
     they work as printed only with its `--store`. A command that already names one, or ends

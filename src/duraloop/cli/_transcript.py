@@ -9,6 +9,9 @@ from rich.console import Console
 
 from ..log import result_call_id
 from ..log.vocabulary import (
+    APPROVAL_ASKED,
+    APPROVAL_DECIDED,
+    APPROVAL_POLICY,
     ASSISTANT_MESSAGE,
     BLOCK_REASONING,
     BLOCK_TEXT,
@@ -20,6 +23,7 @@ from ..log.vocabulary import (
     TURN_START,
     USER_MESSAGE,
 )
+from ._approval_text import ApprovalLines, call_text
 from ._render import (
     MAX_NAME_CHARS,
     code_label,
@@ -33,7 +37,7 @@ from ._render import (
 from ._usage_text import TurnUsageLines
 
 if TYPE_CHECKING:
-    from ..log import Event, Price
+    from ..log import Event, PendingApproval, Price
 
 
 def render_transcript(
@@ -47,11 +51,13 @@ def render_transcript(
 
     Reads append-origin events, so text later shadowed by a surface replace still shows.
     An open final turn is shown as open, or as running when `running` (a live chat's). Each
-    turn's end is followed by its usage, with its cost when `prices` are given. Untrusted
-    text is shown through `visible`.
+    turn's end is followed by its usage, with its cost when `prices` are given. Approval
+    asks and decisions are shown where they happened, and an open final turn that waits
+    for approval is shown as paused. Untrusted text is shown through `visible`.
     """
     open_turn: int | None = None
     usage = TurnUsageLines(prices or {})
+    asks = ApprovalLines()
     for event in events:
         data = event.data if isinstance(event.data, dict) else {}
         kind = event.type
@@ -86,7 +92,19 @@ def render_transcript(
             console.print(
                 styled("  ", mark, f" {call_id}{code} {short_text(result_text(data), 160)}")
             )
-    if open_turn is not None and running:
+        elif kind in (APPROVAL_ASKED, APPROVAL_DECIDED, APPROVAL_POLICY):
+            console.print(asks.line(kind, data))
+    paused = _paused(events) if open_turn is not None else None
+    if paused is not None and not running:
+        state = (
+            f"is decided ({ident(paused.outcome, MAX_NAME_CHARS)}); `duraloop resume` goes on"
+            if paused.decided
+            else "waits for approval (`duraloop pending` lists it)"
+        )
+        console.print(
+            styled((f"── turn {open_turn} is paused: {call_text(paused)} {state}", "yellow"))
+        )
+    elif open_turn is not None and running:
         console.print(styled((f"── turn {open_turn} is running", "yellow")))
     elif open_turn is not None:
         console.print(
@@ -121,3 +139,9 @@ def _print_assistant(console: Console, data: dict[str, Any]) -> None:
             )
     if data.get("interrupted"):
         console.print(styled(("  (interrupted)", "yellow")))
+
+
+def _paused(events: Sequence[Event]) -> PendingApproval | None:
+    from ..log import pending_approval  # the log's readers load when a transcript is shown
+
+    return pending_approval(events)

@@ -9,6 +9,8 @@ import anyio
 import typer
 
 from .. import loop as _loop
+from ..errors import UsageError
+from ._approval_options import ApprovalPolicyOption, AskBeforeOption, AutoApproveOption
 from ._console import app, err, out
 from ._options import (
     BaseUrlOption,
@@ -32,7 +34,7 @@ from ._options import (
     TurnOptions,
 )
 from ._render import ident, repair_text, safe, styled
-from ._runner import exit_code_for, require_prompt, run_turn_live
+from ._runner import require_prompt, run_turn_live
 from ._stores import open_store
 
 
@@ -63,8 +65,17 @@ def run(
     max_tokens_per_session: MaxTokensPerSession = None,
     max_tool_calls_per_session: MaxToolCallsPerSession = None,
     max_cost_per_session: MaxCostPerSession = None,
+    ask_before: AskBeforeOption = None,
+    approval_policy: ApprovalPolicyOption = None,
+    auto_approve: AutoApproveOption = None,
 ) -> None:
-    """Run one turn and print the session id; exit 0 when the turn completes."""
+    """Run one turn and print the session id; exit 0 when the turn completes.
+
+    Exit 3 when the turn paused: a tool call waits for a person's approval (the call and
+    the commands that decide it are printed), 1 when it ended otherwise, 2 for a usage error.
+    """
+    from ._approval_flow import finish_turn, refuse_prompt_while_paused
+
     require_prompt(prompt)
     turn = TurnOptions.of_command(locals())
     setup = turn.session_setup(store, cwd=cwd)
@@ -76,18 +87,21 @@ def run(
         if repair is not None and repair.closers:
             err.print(safe(f"repaired {ident(loop.session.id)}: {repair_text(repair)}", "yellow"))
     with loop:
+        refuse_prompt_while_paused(loop)
         try:
             result = anyio.run(
                 functools.partial(run_turn_live, loop, prompt, console=out, errors=err)
             )
+            code = finish_turn(loop, result)
         finally:
             out.print(styled("session: ", ident(loop.session.id)))
-    raise typer.Exit(exit_code_for(result.kind))
+    raise typer.Exit(code)
 
 
 @app.command(
     help="Chat interactively: a line starts a turn, typing during a turn steers it, Ctrl-C "
-    "cancels it."
+    "cancels it; a call that asks for approval is asked about inline (y, n, or feedback text). "
+    "Exit 3 if the chat ends with the session paused."
 )
 def chat(
     model: ModelOption = None,
@@ -117,15 +131,21 @@ def chat(
     max_tokens_per_session: MaxTokensPerSession = None,
     max_tool_calls_per_session: MaxToolCallsPerSession = None,
     max_cost_per_session: MaxCostPerSession = None,
+    ask_before: AskBeforeOption = None,
+    approval_policy: ApprovalPolicyOption = None,
+    auto_approve: AutoApproveOption = None,
 ) -> None:
     """Chat interactively: a line starts a turn, typing during a turn steers it.
 
-    Ctrl-C cancels it. (The `help=` above keeps the command's help one paragraph.)
+    Ctrl-C cancels it. A call that asks for approval is asked about inline (y, n, or
+    feedback text). (The `help=` above keeps the command's help one paragraph.)
     """
     from ._chat import run_chat
+    from ._chat_approvals import InlineApprover
 
     turn = TurnOptions.of_command(locals())
-    setup = turn.session_setup(store, cwd=cwd)
+    approver = InlineApprover(out)
+    setup = turn.session_setup(store, cwd=cwd, approver=approver)
     repair = None
     if session is None:
         loop = _loop.start_session(setup)
@@ -136,7 +156,14 @@ def chat(
         if repair is not None:
             err.print(safe(f"resumed {ident(loop.session.id)}: {repair_text(repair)}"))
         chat_turns = functools.partial(
-            run_chat, loop, setup.store, console=out, errors=err, resumed=repair is not None
+            run_chat,
+            loop,
+            setup.store,
+            console=out,
+            errors=err,
+            resumed=repair is not None,
+            approver=approver,
+            asks=turn.approval.asks_a_person(),
         )
         code = anyio.run(chat_turns)
     raise typer.Exit(code)
@@ -165,19 +192,42 @@ def resume(
     max_tokens_per_session: MaxTokensPerSession = None,
     max_tool_calls_per_session: MaxToolCallsPerSession = None,
     max_cost_per_session: MaxCostPerSession = None,
+    ask_before: AskBeforeOption = None,
+    approval_policy: ApprovalPolicyOption = None,
+    auto_approve: AutoApproveOption = None,
 ) -> None:
-    """Load a session with crash repair, say what repair did, optionally run a turn."""
+    """Load a session with crash repair, say what repair did, optionally run a turn.
+
+    A paused session (a tool call waits for approval) is not repaired: while its call
+    waits, the call and the commands that decide it are printed and resume exits 3; once
+    decided, resume runs the turn on (without a PROMPT) and exits as run does.
+    """
+    from ..log import pending_approval
+    from ._approval_flow import finish_turn, refuse_prompt_while_paused, resume_paused
+
     turn = TurnOptions.of_command(locals())
     sessions = open_store(store)
     if prompt is None:
-        turn.refuse_model_flags()
+        try:
+            turn.refuse_model_flags()
+        except UsageError:  # refused before anything is written, unless a decided turn goes on
+            if pending_approval(sessions.read(session_id)[1]) is None:
+                raise
         loaded = sessions.prepare(session_id)[0]  # repair only: the prefix stays on disk
+        paused = pending_approval(loaded.events)
+        if paused is not None:
+            code = resume_paused(
+                session_id, list(loaded.events), paused, turn=turn, sessions=sessions, cwd=cwd
+            )
+            raise typer.Exit(code)
         out.print(safe(f"{ident(session_id)}: {repair_text(loaded.repair)}"))
         return
     require_prompt(prompt)
     loop, repair = _loop.resume_session(session_id, turn.session_setup(sessions, cwd=cwd))
-    err.print(safe(f"{ident(session_id)}: {repair_text(repair)}"))
     with loop:
+        refuse_prompt_while_paused(loop)
+        err.print(safe(f"{ident(session_id)}: {repair_text(repair)}"))
         result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
+        code = finish_turn(loop, result)
         out.print(styled("session: ", ident(session_id)))
-    raise typer.Exit(exit_code_for(result.kind))
+    raise typer.Exit(code)
