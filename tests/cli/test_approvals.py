@@ -300,6 +300,12 @@ def test_check_says_a_paused_turn_is_paused_not_that_it_needs_closing(cli: Cli) 
     assert "closer(s)" not in result.stdout
 
 
+def test_ls_lists_a_paused_session_as_paused_not_open(cli: Cli) -> None:
+    session_id = _paused_run(cli)
+    rows = json.loads(ok(cli("ls", "--json")).stdout)
+    assert [row["lastTurnEnd"] for row in rows if row["id"] == session_id] == ["paused"]
+
+
 # --- pending ---------------------------------------------------------------------------------
 
 

@@ -249,15 +249,15 @@ def feedback_of(reason: str | None) -> str | None:
 def list_paused(sessions: SessionStore) -> list[tuple[str, PendingApproval]]:
     """Return each paused session of the store with its ask, oldest first.
 
-    Read-only: no writer lock is taken, nothing is repaired. Only sessions whose last
-    turn is open are read; one that changed or broke since the listing is skipped with a
+    Read-only: no writer lock is taken, nothing is repaired. Only sessions listed as
+    paused are read; one that changed or broke since the listing is skipped with a
     line on stderr.
     """
     found: list[tuple[str, PendingApproval]] = []
     for summary in sessions.list():
         if summary.damaged is not None or summary.turn_count == 0:
             continue
-        if summary.last_turn_end != "open":
+        if summary.last_turn_end != "paused":
             continue
         try:
             events = sessions.read(summary.id)[1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from duraloop.errors import CorruptLogError, SessionFormatUnsupportedError
-from duraloop.log import SessionHeader, last_turn_boundary, turn_count
+from duraloop.log import SessionHeader, last_turn_boundary, pending_approval, turn_count
 from duraloop.log import vocabulary as v
 
 from ._backend import DamagedLog, StorageBackend, StoredLog
@@ -21,8 +21,9 @@ class SessionSummary:
         created_at: creation time, epoch milliseconds.
         cwd: the working directory, or None.
         turn_count: the number of `turn/start` events.
-        last_turn_end: the last turn's end reason kind, or "open" if it has not ended
-            (or "none" if there is no turn).
+        last_turn_end: the last turn's end reason kind, "paused" if it waits for an approval
+            (docs/approvals.md#pausing), "open" if it has not ended otherwise, or "none" if
+            there is no turn.
         event_count: the number of stored events.
         parent_session: the fork parent, or None.
         damaged: why the log cannot be read (short, no path), or None for a readable log;
@@ -103,7 +104,7 @@ def summarize(stored: StoredLog) -> SessionSummary:
     if boundary is None:
         last = "none"
     elif stored.events[boundary].type == v.TURN_START:
-        last = "open"
+        last = "paused" if pending_approval(stored.events) is not None else "open"
     else:
         data = stored.events[boundary].data
         reason = data.get("reason") if isinstance(data, dict) else None
