@@ -1,9 +1,11 @@
-"""A paused turn under a policy that answers by itself (docs/approvals.md#policy).
+"""Continuing a paused turn whose ask this loop answers itself (docs/approvals.md#continuing).
 
-An ask the `never` policy or the allow-list answers is decided as it is made; a crash between
-the two events leaves it waiting, and a loop opened under that policy answers it at once, so
-an unattended run never waits for a person. Continuing a paused turn records the loop's
-configured policy for the asks after it, as a new turn would.
+A loop whose `never` policy, allow-list or approver answers the waiting ask continues the
+turn without `decide()`: the recorded ask (durable already) gets its one decision, and is
+not asked again. Nothing is decided when the loop opens, so a person's explicit decision
+always wins. Continuing records the loop's configured policy for the asks after it, as a
+new turn would. (An ask the policy answers is decided as it is made, but a crash between
+the two events leaves it waiting: an unattended run must not then wait for a person.)
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from duraloop.llm import ScriptedModel
 from duraloop.log import Session
 from duraloop.loop import AgentLoop, LoopConfig
 from duraloop.testing import assert_log_valid
+from duraloop.tools import ApprovalRequest, Decision
 
 from ._approval_support import counting_tool, outcomes
 from ._support import result_for, result_text
@@ -49,8 +52,8 @@ def test_a_loop_under_the_never_policy_rejects_a_waiting_ask_when_it_opens(
     runs: list[str] = []
     session = _paused(tmp_path, runs, "danger")
     loop = _loop(session, tmp_path, runs, LoopConfig(approval_policy="never"))
-    assert loop.paused is not None and loop.paused.outcome == "rejected"
-    assert loop.pending_approvals() == []
+    assert loop.paused is not None and not loop.paused.decided  # nothing decided on open
+    assert loop.pending_approvals() == []  # no person is waited for
     result = anyio.run(loop.continue_turn)
     assert result.kind == "completed"
     assert runs == []
@@ -65,7 +68,6 @@ def test_a_loop_whose_allow_list_names_the_waiting_tool_approves_it_when_it_open
     runs: list[str] = []
     session = _paused(tmp_path, runs, "danger")
     loop = _loop(session, tmp_path, runs, LoopConfig(auto_approve=frozenset({"danger"})))
-    assert loop.paused is not None and loop.paused.outcome == "allowed-once"
     assert anyio.run(loop.continue_turn).kind == "completed"
     assert runs == ["danger:c0"]
     assert_log_valid(session)
@@ -112,3 +114,55 @@ def test_run_turn_without_a_prompt_continues_a_decided_paused_turn(tmp_path: Pat
     assert anyio.run(decide_then_run) == "completed"
     assert runs == ["danger:c0"]
     assert loop.paused is None
+
+
+def test_a_persons_decision_wins_over_the_allow_list_of_the_loop_that_records_it(
+    tmp_path: Path,
+) -> None:
+    runs: list[str] = []
+    session = _paused(tmp_path, runs, "danger")
+    loop = _loop(session, tmp_path, runs, LoopConfig(auto_approve=frozenset({"danger"})))
+
+    async def deny_then_continue() -> str:
+        await loop.decide("c0", allow=False, feedback="no")
+        return (await loop.continue_turn()).kind
+
+    assert anyio.run(deny_then_continue) == "completed"
+    assert runs == []
+    assert outcomes(session.events) == ["rejected"]
+
+
+def test_an_approver_of_a_resumed_loop_answers_the_recorded_ask_without_asking_again(
+    tmp_path: Path,
+) -> None:
+    runs: list[str] = []
+    session = _paused(tmp_path, runs, "danger")
+    asked = [e.data["id"] for e in session.events if e.type == "approval/asked"]
+    seen: list[tuple[str, str]] = []
+
+    def approver(request: ApprovalRequest) -> Decision:
+        seen.append((request.ask_id, request.call_id))
+        return Decision(allow=True)
+
+    loop = _loop(session, tmp_path, runs, LoopConfig())
+    loop.approver = approver
+    assert loop.pending_approvals() != []  # a person (the approver) still answers it
+    assert anyio.run(loop.continue_turn).kind == "completed"
+    assert seen == [(asked[0], "c0")]
+    assert runs == ["danger:c0"]
+    assert [e.data["id"] for e in session.events if e.type == "approval/asked"] == asked
+    assert outcomes(session.events) == ["allowed-once"]
+    assert_log_valid(session)
+
+
+def test_an_approver_without_an_answer_pauses_the_continued_turn_again_appending_nothing(
+    tmp_path: Path,
+) -> None:
+    runs: list[str] = []
+    session = _paused(tmp_path, runs, "danger")
+    loop = _loop(session, tmp_path, runs, LoopConfig())
+    loop.approver = lambda request: None
+    before = len(session.events)
+    result = anyio.run(loop.continue_turn)
+    assert result.kind == "paused" and result.approval == loop.paused
+    assert len(session.events) == before

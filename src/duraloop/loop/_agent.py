@@ -121,8 +121,6 @@ class AgentLoop(NamedSends, ApprovalMethods):
         self.inbox = Inbox(session)
         self._snapshots = Snapshots(session, self.config.snapshot_every)
         self._paused = PausedTurn(session, self._durability)
-        policy = self.config.approval_policy or self._state.approval_policy
-        self._paused.decide_by_policy(policy, self.config.auto_approve)
         self.approver = approver
         self._driver = TurnDriver(
             self._open_turn,
@@ -392,5 +390,5 @@ class AgentLoop(NamedSends, ApprovalMethods):
         )
         if self._paused.pending is None:
             return Turn.open(deps, self._state, prompt, signal)
-        pending = self._paused.check_can_continue(prompt)
+        pending = self._paused.check_can_continue(prompt, answerable=self._answers_itself())
         return Turn.continue_paused(deps, self._state, pending, signal)

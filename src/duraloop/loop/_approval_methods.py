@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from ..errors import UsageError
 from ..log import PendingApproval
+from ..log.vocabulary import POLICY_NEVER
+from ..tools import Approver
 from ._approvals import PausedTurn
+from ._config import LoopConfig
 from ._driver import TurnDriver
 from ._result import TurnResult
+from ._state import LoopState
 
 
 class ApprovalMethods:
@@ -14,6 +18,9 @@ class ApprovalMethods:
 
     _paused: PausedTurn
     _driver: TurnDriver
+    config: LoopConfig
+    approver: Approver | None
+    _state: LoopState
 
     def _check_open(self) -> None:
         raise NotImplementedError  # pragma: no cover - AgentLoop's
@@ -24,9 +31,25 @@ class ApprovalMethods:
         return self._paused.pending
 
     def pending_approvals(self) -> list[PendingApproval]:
-        """Return the calls waiting for a decision: at most one (docs/approvals.md#the-barrier)."""
+        """Return the calls waiting for a person's decision: at most one.
+
+        A waiting call is a barrier (docs/approvals.md#the-barrier). An ask this loop's
+        policy or allow-list answers is not listed: `continue_turn()` answers it.
+        """
         pending = self._paused.pending
-        return [pending] if pending is not None and not pending.decided else []
+        if pending is None or pending.decided or self._policy_answers(pending):
+            return []
+        return [pending]
+
+    def _policy_answers(self, pending: PendingApproval) -> bool:
+        """Whether the loop's policy or allow-list answers `pending` without a person."""
+        policy = self.config.approval_policy or self._state.approval_policy
+        return policy == POLICY_NEVER or pending.tool_name in self.config.auto_approve
+
+    def _answers_itself(self) -> bool:
+        """Whether the loop answers the undecided waiting ask itself (policy, list, approver)."""
+        pending = self._paused.pending
+        return pending is not None and (self.approver is not None or self._policy_answers(pending))
 
     async def decide(
         self, call_id: str, *, allow: bool, feedback: str | None = None
@@ -53,21 +76,25 @@ class ApprovalMethods:
         return self._paused.decide(call_id, allow=allow, feedback=feedback)
 
     async def continue_turn(self) -> TurnResult:
-        """Continue the paused turn once its ask is decided, as `run_turn()` runs a turn.
+        """Continue the paused turn, as `run_turn()` runs a turn.
 
-        The decided call runs (allowed) or gets its error result (rejected); the rest of
-        the step runs in model order; the turn goes on to the next model request.
+        The waiting call's decision is carried out: the recorded one, else the one this
+        loop makes itself (its `never` policy, its allow-list, or its approver, asked about
+        the same ask). The call runs (allowed) or gets its error result (rejected); the rest
+        of the step runs in model order; the turn goes on to the next model request.
 
         Returns:
-            The turn's result (`paused` again if a later call waits for approval).
+            The turn's result (`paused` again if a later call waits for approval, or the
+            approver gave no answer).
 
         Raises:
-            ApprovalError: if the session is not paused, or its ask is not decided.
+            ApprovalError: if the session is not paused, or its ask is undecided and this
+                loop has no way to answer it (`decide()` first).
             UsageError: if the loop is closed or a turn is running.
             Exception: the original failure of an `error` turn, as from `run_turn()`.
         """
         self._check_idle()
-        self._paused.check_can_continue()
+        self._paused.check_can_continue(answerable=self._answers_itself())
         result = await self._driver.run(None)
         if result.error is not None:
             raise result.error

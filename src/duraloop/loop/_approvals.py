@@ -26,7 +26,6 @@ from ..log.vocabulary import (
     APPROVAL_ALLOWED_ONCE,
     APPROVAL_DECIDED,
     APPROVAL_REJECTED,
-    POLICY_NEVER,
     REASON_ABORTED,
     STEP_END,
     TURN_END,
@@ -52,29 +51,6 @@ class PausedTurn:
     def refresh(self) -> None:
         """Read the pending approval again from the log (after a turn ran)."""
         self.pending = pending_approval(self._session.events)
-
-    def decide_by_policy(self, policy: str, auto_approve: frozenset[str]) -> None:
-        """Answer an undecided ask the policy or the allow-list answers, without a person.
-
-        Such an ask is decided as it is made, but a crash between the two events (a torn
-        batch) leaves it waiting; an unattended run must not then wait for a person. The
-        decision joins the next durable batch (repeated by the next resume if it is lost).
-
-        Args:
-            policy: the loop's effective approval policy.
-            auto_approve: the tools whose asks are approved without a person.
-        """
-        pending = self.pending
-        if pending is None or pending.decided:
-            return
-        if policy == POLICY_NEVER:
-            outcome = APPROVAL_REJECTED
-        elif pending.tool_name in auto_approve:
-            outcome = APPROVAL_ALLOWED_ONCE
-        else:
-            return
-        self._session.append(APPROVAL_DECIDED, decided_data(pending.ask_id, outcome, None))
-        self.refresh()
 
     def decide(self, call_id: str, *, allow: bool, feedback: str | None) -> PendingApproval:
         """Record the decision for the waiting call `call_id` and make it durable.
@@ -123,22 +99,26 @@ class PausedTurn:
         self.pending = decided
         return decided
 
-    def check_can_continue(self, prompt: object = None) -> PendingApproval:
-        """Return the decided approval a continued turn carries out.
+    def check_can_continue(
+        self, prompt: object = None, *, answerable: bool = False
+    ) -> PendingApproval:
+        """Return the approval a continued turn starts from.
 
         Args:
             prompt: the prompt of the turn asked for; a paused session runs no new turn.
+            answerable: whether the loop answers an undecided ask itself (its policy, its
+                allow-list or its approver), so the turn may continue undecided.
 
         Raises:
-            ApprovalError: if the session is not paused, its ask is not decided yet, or a
-                prompt is given (a new turn cannot start while one is paused).
+            ApprovalError: if the session is not paused, its ask is undecided and not
+                `answerable`, or a prompt is given (no new turn starts while one is paused).
         """
         pending = self.pending
         if pending is None:
             raise ApprovalError(
                 f'session "{self._session.id}" has no paused turn to continue; run a new turn'
             )
-        if not pending.decided or prompt is not None:
+        if (not pending.decided and not answerable) or prompt is not None:
             raise ApprovalError(self.waiting_message(pending))
         return pending
 

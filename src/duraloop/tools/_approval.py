@@ -98,8 +98,9 @@ class ApprovalGate:
         policy: the session's effective approval policy, `"ask"` or `"never"`.
         auto_approve: the tools whose asks are approved without a person.
         approver: answers asks in this process; None pauses the turn on each ask.
-        recorded: the decision a continued turn carries out (its call is answered by it,
-            without asking again), or None.
+        recorded: the ask a continued turn starts from (docs/approvals.md#continuing): its
+            decision is carried out, or, undecided, it is answered as a new ask is (policy,
+            allow-list, approver) without being asked again; or None.
     """
 
     def __init__(
@@ -117,13 +118,35 @@ class ApprovalGate:
         self.approver = approver
         self.recorded = recorded
 
-    def recorded_decision(self, call: ToolCallRequest) -> Prepared | None:
-        """Return what a decision recorded before this process decides for `call`, or None."""
+    def holds(self, call: ToolCallRequest) -> bool:
+        """Whether `call` is the recorded ask of a continued turn (`answer_recorded` it)."""
+        return self.recorded is not None and self.recorded.call_id == call.call_id
+
+    async def answer_recorded(
+        self,
+        call: ToolCallRequest,
+        signal: CancelSignal,
+        ensure_durable: Callable[[int], Awaitable[None]] | None,
+    ) -> Prepared | None:
+        """Return what the recorded ask's call does: its decision, or a new answer to it.
+
+        An undecided recorded ask (already durable) is answered by the policy, the
+        allow-list or the approver, and its one `approval/decided` appended; None pauses
+        the turn again on it.
+        """
         recorded = self.recorded
-        if recorded is None or recorded.call_id != call.call_id or recorded.outcome is None:
-            return None
+        if recorded is None:  # pragma: no cover - the scheduler asks `holds` first
+            raise RuntimeError("no recorded ask to answer")
         self.recorded = None
-        return _prepared(call, recorded.outcome, recorded.feedback)
+        if recorded.outcome is not None:
+            return _prepared(call, recorded.outcome, recorded.feedback)
+        if self.policy == POLICY_NEVER:
+            return self._decide(call, recorded.ask_id, APPROVAL_REJECTED)
+        if call.name in self.auto_approve:
+            return self._decide(call, recorded.ask_id, APPROVAL_ALLOWED_ONCE)
+        return await self._ask_person(
+            call, recorded.ask_id, recorded.reason, signal, ensure_durable
+        )
 
     def needs_person(self, call: ToolCallRequest) -> bool:
         """Whether asking about `call` waits for a person (not the policy or the allow-list)."""
@@ -161,6 +184,17 @@ class ApprovalGate:
             return self._decide(call, ask_id, APPROVAL_ALLOWED_ONCE)
         if ensure_durable is not None:
             await ensure_durable(asked.seq)
+        return await self._ask_person(call, ask_id, reason, signal, ensure_durable)
+
+    async def _ask_person(
+        self,
+        call: ToolCallRequest,
+        ask_id: str,
+        reason: str,
+        signal: CancelSignal,
+        ensure_durable: Callable[[int], Awaitable[None]] | None,
+    ) -> Prepared | None:
+        """Ask the approver about a durable ask; None pauses (no approver, or no answer)."""
         if signal.aborted:  # cancelled while the ask became durable: no one is asked
             return self._decide(call, ask_id, APPROVAL_CANCELLED)
         if self.approver is None:

@@ -285,8 +285,13 @@ class _GroupRunner:
         """
         call = self.group[index]
         gate = self.approvals
-        prepared = None if gate is None else gate.recorded_decision(call)
-        if prepared is None:
+        if gate is not None and gate.holds(call):
+            prepared = await gate.answer_recorded(call, self.signal, self.ensure_durable)
+            self._raise_failure()
+            self.paused = prepared is None
+            if prepared is None:
+                return None
+        else:
             prepared = await self.pipeline.prepare(call, self.signal)
             self._raise_failure()
             if prepared.kind == "ask":
