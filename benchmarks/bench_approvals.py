@@ -51,8 +51,7 @@ def asking(i: int) -> str:
 
 def _script(name: str, steps: int) -> list[dict[str, Any]]:
     calls = [
-        {"tool_calls": [{"id": f"c{i}", "name": name, "arguments": {"i": i}}]}
-        for i in range(steps)
+        {"tool_calls": [{"id": f"c{i}", "name": name, "arguments": {"i": i}}]} for i in range(steps)
     ]
     return [*calls, {"text": "done"}]
 
