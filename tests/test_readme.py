@@ -101,11 +101,24 @@ def test_the_budgets_example_builds_the_config_it_describes() -> None:
     assert set(config.prices) == {"deepseek:deepseek-chat"}
 
 
-def test_the_person_in_the_loop_example_pauses_then_continues_from_a_resume(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _person_in_the_loop_examples() -> list[str]:
     blocks = re.findall(
         r"^```python\n(.*?)^```", _section("A person in the loop"), re.DOTALL | re.MULTILINE
     )
-    code = str(blocks[0])
+    assert len(blocks) == 2, "the section holds the pause/resume and the approver example"
+    return [str(block) for block in blocks]
+
+
+def test_the_person_in_the_loop_example_pauses_then_continues_from_a_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = _person_in_the_loop_examples()[0]
     assert _run(code, tmp_path, monkeypatch, capsys) == _expected(code)
+
+
+def test_the_approver_example_asks_by_the_validated_arguments_and_rejects_with_feedback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = _person_in_the_loop_examples()[1]
+    assert _run(code, tmp_path, monkeypatch, capsys) == _expected(code)
+    assert "args.path.startswith" in code  # attribute access on the validated arguments

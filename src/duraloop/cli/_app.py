@@ -16,7 +16,7 @@ import typer
 
 from .. import log as _log
 from .. import store as _store
-from ..errors import CorruptLogError
+from ..errors import CorruptLogError, SessionForkError
 from . import _turn_commands  # noqa: F401 - registers run, chat and resume first
 
 # isort: split
@@ -73,7 +73,17 @@ def fork(
     store: StoreOption = None,
 ) -> None:
     """Fork a session (the source is never changed) and print the new session id."""
-    child = open_store(store).fork(session_id, boundary=at, child_id=new_id)
+    sessions = open_store(store)
+    try:
+        child = sessions.fork(session_id, boundary=at, child_id=new_id)
+    except SessionForkError as exc:
+        if exc.code == "OPEN_TURN" and at is None:
+            from ._approval_flow import paused_fork_error
+
+            paused = paused_fork_error(sessions, session_id)
+            if paused is not None:
+                raise paused from exc
+        raise
     out.print(styled(ident(child)))
 
 
@@ -129,7 +139,8 @@ def show(
         from ._prices import load_prices
 
         print_header(out, header)
-        render_transcript(out, log, prices=load_prices(config_path(os.environ)))
+        prices = load_prices(config_path(os.environ))
+        render_transcript(out, log, prices=prices, session_id=header.id)
 
 
 @app.command()

@@ -16,7 +16,6 @@ from ._approval_options import ApprovalPolicyOption, AskBeforeOption, AutoApprov
 from ._console import app
 from ._options import (
     BaseUrlOption,
-    CwdOption,
     MaxCostPerSession,
     MaxCostPerTurn,
     MaxParallelOption,
@@ -30,9 +29,11 @@ from ._options import (
     MaxToolCallsPerTurn,
     ModelOption,
     ReasoningEffortOption,
+    SessionCwdOption,
     StoreOption,
     SystemOption,
     TurnOptions,
+    json_option,
 )
 from ._stores import open_store
 
@@ -52,14 +53,23 @@ ContinueOption = Annotated[
 
 
 @app.command()
-def pending(store: StoreOption = None) -> None:
+def pending(
+    as_json: Annotated[
+        bool,
+        json_option(
+            "Print one JSON array of the asks, every field whole (session, turn, step, askId, "
+            "callId, toolName, arguments, reason, outcome, feedback)."
+        ),
+    ] = False,
+    store: StoreOption = None,
+) -> None:
     """List every paused session: the call it waits on and the commands that decide it.
 
     Read-only (no writer lock): it works while the sessions' writers run.
     """
-    from ._approval_flow import list_paused, print_paused  # the log loads when a command runs
+    from ._pending_list import list_paused, print_paused  # the log loads when a command runs
 
-    print_paused(store, list_paused(open_store(store)))
+    print_paused(store, list_paused(open_store(store)), as_json=as_json)
 
 
 @app.command(
@@ -73,7 +83,7 @@ def approve(
     keep_going: ContinueOption = False,
     model: ModelOption = None,
     store: StoreOption = None,
-    cwd: CwdOption = None,
+    cwd: SessionCwdOption = None,
     max_parallel: MaxParallelOption = 10,
     max_steps: MaxStepsOption = 100,
     system: SystemOption = None,
@@ -130,7 +140,7 @@ def deny(
     keep_going: ContinueOption = False,
     model: ModelOption = None,
     store: StoreOption = None,
-    cwd: CwdOption = None,
+    cwd: SessionCwdOption = None,
     max_parallel: MaxParallelOption = 10,
     max_steps: MaxStepsOption = 100,
     system: SystemOption = None,

@@ -4,10 +4,13 @@ A turn whose call waits for a person's approval is paused: it stays open in the 
 process may exit (`run` exits 3). Any later process can list it (`pending`, read-only, no
 writer lock), decide it (`approve`/`deny`: under the session's single writer lock, durable
 when the command says so) and run the turn on (`--continue` here, or `duraloop resume ID`).
+Whether a turn goes on is the library's answer: it does when `loop.pending_approvals()` is
+empty (the ask is decided, or this command's policy or allow-list answers it).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -15,19 +18,32 @@ from typing import TYPE_CHECKING, NoReturn
 import anyio
 import typer
 
-from ..errors import ApprovalError, CorruptLogError, SessionLockedError, SessionNotFoundError
-from ..log import pending_approval
-from ._approval_options import asked_tools
-from ._approval_text import MAX_REASON_CHARS, call_text, print_pending, resume_command
+from ..errors import (
+    ApprovalError,
+    SessionForkError,
+    SessionLockedError,
+    UsageError,
+)
+from ..log import MAX_FEEDBACK_CHARS, pending_approval
+from ._approval_lines import MAX_REASON_CHARS
+from ._approval_text import (
+    ContinueWith,
+    approve_command,
+    call_text,
+    command_line,
+    deny_command,
+    print_pending,
+    resume_command,
+)
 from ._console import err, out
 from ._options import TurnOptions
 from ._render import MAX_NAME_CHARS, ident, repair_text, safe, short_text, styled
 from ._runner import EXIT_PAUSED, exit_code_for, run_live, utf8_argument
-from ._stores import StoreSpec, default_store_spec, name_the_store, open_store
+from ._stores import StoreSpec, name_the_store, open_store
 
 if TYPE_CHECKING:
     from ..llm import ModelRequest, StreamChunk
-    from ..log import Event, PendingApproval
+    from ..log import PendingApproval
     from ..loop import AgentLoop, SessionSetup, TurnResult
     from ..store import RepairReport, SessionStore
 
@@ -52,84 +68,155 @@ def not_paused_error(session_id: str) -> ApprovalError:
     )
 
 
-def paused_prompt_error(session_id: str, pending: PendingApproval) -> ApprovalError:
-    """Return the error refusing a new prompt while the session's turn is paused."""
-    if pending.decided:
-        todo = f"continue the paused turn first with `{resume_command(session_id)}`"
-    else:
-        todo = (
-            f"decide it first (`duraloop approve {session_id}` or `duraloop deny {session_id}`, "
-            "with --continue to run the turn on)"
+def continue_with(turn: TurnOptions, setup: SessionSetup | None) -> ContinueWith:
+    """Return the options of the commands a command prints to run a paused turn on.
+
+    Args:
+        turn: the printing command's options: its `--model` (printed when given; else
+            `--model SPEC` unless a default model applies) and `--auto-approve`.
+        setup: its setup, whose tools that ask are printed as `--ask-before`; None when
+            it opened no tools (then `--ask-before` is printed only when given).
+    """
+    if setup is not None:
+        asking: frozenset[str] | None = frozenset(
+            tool.name for tool in setup.tools if tool.requires_approval is True
         )
-    return ApprovalError(
-        f'session "{session_id}" is paused: {call_text(pending)} waits for approval, so no new '
-        f"turn can start; {todo}, then run a new prompt"
+    else:
+        asking = None if turn.approval.ask_before is None else turn.approval.asking()
+    return ContinueWith(
+        model=turn.model,
+        model_placeholder=not turn.model_given(),
+        ask_before=asking,
+        auto_approve=turn.approval.auto_approved(),
     )
 
 
-def refuse_prompt_while_paused(loop: AgentLoop) -> None:
+def paused_prompt_error(
+    session_id: str, pending: PendingApproval, how: ContinueWith | None = None
+) -> ApprovalError:
+    """Return the error refusing a new prompt while the session's turn is paused."""
+    if pending.decided:
+        state = (
+            f"is decided ({ident(pending.outcome, MAX_NAME_CHARS)}) but not carried out yet, "
+            f"so no new turn can start; continue the paused turn first with "
+            f"`{resume_command(session_id, how)}`"
+        )
+    else:
+        state = (
+            "waits for approval, so no new turn can start; decide it first with "
+            f"`{approve_command(session_id, pending.call_id, how)}` or "
+            f"`{deny_command(session_id, pending.call_id, how)}`"
+        )
+    return ApprovalError(
+        f'session "{session_id}" is paused: {call_text(pending)} {state}, then run a new prompt'
+    )
+
+
+def refuse_prompt_while_paused(loop: AgentLoop, how: ContinueWith | None = None) -> None:
     """Refuse to run a new turn on a paused session, naming how to go on.
 
     Raises:
         ApprovalError: if `loop` is paused.
     """
     if loop.paused is not None:
-        raise paused_prompt_error(loop.session.id, loop.paused)
+        raise paused_prompt_error(loop.session.id, loop.paused, how)
 
 
-def finish_turn(loop: AgentLoop, result: TurnResult) -> int:
+def paused_fork_error(sessions: SessionStore, session_id: str) -> SessionForkError | None:
+    """Return the error of a default fork of a paused session without a closed turn, or None."""
+    pending = pending_approval(sessions.read(session_id)[1])
+    if pending is None:
+        return None
+    resume = resume_command(session_id, ContinueWith(model_placeholder=True))
+    if pending.decided:
+        state, todo = "is decided, not yet carried out", f"continue it (`{resume}`)"
+    else:
+        approve = approve_command(session_id, pending.call_id, ContinueWith(keep_going=False))
+        deny = deny_command(session_id, pending.call_id, ContinueWith(keep_going=False))
+        state = "waits for approval"
+        todo = f"decide it (`{approve}` or `{deny}`) and continue it (`{resume}`)"
+    show = command_line(("duraloop", "show"), (session_id,), ("--events",))
+    return SessionForkError(
+        f'session "{session_id}" has no closed turn to fork yet: its only turn {pending.turn} '
+        f"is paused ({call_text(pending)} {state}); {todo}, then fork; or fork inside it now "
+        f"with --at SEQ, a seq before the ask (`{show}` lists each event's seq)",
+        code="OPEN_TURN",
+    )
+
+
+def finish_turn(loop: AgentLoop, result: TurnResult, how: ContinueWith | None = None) -> int:
     """Print a paused turn's ask (if it paused) and return the command's exit status."""
     if result.approval is not None:
-        print_pending(out, loop.session.id, result.approval)
+        print_pending(out, loop.session.id, result.approval, how=how)
     return exit_code_for(result.kind)
 
 
-async def continue_live(loop: AgentLoop) -> int:
-    """Continue `loop`'s decided paused turn live, as `run` runs one; return the exit status."""
-    if loop.paused is not None:
-        out.print(styled((f"── turn {loop.paused.turn} goes on", "bold")))
+async def continue_live(loop: AgentLoop, how: ContinueWith | None = None) -> int:
+    """Continue `loop`'s paused turn live, as `run` runs one; return the exit status.
+
+    An ask no one here answers (`loop.pending_approvals()`) is printed instead (exit 3).
+    """
+    pending = loop.paused
     try:
+        if pending is not None and loop.pending_approvals():
+            print_pending(out, loop.session.id, pending, how=how)
+            return EXIT_PAUSED
+        if pending is not None:
+            out.print(styled((f"── turn {pending.turn} goes on", "bold")))
         result = await run_live(loop, loop.continue_turn, console=out, errors=err)
-        return finish_turn(loop, result)
+        return finish_turn(loop, result, how)
     finally:
         out.print(styled("session: ", ident(loop.session.id)))
 
 
 def resume_paused(
-    session_id: str,
-    events: list[Event],
-    pending: PendingApproval,
-    *,
-    turn: TurnOptions,
-    sessions: SessionStore,
-    cwd: Path | None,
+    session_id: str, *, turn: TurnOptions, sessions: SessionStore, cwd: Path | None
 ) -> int:
-    """`duraloop resume ID` of a paused session: show a waiting ask, or continue a decided one.
+    """`duraloop resume ID` of a paused session: go on if it can, else show what waits.
+
+    The turn goes on when no person must answer its ask (`loop.pending_approvals()` is
+    empty: it is decided, or this command's policy or allow-list answers it); that needs a
+    model. Otherwise the ask and the commands that decide it are printed.
 
     Args:
         session_id: the session.
-        events: its log, for the tools it asked about (`ApprovalFlags.asking`).
-        pending: its paused ask.
-        turn: the command's options (the model, for a decided ask).
+        turn: the command's options.
         sessions: the store.
         cwd: `--cwd`.
 
     Returns:
-        The exit status: `EXIT_PAUSED` for an undecided ask, else the continued turn's.
+        `EXIT_PAUSED` while a person must answer, else the continued turn's status.
         Another writer of the session prints one line and exits 2.
+
+    Raises:
+        UsageError: if the turn can go on but no model is given anywhere.
     """
-    if not pending.decided:
-        print_pending(out, session_id, pending)
-        return EXIT_PAUSED
-    setup = turn.session_setup(sessions, cwd=cwd, asked_before=asked_tools(events))
+    placeholder = None if turn.model_given() else NoModel()
+    setup = turn.session_setup(sessions, cwd=cwd, session_id=session_id, model=placeholder)
     loop, repair = _resume(session_id, setup)
-    err.print(safe(f"{ident(session_id)}: {repair_text(repair)}"))
     with loop:
-        return anyio.run(continue_live, loop)
+        goes_on = loop.paused is not None and not loop.pending_approvals()
+        if goes_on and placeholder is not None:
+            no_model(turn)
+        if goes_on:
+            err.print(safe(f"{ident(session_id)}: {repair_text(repair)}"))
+        return anyio.run(continue_live, loop, continue_with(turn, setup))
 
 
-class _NoModel:
-    """The model of a loop that only records a decision: it never sends a request."""
+def no_model(turn: TurnOptions) -> NoReturn:
+    """Raise the error of a command that must run a turn and has no model anywhere.
+
+    Raises:
+        UsageError: always (`build_model`'s message: where a model can be given).
+    """
+    from ._config import build_model
+
+    build_model(turn.model, env=os.environ)
+    raise UsageError("no model given: pass --model SPEC")  # pragma: no cover - raised above
+
+
+class NoModel:
+    """The model of a loop that runs no turn (records a decision, shows an ask)."""
 
     provider = "none"
     model = "none"
@@ -161,7 +248,10 @@ def decide(
     store: StoreSpec | None,
     cwd: Path | None,
 ) -> int:
-    """Record a decision for a paused session's waiting call; with `keep_going`, continue.
+    """Record a person's decision for a paused session's waiting call; with `keep_going`, go on.
+
+    The decision is the person's whatever the approval options say: `--approval-policy` and
+    `--auto-approve` only answer later asks of the continued turn.
 
     Args:
         session_id: the paused session.
@@ -192,26 +282,39 @@ def decide(
         if not keep_going and cwd is None and header.cwd and not Path(header.cwd).is_dir():
             cwd = Path.cwd()  # no tool runs: a session made on another machine can be decided
         if keep_going:
-            setup = turn.session_setup(sessions, cwd=cwd, asked_before=asked_tools(events))
+            setup = turn.session_setup(sessions, cwd=cwd, session_id=session_id)
+            how = continue_with(turn, setup)
         else:
             from ..loop import SessionSetup
             from ..tools import builtin_tools
 
-            setup = SessionSetup(store=sessions, model=_NoModel(), tools=builtin_tools(), cwd=cwd)
+            setup = SessionSetup(store=sessions, model=NoModel(), tools=builtin_tools(), cwd=cwd)
+            how = continue_with(turn, None)
         loop, _repair = _resume(session_id, setup)
         with loop:
-            return anyio.run(_decide_live, loop, call_id, allow, feedback, keep_going)
+            return anyio.run(_decide_live, loop, call_id, allow, feedback, keep_going, how)
     except ApprovalError as exc:
         usage_exit(exc)
 
 
 async def _decide_live(
-    loop: AgentLoop, call_id: str | None, allow: bool, feedback: str | None, keep_going: bool
+    loop: AgentLoop,
+    call_id: str | None,
+    allow: bool,
+    feedback: str | None,
+    keep_going: bool,
+    how: ContinueWith,
 ) -> int:
     session_id = loop.session.id
     pending = loop.paused
     if pending is None:  # continued by another process between the read and the lock
         raise not_paused_error(session_id)
+    if pending.decided and call_id in (None, pending.call_id):
+        raise ApprovalError(
+            f'{call_text(pending)} of session "{session_id}" is already decided '
+            f"({ident(pending.outcome, MAX_NAME_CHARS)}); "
+            f"`{resume_command(session_id, how)}` carries it out"
+        )
     decided = await loop.decide(
         call_id if call_id is not None else pending.call_id, allow=allow, feedback=feedback
     )
@@ -229,9 +332,9 @@ async def _decide_live(
         )
     )
     if not keep_going:
-        out.print(styled("continue the turn with: ", resume_command(session_id)))
+        out.print(styled("continue the turn with: ", resume_command(session_id, how)))
         return 0
-    return await continue_live(loop)
+    return await continue_live(loop, how)
 
 
 def feedback_of(reason: str | None) -> str | None:
@@ -239,45 +342,17 @@ def feedback_of(reason: str | None) -> str | None:
 
     Raises:
         UsageError: if the text is not UTF-8.
+        typer.Exit: status 2 (one line said why) if it is longer than the log keeps
+            (`MAX_FEEDBACK_CHARS`): nothing is recorded, rather than a cut reason.
     """
     if reason is None:
         return None
     text = utf8_argument(reason, source="the --reason text", fix="pass the feedback as UTF-8")
+    if len(text) > MAX_FEEDBACK_CHARS:
+        usage_exit(
+            ApprovalError(
+                f"the --reason text is {len(text):,} characters; a decision keeps at most "
+                f"{MAX_FEEDBACK_CHARS:,}: shorten it (nothing was recorded)"
+            )
+        )
     return text if text.strip() else None
-
-
-def list_paused(sessions: SessionStore) -> list[tuple[str, PendingApproval]]:
-    """Return each paused session of the store with its ask, oldest first.
-
-    Read-only: no writer lock is taken, nothing is repaired. Only sessions listed as
-    paused are read; one that changed or broke since the listing is skipped with a
-    line on stderr.
-    """
-    found: list[tuple[str, PendingApproval]] = []
-    for summary in sessions.list():
-        if summary.damaged is not None or summary.turn_count == 0:
-            continue
-        if summary.last_turn_end != "paused":
-            continue
-        try:
-            events = sessions.read(summary.id)[1]
-        except (CorruptLogError, SessionNotFoundError) as exc:
-            err.print(styled((f"skipped {ident(summary.id)}: ", "yellow"), str(exc)))
-            continue
-        ask = pending_approval(events)
-        if ask is not None:
-            found.append((summary.id, ask))
-    return found
-
-
-def print_paused(spec: StoreSpec | None, paused: list[tuple[str, PendingApproval]]) -> None:
-    """Print `duraloop pending`: each paused session and its ask, or that there is none."""
-    if not paused:  # on stderr, naming the store, as `ls` says it has no sessions
-        where = spec if spec is not None else default_store_spec()
-        err.print(styled((f"no paused sessions in {where}", "yellow")))
-        return
-    for index, (session_id, ask) in enumerate(paused):
-        if index:
-            out.print()
-        out.print(styled((f"session {ident(session_id)}", "bold"), f" (turn {ask.turn})"))
-        print_pending(out, session_id, ask, indent="  ")

@@ -3,9 +3,14 @@
 `--ask-before bash,write_file` makes those built-in tools ask a person before each call
 (`Tool.requires_approval`); `--approval-policy ask|never` is `LoopConfig.approval_policy`;
 `--auto-approve TOOLS` is `LoopConfig.auto_approve` (asks of those tools are approved and
-recorded without a person). A command that continues a paused turn (`resume`, `approve` and
-`deny` with `--continue`) without `--ask-before` keeps asking about the built-in tools the
-session has asked about before, so a continued turn never runs them unasked.
+recorded without a person).
+
+Which tools asked when a session's turn paused is not recorded, so a command that opens an
+existing session whose log holds an ask (`run --session`, `chat --session`, `resume`, and
+`approve`/`deny --continue`) and has no `--ask-before` asks before the side-effecting
+built-ins (`SIDE_EFFECT_TOOLS`) plus every tool the log asked about: a continued turn never
+runs unasked a tool the first run asked before. `--ask-before` given replaces that set
+(`--ask-before none`: no tool asks).
 """
 
 from __future__ import annotations
@@ -21,10 +26,15 @@ from ..log.vocabulary import APPROVAL_ASKED, APPROVAL_POLICIES, POLICY_NEVER
 
 if TYPE_CHECKING:
     from ..log import Event
+    from ..store import SessionStore
     from ..tools import Tool
 
 BUILTIN_NAMES_TEXT: Final = "read_file, list_dir, grep, write_file, edit_file, bash"
 """The built-in tools' names, for help texts (tests/cli/test_approvals.py pins them)."""
+SIDE_EFFECT_TOOLS: Final = ("write_file", "edit_file", "bash")
+"""The built-ins that change things: they ask by default in a session that has asked before."""
+NO_TOOLS: Final = "none"
+"""`--ask-before none`: no built-in tool asks (the explicit empty set)."""
 
 
 def builtin_tool_names() -> tuple[str, ...]:
@@ -59,9 +69,30 @@ def parse_tool_names(text: str, *, option: str) -> tuple[str, ...]:
     return names
 
 
+def parse_ask_before(text: str) -> tuple[str, ...]:
+    """Parse `--ask-before`: `none`, or a comma-separated list of built-in tool names.
+
+    Returns:
+        The names; `()` for `none`.
+
+    Raises:
+        typer.BadParameter: for an unknown name, `none` mixed with names, or an empty value
+            (`--ask-before none` says "no tool" explicitly).
+    """
+    words = [name.strip() for name in text.split(",") if name.strip()]
+    if words == [NO_TOOLS]:
+        return ()
+    if not words or NO_TOOLS in words:
+        raise typer.BadParameter(
+            f"{text!r} names no tool; pass --ask-before {NO_TOOLS} for no tool, or a "
+            f"comma-separated list of: {BUILTIN_NAMES_TEXT}"
+        )
+    return parse_tool_names(text, option="--ask-before")
+
+
 def _ask_before(value: str | None) -> str | None:
     if value is not None:
-        parse_tool_names(value, option="--ask-before")
+        parse_ask_before(value)
     return value
 
 
@@ -86,8 +117,10 @@ AskBeforeOption = Annotated[
         metavar="TOOLS",
         callback=_ask_before,
         help="Built-in tools that ask a person before each call, comma-separated (of: "
-        f"{BUILTIN_NAMES_TEXT}); a turn whose call asks pauses, or chat asks inline "
-        "[default: none; when continuing a paused turn, the tools the session asked about].",
+        f"{BUILTIN_NAMES_TEXT}), or {NO_TOOLS}; a turn whose call asks pauses, or chat asks "
+        "inline [default: none; in a session whose log holds an ask (continued, resumed, or "
+        f"chatted in again): {', '.join(SIDE_EFFECT_TOOLS)} and every tool it asked about; a "
+        "value given replaces that set].",
     ),
 ]
 ApprovalPolicyOption = Annotated[
@@ -112,13 +145,32 @@ AutoApproveOption = Annotated[
 ]
 
 
-def asked_tools(events: Iterable[Event]) -> frozenset[str]:
-    """Return the names of the tools a session's `approval/asked` events asked about."""
-    return frozenset(
+def default_asking(events: Iterable[Event]) -> frozenset[str]:
+    """Return the tools that ask without `--ask-before` in a session with this log.
+
+    Returns:
+        Empty if the log holds no `approval/asked`; else `SIDE_EFFECT_TOOLS` plus every
+        built-in tool an ask of the log names.
+    """
+    asked = {
         str(event.data["toolName"])
         for event in events
         if event.type == APPROVAL_ASKED and isinstance(event.data.get("toolName"), str)
-    )
+    }
+    if not asked:
+        return frozenset()
+    return frozenset(SIDE_EFFECT_TOOLS) | {name for name in asked if name in builtin_tool_names()}
+
+
+def session_default_asking(sessions: SessionStore, session_id: str | None) -> frozenset[str]:
+    """Return `default_asking` of a stored session's log; empty for a new or no session.
+
+    Raises:
+        CorruptLogError: if the log cannot be read (as opening it would raise).
+    """
+    if session_id is None or not sessions.exists(session_id):
+        return frozenset()
+    return default_asking(sessions.read(session_id)[1])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,24 +193,25 @@ class ApprovalFlags:
             return frozenset()
         return frozenset(parse_tool_names(self.auto_approve, option="--auto-approve"))
 
-    def asking(self, asked_before: frozenset[str] = frozenset()) -> frozenset[str]:
+    def asking(self, default: frozenset[str] = frozenset()) -> frozenset[str]:
         """Return the built-in tools that ask.
 
         Args:
-            asked_before: the tools the session asked about (`asked_tools`), used when
-                `--ask-before` is not given (a command continuing a paused turn).
+            default: the set when `--ask-before` is not given (`default_asking` of the
+                session's log; empty for a new session).
         """
         if self.ask_before is None:
-            return frozenset(name for name in asked_before if name in builtin_tool_names())
-        return frozenset(parse_tool_names(self.ask_before, option="--ask-before"))
+            return default
+        return frozenset(parse_ask_before(self.ask_before))
 
-    def asks_a_person(self) -> bool:
+    def asks_a_person(self, default: frozenset[str] = frozenset()) -> bool:
         """Whether a call may wait for a person: a tool asks, not auto-approved, policy ask."""
-        return bool(self.asking() - self.auto_approved()) and self.approval_policy != POLICY_NEVER
+        asking = self.asking(default) - self.auto_approved()
+        return bool(asking) and self.approval_policy != POLICY_NEVER
 
-    def tools(self, builtins: Sequence[Tool], asked_before: frozenset[str]) -> list[Tool]:
-        """Return `builtins`, each tool that asks (`asking`) with `requires_approval=True`."""
-        asking = self.asking(asked_before)
+    def tools(self, builtins: Sequence[Tool], default: frozenset[str]) -> list[Tool]:
+        """Return `builtins`, each tool that asks (`asking(default)`) with `requires_approval`."""
+        asking = self.asking(default)
         return [
             dataclasses.replace(tool, requires_approval=True) if tool.name in asking else tool
             for tool in builtins

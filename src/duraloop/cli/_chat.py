@@ -10,7 +10,9 @@ the turns before it. The chat exits 1 if a turn ended `error` or `blocked`, or a
 not UTF-8 (refused, like `run` refuses such a prompt), else 3 if it ends paused.
 
 A call that waits for approval is asked about inline (`_chat_approvals.InlineApprover`):
-the next line answers it. A chat on a paused session asks about its call first.
+the next line answers it; a `/` command typed there runs, then the question is asked again
+(in a pipe, a command read while a turn that may ask runs keeps its place among the
+answers). A chat on a paused session asks about its call first.
 
 Ctrl-C (SIGINT) during a turn cancels it the durable way (running tools drain, the log
 closes `aborted`) and the prompt returns; a second Ctrl-C while cancelling exits at once
@@ -21,68 +23,41 @@ cancels a running turn durably and ends the chat with 143.
 Output stays line-oriented (no cursor control): the stream and the transcript go to stdout,
 a one-line status after each step, tool and turn change goes to stderr.
 
-The status line is `StatusLine` (in `_status.py`), an observer like the live renderer.
+The status line is `StatusLine` (in `_status.py`), an observer like the live renderer;
+the commands' output is `_chat_commands`.
 """
 
 from __future__ import annotations
 
 import os
-import shlex
 import signal
 import sys
-from collections.abc import Sequence
 
 import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from rich.console import Console
 
-from ..errors import UsageError
-from ..log import Event, last_turn_end, turn_count, turn_starts
-from ..log.vocabulary import (
-    REASON_BLOCKED,
-)
+from ..errors import ApprovalError, UsageError
+from ..log.vocabulary import REASON_BLOCKED
 from ..loop import AgentLoop
 from ..store import SessionStore
 from ..tools import kill_running_commands
-from ._approval_text import print_pending
-from ._chat_approvals import InlineApprover, continue_paused
+from . import _chat_commands as commands
+from ._approval_text import ContinueWith, print_pending
+from ._chat_approvals import InlineApprover
 from ._chat_input import read_stdin_lines
 from ._live import LiveRenderer
-from ._render import ident, safe, styled
+from ._render import ident, styled
 from ._runner import EXIT_PAUSED, close_model, utf8_text
 from ._status import StatusLine
-from ._stores import name_the_store, opened_store_text
-from ._transcript import render_transcript
 
 EXIT_AT_ONCE = 130
 EXIT_TERMINATED = 143
 PROMPT = "you> "
-HISTORY_TURNS = 2
-"""How many of the latest turns a resumed chat shows before its first prompt."""
-
-_HELP = (
-    "while idle a line starts a turn; while a turn runs a line steers it. "
-    "Commands: /show (the transcript), /fork (a new session at the last closed turn), "
-    "/quit (cancel a running turn durably and exit). Ctrl-C cancels the turn; twice exits."
-)
 
 # An item from the reader or the signal watcher: a line, or None to end the chat.
 _Item = str | None
-
-
-def last_closed_turn_seq(events: Sequence[Event]) -> int | None:
-    """Return the seq of the last `turn/end`, or None before the first turn closed."""
-    end = last_turn_end(events, before=len(events))
-    return None if end is None else events[end].seq
-
-
-def recent_history(events: Sequence[Event], turns: int = HISTORY_TURNS) -> list[Event]:
-    """Return the events from the start of the last `turns` turns on."""
-    starts = turn_starts(events)
-    if not starts:
-        return []
-    return list(events[starts[-turns] if len(starts) >= turns else starts[0] :])
 
 
 class Chat:
@@ -98,6 +73,7 @@ class Chat:
             of input waits for the queued turns.
         approver: the loop's approver, which the chat hands answer lines to; None when no
             call asks.
+        how: the options of the printed commands that run a paused turn on.
     """
 
     def __init__(
@@ -109,9 +85,14 @@ class Chat:
         errors: Console,
         interactive: bool,
         approver: InlineApprover | None = None,
+        how: ContinueWith | None = None,
     ) -> None:
         self.loop = loop
         self.approver = approver
+        self.how = how
+        self._quit = False  # a `/quit` taken at an approval question ends the chat
+        if approver is not None:
+            approver.run_command = self._command_at_question
         self.store = store
         self.console = console
         self.errors = errors
@@ -131,25 +112,6 @@ class Chat:
         """Whether a turn is running."""
         return self._turn_done is not None
 
-    def show_history(self) -> None:
-        """Print the latest turns of a resumed session."""
-        events = self.loop.session.events
-        recent = recent_history(events)
-        if not recent:
-            return
-        total = turn_count(events)
-        shown = turn_count(recent)
-        self.console.print(
-            safe(
-                f"── recent history: the last {shown} of {total} turn(s); "
-                + name_the_store(
-                    f"`duraloop show {shlex.quote(ident(self.loop.session.id))}` prints all"
-                ),
-                "dim",
-            )
-        )
-        render_transcript(self.console, recent)
-
     async def run(self) -> int:
         """Run the chat until `/quit`, EOF or Ctrl-C while idle.
 
@@ -157,7 +119,8 @@ class Chat:
             The exit code: 143 after SIGTERM, else 1 if a turn ended `error` or `blocked` or
             an input line was refused (not UTF-8), else 3 if the session is paused, else 0.
         """
-        renderer = self.loop.session.observe(LiveRenderer(self.console, self.loop.config.prices))
+        live = LiveRenderer(self.console, self.loop.config.prices).seed(self.loop.session.events)
+        renderer = self.loop.session.observe(live)
         status = self.loop.session.observe(self.status)
         try:
             async with anyio.create_task_group() as task_group:
@@ -186,9 +149,19 @@ class Chat:
     async def _dispatch(self, task_group: TaskGroup) -> None:
         approver = self.approver
         async for item in self._receive:
+            if self._quit:
+                return
             line = None if item is None else item.strip()
-            if line is not None and not line.startswith("/") and approver and approver.offer(line):
-                continue  # the answer to an open approval question (a command stays one)
+            if line is not None and approver is not None and approver.asking:
+                if not line.startswith("/"):
+                    approver.offer(line)  # the answer to the open approval question
+                elif not self._command(line):
+                    return
+                else:
+                    approver.ask_again()  # a command at the question runs; it is asked again
+                continue
+            if line is not None and line.startswith("/") and self._holds(line):
+                continue  # in a pipe, a command after an asking turn's prompt keeps its place
             if line is None or (line.startswith("/") and not self.interactive):
                 # EOF mid-turn lets the turn finish first; in a pipe, a command waits too
                 # (meanwhile an approval question gets no answer: its turn pauses).
@@ -207,7 +180,10 @@ class Chat:
                     self._prompt()
             elif not self.running:
                 self._turn_done = anyio.Event()
-                task_group.start_soon(self._turn, line)
+                paused = self.loop.paused is not None and approver is not None
+                if paused:  # its call is asked about again first
+                    self.errors.print(styled(("the turn is paused; not sent: ", "yellow"), line))
+                task_group.start_soon(self._turn, None if paused else line, paused)
             elif self._cancelling:
                 self.errors.print(
                     styled(("cancelling the turn; wait for the prompt to type again", "yellow"))
@@ -221,6 +197,24 @@ class Chat:
                 self.loop.followup(line)  # logged; the running turn's task runs it next
                 self.console.print(styled(("queued:", "dim"), " ", line))
 
+    def _holds(self, line: str) -> bool:
+        """In a pipe, hold a command read while a turn that may ask runs (for its question)."""
+        approver = self.approver
+        if self.interactive or not self.running or approver is None or not approver.backlog:
+            return False
+        approver.hold(line)
+        return True
+
+    def _command_at_question(self, line: str) -> bool:
+        """Run a `/` command an approval question took from the pipe; False: `/quit`."""
+        if self._command(line):
+            return True
+        self._quit = True  # the question gets no answer; the turn is cancelled
+        if not self._cancelling:
+            self._cancel()
+        self._send.send_nowait(None)  # the dispatcher ends the chat
+        return False
+
     async def _wait_idle(self) -> None:
         """Wait until no turn runs and no queued follow-up is left."""
         while self._turn_done is not None:
@@ -232,29 +226,14 @@ class Chat:
         if name == "/quit":
             return False
         if name == "/show":
-            self.console.print(styled((f"session {ident(self.loop.session.id)}", "bold")))
-            render_transcript(self.console, self.loop.session.events, running=self.running)
+            commands.show(self.console, self.loop, running=self.running)
         elif name == "/fork":
-            self._fork()
+            commands.fork(self.console, self.errors, self.store, self.loop)
         else:
-            self.console.print(styled(_HELP))
+            self.console.print(styled(commands.HELP))
         if not self.running:
             self._prompt()
         return True
-
-    def _fork(self) -> None:
-        boundary = last_closed_turn_seq(self.loop.session.events)
-        if boundary is None:
-            self.errors.print(
-                styled(("nothing to fork yet: no turn has closed in this session", "yellow"))
-            )
-            return
-        child = self.store.fork(self.loop.session.id, boundary=boundary)
-        self.console.print(styled("forked: ", ident(child)))
-        where = "" if (store := opened_store_text()) is None else f" --store {shlex.quote(store)}"
-        self.console.print(
-            styled("continue it with: duraloop chat --session ", ident(shlex.quote(child)), where)
-        )
 
     async def _turn(self, prompt: str | None, paused: bool = False) -> None:
         """Run a turn for `prompt` (or the paused one), then each line queued or held meanwhile."""
@@ -264,7 +243,9 @@ class Chat:
             # ends the drain: its follow-ups stay queued, each later line tries again.
             while await self._one_turn(next_prompt, paused) and self.loop.paused is None:
                 paused = False
-                held = None if self.approver is None else self.approver.next_held()
+                held = self._next_held_prompt()
+                if self._quit:
+                    break
                 if held is not None:
                     self.loop.followup(held)  # logged as queued, as without approvals
                 elif not self.loop.inbox.next_turn:
@@ -272,7 +253,7 @@ class Chat:
                 next_prompt = None  # run_turn() takes the oldest queued follow-up
         finally:
             if self.approver is not None:
-                self.approver.release_held(self.loop, self.errors)
+                self.approver.release_held(self.loop, self.errors, drop=self._quit)
             done, self._turn_done = self._turn_done, None
             self._cancelling = False
             if self.loop.inbox.next_step:
@@ -283,19 +264,35 @@ class Chat:
                 done.set()
             self._prompt()
 
+    def _next_held_prompt(self) -> str | None:
+        """Return the next held line to run as a turn; held commands on the way run first."""
+        while self.approver is not None and not self._quit:
+            held = self.approver.next_held()
+            if held is None or not held.startswith("/"):
+                return held
+            if not self._command(held):
+                self._quit = True
+                self._send.send_nowait(None)  # the dispatcher ends the chat
+        return None
+
     async def _one_turn(self, prompt: str | None, paused: bool = False) -> bool:
         """Run one turn (or the paused one); False if it raised (printed; the chat goes on)."""
         try:
-            if paused and self.approver is not None:
-                result = await continue_paused(self.loop, self.approver)
+            if paused:
+                result = await self.loop.continue_turn()  # the approver asks about its call
             else:
                 result = await self.loop.run_turn(prompt)
         except Exception as exc:  # noqa: BLE001 - the log is closed (`error`); the chat goes on
             self.turn_failed = True
-            self.errors.print(styled((type(exc).__name__, "red"), ": ", str(exc)))
+            text = str(exc)
+            if isinstance(exc, ApprovalError) and self.loop.paused is not None:
+                from ._approval_flow import paused_prompt_error  # CLI advice, not the library's
+
+                text = str(paused_prompt_error(self.loop.session.id, self.loop.paused, self.how))
+            self.errors.print(styled((type(exc).__name__, "red"), ": ", text))
             return False
         if self.loop.paused is not None:  # no answer came: decide it later, from anywhere
-            print_pending(self.console, self.loop.session.id, self.loop.paused)
+            print_pending(self.console, self.loop.session.id, self.loop.paused, how=self.how)
         blocked = result is not None and result.kind == REASON_BLOCKED
         self.turn_failed = self.turn_failed or blocked
         return True
@@ -304,7 +301,8 @@ class Chat:
         """Cancel a running turn durably and wait until its log is closed."""
         if self._turn_done is not None:
             done = self._turn_done
-            self._cancel()
+            if not self._cancelling:
+                self._cancel()
             await done.wait()
         self.console.print(styled("session: ", ident(self.loop.session.id)))
 
@@ -369,6 +367,7 @@ async def run_chat(
     resumed: bool,
     approver: InlineApprover | None = None,
     asks: bool = False,
+    how: ContinueWith | None = None,
 ) -> int:
     """Run an interactive chat on `loop`; a resumed session shows its recent history first.
 
@@ -382,10 +381,16 @@ async def run_chat(
     if approver is not None:
         approver.backlog = not interactive and (asks or loop.paused is not None)
     chat = Chat(
-        loop, store, console=console, errors=errors, interactive=interactive, approver=approver
+        loop,
+        store,
+        console=console,
+        errors=errors,
+        interactive=interactive,
+        approver=approver,
+        how=how,
     )
     if resumed:
-        chat.show_history()
+        commands.show_history(console, loop)
     try:
         return await chat.run()
     finally:

@@ -4,45 +4,37 @@ The chat's stdin reader is the only reader of stdin: while an ask is open, the c
 the next input line to `InlineApprover.offer` instead of steering the turn with it. The
 answer: `y` (or `yes`) approves, `n` (or `no`) rejects, any other text rejects with that
 text as the feedback the model is told; an empty line asks again, and a `/` command is
-still a command (`/quit` cancels the turn, and so the ask). The end of input (EOF)
-answers None: the turn pauses, and the chat prints how to decide it later. In a pipe, lines
-read while a turn runs wait in a backlog, so the line after a prompt answers its ask.
+still a command: it runs, then the question is asked again (`/quit` cancels the turn, and
+so the ask). The end of input (EOF) answers None: the turn pauses, and the chat prints how
+to decide it later. In a pipe, lines read while a turn runs (commands too) wait in a
+backlog, in order, so the line after a prompt answers its ask.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 from rich.console import Console
 
-from ._approval_text import MAX_ARGUMENTS_CHARS, MAX_REASON_CHARS
+from ..log import MAX_FEEDBACK_CHARS
+from ._approval_lines import MAX_REASON_CHARS
+from ._approval_text import arguments_text
 from ._render import MAX_NAME_CHARS, ident, short_text, styled
 
 if TYPE_CHECKING:
-    from ..log import PendingApproval
-    from ..loop import AgentLoop, TurnResult
+    from ..loop import AgentLoop
     from ..tools import ApprovalRequest, Decision
 
 QUESTION: Final = "allow? [y]es / [n]o / or type feedback to reject with it: "
+HINT: Final = (
+    "(answer the question: y, n, or feedback text to reject with it; /quit cancels the turn)"
+)
 _YES: Final = frozenset({"y", "yes"})
 _NO: Final = frozenset({"n", "no"})
-
-
-def request_of(session_id: str, pending: PendingApproval) -> ApprovalRequest:
-    """Return the `ApprovalRequest` of a paused session's ask (to ask about it inline)."""
-    from ..tools import ApprovalRequest
-
-    return ApprovalRequest(
-        session_id=session_id,
-        ask_id=pending.ask_id,
-        call_id=pending.call_id,
-        tool_name=pending.tool_name,
-        arguments=pending.arguments,
-        reason=pending.reason,
-    )
 
 
 class InlineApprover:
@@ -61,6 +53,8 @@ class InlineApprover:
         self._answers: MemoryObjectSendStream[str | None] | None = None
         self._eof = False  # the end of input: no answer will ever come
         self._waiting_idle = False  # a pipe's command waits for the turns before it
+        self.run_command: Callable[[str], bool] | None = None
+        """Runs a `/` command a question took from the backlog; False ends the chat."""
 
     @property
     def asking(self) -> bool:
@@ -78,6 +72,12 @@ class InlineApprover:
             return False
         self._answers.send_nowait(line)
         return True
+
+    def ask_again(self) -> None:
+        """Show the open question again (after a `/` command typed at it ran)."""
+        self.console.print(styled((HINT, "dim")))
+        self.console.file.write(QUESTION)
+        self.console.file.flush()
 
     def end_of_input(self) -> None:
         """Say no line will come: a question is answered None once the held lines are used."""
@@ -107,9 +107,12 @@ class InlineApprover:
         """Return the oldest held line no question took (the pipe's next turn), or None."""
         return self._held.popleft() if self._held else None
 
-    def release_held(self, loop: AgentLoop, errors: Console) -> None:
-        """Queue the held lines no turn ran as `loop`'s follow-ups; drop them if it paused."""
-        lines = list(self._held)
+    def release_held(self, loop: AgentLoop, errors: Console, *, drop: bool = False) -> None:
+        """Queue the held lines no turn ran as `loop`'s follow-ups; drop them if it paused.
+
+        With `drop` (the chat ends: `/quit`) they are dropped without a word.
+        """
+        lines = [line for line in self._held if not drop]
         self._held.clear()
         if lines and loop.paused is not None:
             errors.print(styled((f"{len(lines)} line(s) not run: the turn is paused", "yellow")))
@@ -128,8 +131,7 @@ class InlineApprover:
                 f" (call {ident(request.call_id, MAX_NAME_CHARS)})",
             )
         )
-        arguments = short_text(request.arguments or "{}", MAX_ARGUMENTS_CHARS)
-        self.console.print(styled("  arguments: ", arguments))
+        self.console.print(styled("  arguments: ", arguments_text(request.arguments)))
         self.console.print(
             styled("  reason: ", short_text(request.reason or "-", MAX_REASON_CHARS))
         )
@@ -140,10 +142,21 @@ class InlineApprover:
             if self.backlog:
                 self.console.print(styled(answer))  # a piped answer is shown where it is used
             text = answer.strip()
+            if text.startswith("/"):  # a command from the backlog: it runs, then ask again
+                if self.run_command is None or not self.run_command(text):
+                    return None  # `/quit`: the chat cancels the turn
+                self.console.print(styled((HINT, "dim")))
+                continue
             if text.lower() in _YES:
                 return Decision(allow=True)
             if text.lower() in _NO:
                 return Decision(allow=False)
+            if len(text) > MAX_FEEDBACK_CHARS:
+                self.console.print(
+                    styled(
+                        (f"(feedback cut to its first {MAX_FEEDBACK_CHARS:,} characters)", "dim")
+                    )
+                )
             if text:
                 return Decision(allow=False, feedback=text)
 
@@ -159,27 +172,11 @@ class InlineApprover:
         send, receive = anyio.create_memory_object_stream[str | None](max_buffer_size=1)
         self._answers = send
         try:
-            return await receive.receive()
+            answer = await receive.receive()
         finally:
             self._answers = None
             send.close()
             receive.close()
-
-
-async def continue_paused(loop: AgentLoop, approver: InlineApprover) -> TurnResult | None:
-    """Ask inline about a paused session's waiting call (if undecided), then continue it.
-
-    Returns:
-        The continued turn's result, or None when no answer came (still paused).
-
-    Raises:
-        ApprovalError: if the turn is no longer paused (a cancel closed it meanwhile).
-        Exception: the original failure of an `error` turn, as `continue_turn` raises it.
-    """
-    pending = loop.paused
-    if pending is not None and not pending.decided:
-        decision = await approver(request_of(loop.session.id, pending))
-        if decision is None:
-            return None
-        await loop.decide(pending.call_id, allow=decision.allow, feedback=decision.feedback)
-    return await loop.continue_turn()
+        if answer is None:  # no line came (the end of input, a cancel): end the question's line
+            self.console.print()
+        return answer

@@ -4,9 +4,13 @@
    approval (as `--ask-before write_file` makes it), so the listing runs and the turn
    pauses: the ask is durable in the log, and this process could exit now.
 2. `duraloop pending`, run as a second process, lists the paused session.
-3. `duraloop approve`, a third process, records the approval under the session's lock.
+3. `duraloop approve` (as printed in part 1, without `--continue`), a third process,
+   records the approval under the session's lock.
 4. This process resumes the session from disk: the approved write runs once, the model
-   answers, and the turn completes; the log checks valid.
+   answers, and the turn completes; RELEASE.md is printed and the log checks valid.
+
+A `--dir` used before is reused: its workspace starts again from NOTES.md alone (the
+demo's RELEASE.md is removed), and its store gains a new session.
 """
 
 from __future__ import annotations
@@ -27,14 +31,17 @@ from ..llm import ScriptedModel
 from ..log import check_log
 from ..loop import SessionSetup, resume_session, start_session
 from ..tools import Tool, builtin_tools
-from ._approval_text import print_pending
+from ._approval_text import ContinueWith, print_pending
 from ._live import LiveRenderer
 from ._render import ident, styled
 from ._stores import StoreSpec, open_store
 
 NOTES: Final = "- approvals survive restarts\n- a decision can come from any process\n"
 CALL_ID: Final = "write-1"
+RELEASE: Final = "RELEASE.md"
 _TIMEOUT_SECONDS: Final = 120
+_MAX_SHOWN_CHARS: Final = 2000
+"""Most characters of RELEASE.md the demo prints at its end."""
 
 
 class DemoStepError(DuraloopError):
@@ -107,6 +114,7 @@ def _workspace(base: Path | None) -> Path:
     try:
         (root / "workspace").mkdir(parents=True, exist_ok=True)
         (root / "workspace" / "NOTES.md").write_text(NOTES, encoding="utf-8")
+        (root / "workspace" / RELEASE).unlink(missing_ok=True)  # a --dir used before
     except OSError as exc:
         raise UsageError(
             f"cannot create the demo workspace in {str(root)!r}: {exc.strerror} "
@@ -142,8 +150,11 @@ def run_approvals_demo(out: Console, *, base: Path | None) -> None:
         result = anyio.run(loop.run_turn, "Write the release notes to RELEASE.md.")
     if result.approval is None:
         raise DemoStepError(f"the demo turn did not pause: it ended {result.kind}")
-    print_pending(out, session_id, result.approval)
-    written = (workspace / "RELEASE.md").exists()
+    # Part 3 records the approval as printed; part 4 is the resume that continues.
+    print_pending(
+        out, session_id, result.approval, how=ContinueWith(model_placeholder=True, keep_going=False)
+    )
+    written = (workspace / RELEASE).exists()
     out.print(
         styled(
             (
@@ -169,8 +180,13 @@ def run_approvals_demo(out: Console, *, base: Path | None) -> None:
     loop.session.observe(LiveRenderer(out))
     with loop:
         result = anyio.run(loop.continue_turn)
-    content = (workspace / "RELEASE.md").read_text(encoding="utf-8")
-    out.print(styled(("RELEASE.md:", "bold"), " ", content.splitlines()[0]))
+    content = (workspace / RELEASE).read_text(encoding="utf-8")
+    out.print(styled((f"{RELEASE}:", "bold")))
+    shown = content[:_MAX_SHOWN_CHARS]
+    for line in shown.splitlines():
+        out.print(styled(("  │ ", "dim"), line))
+    if len(content) > len(shown):
+        out.print(styled(("  │ ", "dim"), f"… ({len(content) - len(shown):,} more characters)"))
     events = store.read(session_id)[1]
     report = check_log(session_id, events)
     out.print(

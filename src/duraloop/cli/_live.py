@@ -23,7 +23,7 @@ from ..log.vocabulary import (
     TURN_END,
     TURN_START,
 )
-from ._approval_text import ApprovalLines
+from ._approval_lines import ApprovalLines, NotRunCalls
 from ._render import (
     MAX_NAME_CHARS,
     code_label,
@@ -38,7 +38,7 @@ from ._render import (
 from ._usage_text import TurnUsageLines
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from ..log import Event, Price
 
@@ -47,8 +47,9 @@ class LiveRenderer:
     """Print a running turn as a session observer.
 
     Shows text as it streams, each tool call with its state and duration (milliseconds),
-    each approval decision, and the turn's end with what it spent. Untrusted text is shown
-    through `visible`.
+    each approval decision, and the turn's end with what it spent. A call answered without
+    running (its ask rejected or cancelled) is shown as not run, never as started.
+    Untrusted text is shown through `visible`.
 
     Args:
         console: where the stream goes (stdout).
@@ -63,6 +64,31 @@ class LiveRenderer:
         self._call_names: dict[str, str] = {}
         self._turn_started_ms = 0
         self._asks = ApprovalLines()
+        self._not_run = NotRunCalls()
+        self._unrun: dict[str, str] = {}  # call id -> outcome, for calls that never ran
+
+    def seed(self, events: Sequence[Event]) -> LiveRenderer:
+        """Take in the open final turn of `events` without printing it; return self.
+
+        A continued turn (`approve --continue`, `resume`, a chat on a paused session) then
+        names the calls its decisions are about, shows an unrun call as not run, and ends
+        with what the whole turn spent.
+        """
+        from ..log import open_turn_start  # the log's readers load when a turn runs
+
+        start = open_turn_start(events)
+        if start is None:
+            return self
+        for event in events[start:]:
+            self._usage.feed(event)
+            self._not_run.feed(event)
+            if event.type == APPROVAL_ASKED and isinstance(event.data, dict):
+                self._asks.line(event.type, event.data)
+        return self
+
+    def finish(self) -> None:
+        """End a line the stream left open (before what the command prints next)."""
+        self._newline()
 
     def _newline(self) -> None:
         if self._mid_line:
@@ -74,6 +100,7 @@ class LiveRenderer:
         kind = event.type
         data = event.data if isinstance(event.data, dict) else {}
         spent = self._usage.feed(event)
+        unrun = self._not_run.feed(event)
         if kind == ASSISTANT_CHUNK:
             chunk = data.get("chunk", {})
             if chunk.get("type") == TEXT_DELTA:
@@ -92,6 +119,9 @@ class LiveRenderer:
                 self._turn_started_ms = event.time
             name = ident(data.get("name"), MAX_NAME_CHARS)
             self._call_started[str(data.get("callId"))] = (event.time, name)
+            if unrun is not None:  # answered without running: shown with its result
+                self._unrun[str(data.get("callId"))] = unrun
+                return
             at = (event.time - self._turn_started_ms) / 1000
             arguments = short_text(str(data.get("arguments", "")))
             self.console.print(
@@ -124,6 +154,7 @@ class LiveRenderer:
             self._newline()
             self.console.print(self._asks.line(kind, data))
         elif kind == APPROVAL_ASKED:  # shown by what waits for the answer (run, chat)
+            self._newline()
             self._asks.line(kind, data)
         elif kind == TURN_END:
             self._newline()
@@ -143,6 +174,12 @@ class LiveRenderer:
         error = data.get("error") or {}
         is_error = bool(data.get("message", {}).get("content", [{}])[0].get("isError"))
         text = short_text(result_text(data))
+        unrun = self._unrun.pop(call_id, None)
+        if unrun is not None:
+            outcome = ident(unrun, MAX_NAME_CHARS)
+            label = code_label(error)
+            self.console.print(styled((f"  ✗ {name} {outcome}, not run", "red"), "  ", label, text))
+            return
         if not is_error:
             self.console.print(
                 styled((f"  ✓ {name}", "green"), " ", (f"{duration} ms", "dim"), "  ", text)

@@ -22,6 +22,7 @@ from ._runner import refuse_model_flags_without_prompt, system_prompt
 from ._stores import StoreSpec, open_store, store_option
 
 if TYPE_CHECKING:
+    from ..llm import Model
     from ..loop import Budget, SessionSetup
     from ..store import SessionStore
     from ..tools import Approver
@@ -66,7 +67,16 @@ CwdOption = Annotated[
     Path | None,
     typer.Option(
         "--cwd",
-        help="Workspace directory the tools are confined to [default: current directory].",
+        help="Workspace directory the tools are confined to [default: an existing session's "
+        "recorded workspace, else the current directory].",
+    ),
+]
+SessionCwdOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--cwd",
+        help="Workspace directory the tools are confined to [default: the session's recorded "
+        "workspace].",
     ),
 ]
 ModelOption = Annotated[
@@ -224,6 +234,18 @@ _APPROVAL_FIELDS: Final = ("ask_before", "approval_policy", "auto_approve")
 """`ApprovalFlags`' fields; each is the command parameter of the same name."""
 
 
+def model_given(model: str | None) -> bool:
+    """Whether a model spec is given anywhere: `model` (`--model`, `DURALOOP_MODEL`), the config.
+
+    Raises:
+        ConfigError: if the config file is invalid (as building the model would).
+    """
+    from ._config import load_config
+    from ._config_file import config_path
+
+    return bool(model or load_config(config_path(os.environ)).default_model)
+
+
 @dataclass(frozen=True, kw_only=True)
 class TurnOptions:
     """The model and loop options of a command that runs turns, as given on its command line.
@@ -274,7 +296,8 @@ class TurnOptions:
         *,
         cwd: Path | None,
         approver: Approver | None = None,
-        asked_before: frozenset[str] = frozenset(),
+        session_id: str | None = None,
+        model: Model | None = None,
     ) -> SessionSetup:
         """Build the model, then the loop options, then open the store (in that order).
 
@@ -284,8 +307,9 @@ class TurnOptions:
                 directory for a new session.
             approver: answers approval asks in this process (`chat`'s inline prompt); None
                 pauses the turn on each ask.
-            asked_before: the tools a paused session asked about, which keep asking when
-                `--ask-before` is not given (`ApprovalFlags.asking`).
+            session_id: the existing session the setup opens, if any: without `--ask-before`
+                its log sets which tools ask (`session_default_asking`).
+            model: a model to use instead of building one (a placeholder that runs no turn).
 
         Returns:
             The setup, with the built-in tools (those that ask with `requires_approval`).
@@ -299,16 +323,18 @@ class TurnOptions:
         """
         from ..loop import LoopConfig, SessionSetup  # a command that runs no turn never loads them
         from ..tools import builtin_tools
+        from ._approval_options import session_default_asking
         from ._config import build_model, load_config
         from ._config_file import config_path
 
-        model = build_model(
-            self.model,
-            env=os.environ,
-            base_url=self.base_url,
-            max_tokens=self.max_tokens,
-            reasoning_effort=self.reasoning_effort,
-        )
+        if model is None:
+            model = build_model(
+                self.model,
+                env=os.environ,
+                base_url=self.base_url,
+                max_tokens=self.max_tokens,
+                reasoning_effort=self.reasoning_effort,
+            )
         turn_budget, session_budget = self.budget.budgets()
         config = LoopConfig(
             max_parallel_tool_calls=self.max_parallel,
@@ -321,10 +347,19 @@ class TurnOptions:
             auto_approve=self.approval.auto_approved(),
         )
         sessions = open_store(store) if store is None or isinstance(store, StoreSpec) else store
-        tools = self.approval.tools(builtin_tools(), asked_before)
+        default = (
+            frozenset()
+            if self.approval.ask_before is not None
+            else session_default_asking(sessions, session_id)
+        )
+        tools = self.approval.tools(builtin_tools(), default)
         return SessionSetup(
             store=sessions, model=model, tools=tools, cwd=cwd, config=config, approver=approver
         )
+
+    def model_given(self) -> bool:
+        """Whether a model spec is given anywhere (`model_given` of `--model`)."""
+        return model_given(self.model)
 
     def refuse_model_flags(self, **message: str) -> None:
         """Refuse the model options when no turn runs (`resume ID` without a prompt).

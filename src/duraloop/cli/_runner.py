@@ -275,7 +275,8 @@ async def run_live(
         Exception: what `turn` raised, e.g. the original failure of an error turn (the log
             is already closed).
     """
-    unsubscribe = loop.session.observe(LiveRenderer(console, loop.config.prices))
+    renderer = LiveRenderer(console, loop.config.prices).seed(loop.session.events)
+    unsubscribe = loop.session.observe(renderer)
     failure: Exception | None = None
     try:
         async with anyio.create_task_group() as task_group:
@@ -290,6 +291,7 @@ async def run_live(
                 task_group.cancel_scope.cancel()
     finally:
         unsubscribe()
+        renderer.finish()  # what the command prints next starts on its own line
         await close_model(loop.model)
     if failure is not None:
         raise failure

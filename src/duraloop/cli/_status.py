@@ -16,6 +16,7 @@ from ..log.vocabulary import (
     TURN_END,
     TURN_START,
 )
+from ._approval_lines import NotRunCalls
 from ._render import safe
 
 if TYPE_CHECKING:
@@ -35,7 +36,9 @@ class StatusLine:
         self.step = 0
         self.running_tools: set[str] = set()
         self.tokens = 0
+        self._not_run = NotRunCalls()  # a call answered unrun (rejected) is never running
         for event in history:  # a resumed chat counts on from the session's earlier turns
+            self._not_run.feed(event)
             if event.type == ASSISTANT_MESSAGE:
                 self.tokens += _usage_tokens(event)
 
@@ -57,6 +60,7 @@ class StatusLine:
         """Update from one committed event; print when the step, tools or turn changed."""
         data: dict[str, Any] = event.data if isinstance(event.data, dict) else {}
         kind = event.type
+        unrun = self._not_run.feed(event)
         if kind == TURN_START:
             self.state, self.step = "running", 0
             self.running_tools.clear()
@@ -65,7 +69,7 @@ class StatusLine:
             self.show()
         elif kind == ASSISTANT_MESSAGE:
             self.tokens += _usage_tokens(event)
-        elif kind == TOOL_CALL:
+        elif kind == TOOL_CALL and unrun is None:
             self.running_tools.add(str(data.get("callId")))
             self.show()
         elif kind == TOOL_RESULT:

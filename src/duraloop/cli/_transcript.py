@@ -23,7 +23,8 @@ from ..log.vocabulary import (
     TURN_START,
     USER_MESSAGE,
 )
-from ._approval_text import ApprovalLines, call_text
+from ._approval_lines import ApprovalLines
+from ._approval_text import call_text, command_line
 from ._render import (
     MAX_NAME_CHARS,
     code_label,
@@ -39,6 +40,9 @@ from ._usage_text import TurnUsageLines
 if TYPE_CHECKING:
     from ..log import Event, PendingApproval, Price
 
+MAX_CALL_ARGUMENTS_CHARS = 200
+"""Most characters of a tool call's arguments a transcript shows (then marked as cut)."""
+
 
 def render_transcript(
     console: Console,
@@ -46,6 +50,7 @@ def render_transcript(
     *,
     running: bool = False,
     prices: Mapping[str, Price] | None = None,
+    session_id: str | None = None,
 ) -> None:
     """Print a readable transcript: turns, messages, tool calls and results as written.
 
@@ -53,15 +58,26 @@ def render_transcript(
     An open final turn is shown as open, or as running when `running` (a live chat's). Each
     turn's end is followed by its usage, with its cost when `prices` are given. Approval
     asks and decisions are shown where they happened, and an open final turn that waits
-    for approval is shown as paused. Untrusted text is shown through `visible`.
+    for approval is shown as paused; a `session/end-seed` right after another is not said
+    twice. A tool call's arguments are cut to `MAX_CALL_ARGUMENTS_CHARS`, marked
+    `…[+N chars]`, and a last line then names the command that prints them whole (with
+    `session_id`, the session's). Untrusted text is shown through `visible`.
     """
     open_turn: int | None = None
     usage = TurnUsageLines(prices or {})
     asks = ApprovalLines()
+    cut = False
+    resumed_here = False  # the last line printed is "session resumed here"
     for event in events:
         data = event.data if isinstance(event.data, dict) else {}
         kind = event.type
         spent = usage.feed(event)
+        if kind == END_SEED:
+            if not resumed_here:
+                console.print(styled(("── session resumed here (session/end-seed)", "dim")))
+            resumed_here = True
+            continue
+        resumed_here = resumed_here and kind not in _PRINTED
         if kind == TURN_START:
             open_turn = data.get("turn")
             console.print(styled("\n", (f"── turn {open_turn}", "bold")))
@@ -72,8 +88,6 @@ def render_transcript(
             )
             if spent is not None:
                 console.print(safe(f"   {spent}", "dim"))
-        elif kind == END_SEED:
-            console.print(styled(("── session resumed here (session/end-seed)", "dim")))
         elif kind == USER_MESSAGE and event.surface_op == SURFACE_APPEND:
             text = "".join(
                 b.get("text", "") for b in data.get("content", []) if isinstance(b, dict)
@@ -82,7 +96,7 @@ def render_transcript(
             who = "user" if source == "user" else ident(source, MAX_NAME_CHARS)
             console.print(styled((f"{who}:", "bold blue"), " ", text))
         elif kind == ASSISTANT_MESSAGE and event.surface_op == SURFACE_APPEND:
-            _print_assistant(console, data)
+            cut = _print_assistant(console, data) or cut
         elif kind == TOOL_RESULT and event.surface_op == SURFACE_APPEND:
             error = data.get("error") or {}
             code = f" {code_label(error).strip()}" if error.get("code") else ""
@@ -116,9 +130,44 @@ def render_transcript(
                 )
             )
         )
+    if cut:
+        whole = (
+            "duraloop show ID --events --json"
+            if session_id is None
+            else command_line(("duraloop", "show"), (session_id,), ("--events", "--json"))
+        )
+        console.print(
+            styled(
+                (
+                    f"── arguments marked …[+N chars] are cut here; `{whole}` prints them whole",
+                    "dim",
+                )
+            )
+        )
 
 
-def _print_assistant(console: Console, data: dict[str, Any]) -> None:
+_PRINTED = frozenset(
+    {TURN_START, TURN_END, USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT}
+    | {APPROVAL_ASKED, APPROVAL_DECIDED, APPROVAL_POLICY}
+)
+"""The event types a transcript prints a line for (`session/end-seed` is said once)."""
+
+
+def cut_arguments(text: str, limit: int = MAX_CALL_ARGUMENTS_CHARS) -> tuple[str, bool]:
+    """Return arguments on one line (whitespace folded), cut past `limit` as `…[+N chars]`.
+
+    Returns:
+        The text, and whether it was cut.
+    """
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text, False
+    return f"{text[:limit]}…[+{len(text) - limit:,} chars]", True
+
+
+def _print_assistant(console: Console, data: dict[str, Any]) -> bool:
+    """Print an assistant message's blocks; return whether some arguments were cut."""
+    cut = False
     for block in data.get("message", {}).get("content", []):
         if block.get("type") == BLOCK_TEXT:
             console.print(styled(("assistant:", "bold magenta"), " ", str(block.get("text", ""))))
@@ -129,16 +178,12 @@ def _print_assistant(console: Console, data: dict[str, Any]) -> None:
         elif block.get("type") == BLOCK_TOOL_CALL:
             name = ident(block.get("name", ""), MAX_NAME_CHARS)
             call_id = ident(block.get("id", ""), MAX_NAME_CHARS)
-            console.print(
-                styled(
-                    (f"  → {name}", "cyan"),
-                    " ",
-                    short_text(str(block.get("arguments", ""))),
-                    (f" ({call_id})", "dim"),
-                )
-            )
+            arguments, was_cut = cut_arguments(str(block.get("arguments", "")))
+            cut = cut or was_cut
+            console.print(styled((f"  → {name}", "cyan"), " ", arguments, (f" ({call_id})", "dim")))
     if data.get("interrupted"):
         console.print(styled(("  (interrupted)", "yellow")))
+    return cut
 
 
 def _paused(events: Sequence[Event]) -> PendingApproval | None:

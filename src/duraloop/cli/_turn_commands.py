@@ -29,6 +29,7 @@ from ._options import (
     MaxToolCallsPerTurn,
     ModelOption,
     ReasoningEffortOption,
+    SessionCwdOption,
     StoreOption,
     SystemOption,
     TurnOptions,
@@ -74,11 +75,12 @@ def run(
     Exit 3 when the turn paused: a tool call waits for a person's approval (the call and
     the commands that decide it are printed), 1 when it ended otherwise, 2 for a usage error.
     """
-    from ._approval_flow import finish_turn, refuse_prompt_while_paused
+    from ._approval_flow import continue_with, finish_turn, refuse_prompt_while_paused
 
     require_prompt(prompt)
     turn = TurnOptions.of_command(locals())
-    setup = turn.session_setup(store, cwd=cwd)
+    setup = turn.session_setup(store, cwd=cwd, session_id=session)
+    how = continue_with(turn, setup)
     if session is None:
         loop = _loop.start_session(setup)
     else:
@@ -87,12 +89,12 @@ def run(
         if repair is not None and repair.closers:
             err.print(safe(f"repaired {ident(loop.session.id)}: {repair_text(repair)}", "yellow"))
     with loop:
-        refuse_prompt_while_paused(loop)
+        refuse_prompt_while_paused(loop, how)
         try:
             result = anyio.run(
                 functools.partial(run_turn_live, loop, prompt, console=out, errors=err)
             )
-            code = finish_turn(loop, result)
+            code = finish_turn(loop, result, how)
         finally:
             out.print(styled("session: ", ident(loop.session.id)))
     raise typer.Exit(code)
@@ -140,12 +142,14 @@ def chat(
     Ctrl-C cancels it. A call that asks for approval is asked about inline (y, n, or
     feedback text). (The `help=` above keeps the command's help one paragraph.)
     """
+    from ._approval_flow import continue_with
     from ._chat import run_chat
     from ._chat_approvals import InlineApprover
 
     turn = TurnOptions.of_command(locals())
     approver = InlineApprover(out)
-    setup = turn.session_setup(store, cwd=cwd, approver=approver)
+    setup = turn.session_setup(store, cwd=cwd, approver=approver, session_id=session)
+    how = continue_with(turn, setup)
     repair = None
     if session is None:
         loop = _loop.start_session(setup)
@@ -163,7 +167,8 @@ def chat(
             errors=err,
             resumed=repair is not None,
             approver=approver,
-            asks=turn.approval.asks_a_person(),
+            asks=turn.approval.asks_a_person(how.ask_before or frozenset()),
+            how=how,
         )
         code = anyio.run(chat_turns)
     raise typer.Exit(code)
@@ -177,7 +182,7 @@ def resume(
     ] = None,
     model: ModelOption = None,
     store: StoreOption = None,
-    cwd: CwdOption = None,
+    cwd: SessionCwdOption = None,
     max_parallel: MaxParallelOption = 10,
     max_steps: MaxStepsOption = 100,
     system: SystemOption = None,
@@ -198,12 +203,18 @@ def resume(
 ) -> None:
     """Load a session with crash repair, say what repair did, optionally run a turn.
 
-    A paused session (a tool call waits for approval) is not repaired: while its call
-    waits, the call and the commands that decide it are printed and resume exits 3; once
-    decided, resume runs the turn on (without a PROMPT) and exits as run does.
+    A paused session (a tool call waits for approval) is not repaired: while a person
+    must answer its call, the call and the commands that decide it are printed and resume
+    exits 3; once decided (or answered by --approval-policy never or --auto-approve),
+    resume runs the turn on (without a PROMPT) and exits as run does.
     """
     from ..log import pending_approval
-    from ._approval_flow import finish_turn, refuse_prompt_while_paused, resume_paused
+    from ._approval_flow import (
+        continue_with,
+        finish_turn,
+        refuse_prompt_while_paused,
+        resume_paused,
+    )
 
     turn = TurnOptions.of_command(locals())
     sessions = open_store(store)
@@ -216,18 +227,18 @@ def resume(
         loaded = sessions.prepare(session_id)[0]  # repair only: the prefix stays on disk
         paused = pending_approval(loaded.events)
         if paused is not None:
-            code = resume_paused(
-                session_id, list(loaded.events), paused, turn=turn, sessions=sessions, cwd=cwd
-            )
+            code = resume_paused(session_id, turn=turn, sessions=sessions, cwd=cwd)
             raise typer.Exit(code)
         out.print(safe(f"{ident(session_id)}: {repair_text(loaded.repair)}"))
         return
     require_prompt(prompt)
-    loop, repair = _loop.resume_session(session_id, turn.session_setup(sessions, cwd=cwd))
+    setup = turn.session_setup(sessions, cwd=cwd, session_id=session_id)
+    how = continue_with(turn, setup)
+    loop, repair = _loop.resume_session(session_id, setup)
     with loop:
-        refuse_prompt_while_paused(loop)
+        refuse_prompt_while_paused(loop, how)
         err.print(safe(f"{ident(session_id)}: {repair_text(repair)}"))
         result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
-        code = finish_turn(loop, result)
+        code = finish_turn(loop, result, how)
         out.print(styled("session: ", ident(session_id)))
     raise typer.Exit(code)

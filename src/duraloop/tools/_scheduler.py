@@ -53,8 +53,7 @@ class SchedulerOutcome:
         aborted: whether cancellation stopped the calls (every call is still answered).
         concluded: whether a committed result asked to conclude the turn
             (docs/scheduler.md#running-a-group).
-        paused: whether a call waits for a person's approval: the calls before it are
-            answered, it and the calls after it have no `tool/call` (docs/approvals.md).
+        paused: whether a call waits for a person's approval (docs/approvals.md).
     """
 
     aborted: bool
@@ -97,8 +96,7 @@ async def execute_tool_calls(
             drops the contexts.
         workers: the worker tasks the dispatches run on (the loop passes the turn's, so a
             step spawns none anew); None opens workers for this call alone.
-        approvals: answers the calls that ask for approval; None answers each ask
-            `Error: tool "<name>" requires approval, but no approval channel is available`.
+        approvals: answers the calls that ask for approval; None answers them `unavailable`.
 
     Returns:
         Whether the calls were aborted or paused, and whether a committed result concluded
@@ -279,10 +277,7 @@ class _GroupRunner:
         self.workers.submit(functools.partial(self._dispatch, index))
 
     async def _start_call(self, index: int) -> bool | None:
-        """Prepare, then append `tool/call`; return True when the call needs a dispatch.
-
-        None: the call was not started (it waits for approval, or a cancel came first).
-        """
+        """Prepare, then append `tool/call`; True: dispatch it; None: not started (paused)."""
         call = self.group[index]
         gate = self.approvals
         if gate is not None and gate.holds(call):
