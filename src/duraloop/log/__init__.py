@@ -11,6 +11,7 @@ if _lazy.TYPE_CHECKING:
     from ._approvals import decided_data as decided_data
     from ._approvals import effective_policy as effective_policy
     from ._approvals import pending_approval as pending_approval
+    from ._approvals import policy_of as policy_of
     from ._approvals import waiting_calls as waiting_calls
     from ._check import LogCheckReport as LogCheckReport
     from ._check import check_log as check_log
@@ -95,6 +96,7 @@ __all__ = [
     "waiting_calls",
     "PendingApproval",
     "effective_policy",
+    "policy_of",
     "pending_approval",
     "validate_after_checkpoint",
     "same_events",
@@ -244,6 +246,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "decided_data": "._approvals",
             "waiting_calls": "._approvals",
             "effective_policy": "._approvals",
+            "policy_of": "._approvals",
             "pending_approval": "._approvals",
             "now_ms": "._event",
             "Price": "._usage",

@@ -154,7 +154,8 @@ def pending_approval(events: Sequence[Event]) -> PendingApproval | None:
 def effective_policy(events: Sequence[Event], default: str = POLICY_ASK) -> str:
     """Return the session's approval policy: the last `approval/policy` event's, else `default`.
 
-    dsh's fold (last event wins); an event with an unknown policy is skipped.
+    dsh's fold (last event wins). A log read with an index of latest events folds the same
+    way through `policy_of`.
 
     Args:
         events: a log in seq order.
@@ -164,12 +165,18 @@ def effective_policy(events: Sequence[Event], default: str = POLICY_ASK) -> str:
         `"ask"` or `"never"`.
     """
     for index in range(len(events) - 1, -1, -1):
-        event = events[index]
-        if event.type == APPROVAL_POLICY:
-            policy = event.data.get("policy")
-            if policy in APPROVAL_POLICIES:
-                return str(policy)
+        if events[index].type == APPROVAL_POLICY:
+            return policy_of(events[index], default)
     return default
+
+
+def policy_of(event: Event | None, default: str = POLICY_ASK) -> str:
+    """Return the policy the latest `approval/policy` event sets (`default` for none).
+
+    An event with a policy outside dsh's two (which dsh's invariant refuses) sets `default`.
+    """
+    policy = None if event is None else event.data.get("policy")
+    return str(policy) if policy in APPROVAL_POLICIES else default
 
 
 def decided_data(ask_id: str, outcome: str, feedback: str | None) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import EventRejectedError, PairingError
-from ._approvals import pending_approval
 from ._checkpoint import SessionCheckpoint
 from ._event import Event
 from ._header import SessionHeader
@@ -328,7 +327,8 @@ def _verdict(
         # A step closed unanswered is what pairing would report; it is named below. A turn
         # paused on an approval ends with its step's calls partly answered: only the
         # messages before that step's assistant message must pair (docs/approvals.md).
-        waiting = _paused_tail(unchecked) if not closers and pending_approval(events) else 0
+        paused = scan.open_turn is not None and not closers  # repair keeps only a pause open
+        waiting = _paused_tail(unchecked) if paused else 0
         try:
             check_pairing(unchecked[: len(unchecked) - waiting])
         except PairingError as exc:

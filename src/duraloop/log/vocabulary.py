@@ -58,7 +58,6 @@ APPROVAL_POLICIES: _Final = (POLICY_ASK, POLICY_NEVER)
 REJECTED_TEXT: _Final = 'the user rejected tool "{name}"'
 REJECTED_WITH_FEEDBACK_TEXT: _Final = 'the user rejected tool "{name}" with feedback: {feedback}'
 UNAVAILABLE_TEXT: _Final = 'tool "{name}" requires approval, but no approval channel is available'
-APPROVAL_CANCELLED_TEXT: _Final = 'approval for tool "{name}" was cancelled'
 
 SURFACE_TYPES: _Final = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
 """The event types that carry a `surfaceOp` and produce model-visible messages."""
@@ -280,7 +279,6 @@ __all__ = [
     "APPROVAL_ALLOWED_ONCE",
     "APPROVAL_ASKED",
     "APPROVAL_CANCELLED",
-    "APPROVAL_CANCELLED_TEXT",
     "APPROVAL_DECIDED",
     "APPROVAL_OUTCOMES",
     "APPROVAL_POLICIES",

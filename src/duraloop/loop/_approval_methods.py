@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..errors import UsageError
 from ..log import PendingApproval
 from ..log.vocabulary import POLICY_NEVER
@@ -21,9 +23,7 @@ class ApprovalMethods:
     config: LoopConfig
     approver: Approver | None
     _state: LoopState
-
-    def _check_open(self) -> None:
-        raise NotImplementedError  # pragma: no cover - AgentLoop's
+    _check_open: Callable[[], None]
 
     @property
     def paused(self) -> PendingApproval | None:

@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..llm import Model, ToolSchema
-from ..log import Event, PairingCheck, Session, last_turn_and_latest
+from ..log import Event, PairingCheck, Session, last_turn_and_latest, policy_of
 from ..log.vocabulary import (
-    APPROVAL_POLICIES,
     APPROVAL_POLICY,
     POLICY_ASK,
     REQUEST_CONTEXT,
@@ -202,6 +201,4 @@ def _context(latest: dict[str, Event]) -> dict[str, Any] | None:
 
 
 def _policy(latest: dict[str, Event], default: str) -> str:
-    event = latest.get(APPROVAL_POLICY)
-    policy = None if event is None else event.data.get("policy")
-    return str(policy) if policy in APPROVAL_POLICIES else default
+    return policy_of(latest.get(APPROVAL_POLICY), default)
