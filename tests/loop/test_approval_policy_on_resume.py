@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
+from duraloop.errors import ApprovalError
 from duraloop.llm import ScriptedModel
 from duraloop.log import Session
 from duraloop.loop import AgentLoop, LoopConfig
@@ -166,3 +168,50 @@ def test_an_approver_without_an_answer_pauses_the_continued_turn_again_appending
     result = anyio.run(loop.continue_turn)
     assert result.kind == "paused" and result.approval == loop.paused
     assert len(session.events) == before
+
+
+@pytest.mark.parametrize(
+    ("allow", "feedback", "message"),
+    [
+        (False, "z" * 100_000, "at most 4,000"),
+        (False, "bad \ud800", "not valid Unicode"),
+    ],
+)
+def test_a_decision_with_feedback_it_cannot_keep_is_refused_appending_nothing(
+    tmp_path: Path, allow: bool, feedback: str, message: str
+) -> None:
+    runs: list[str] = []
+    session = _paused(tmp_path, runs, "danger")
+    loop = _loop(session, tmp_path, runs, LoopConfig())
+    before = len(session.events)
+
+    async def decide() -> None:
+        await loop.decide("c0", allow=allow, feedback=feedback)
+
+    with pytest.raises(ApprovalError, match=message):
+        anyio.run(decide)
+    assert len(session.events) == before
+
+
+def test_an_approver_raising_keyboard_interrupt_still_decides_its_ask_once(
+    tmp_path: Path,
+) -> None:
+    runs: list[str] = []
+    session = Session("s")
+
+    def approver(request: ApprovalRequest) -> Decision:
+        raise KeyboardInterrupt
+
+    tools = [counting_tool("danger", runs, requires_approval=True)]
+    loop = AgentLoop(
+        session,
+        model=ScriptedModel([_calls("danger")]),
+        tools=tools,
+        cwd=tmp_path,
+        approver=approver,
+    )
+    with pytest.raises(KeyboardInterrupt):
+        anyio.run(loop.run_turn, "go")
+    assert outcomes(session.events) == ["cancelled"]
+    assert runs == []
+    assert_log_valid(session)

@@ -61,15 +61,16 @@ class ApprovalMethods:
         Args:
             call_id: the waiting call (`pending_approvals()[0].call_id`).
             allow: True runs the call once; False rejects it (the model gets an error result).
-            feedback: with a rejection, what the model is told.
+            feedback: with a rejection, what the model is told (not kept with an approval).
 
         Returns:
             The approval, now decided.
 
         Raises:
             ApprovalError: if `call_id` is not waiting for a decision (none waits, another
-                call waits, or it is already decided), or `allow` is not a bool or `feedback`
-                not a str; nothing is appended.
+                call waits, or it is already decided), `allow` is not a bool, or `feedback` is
+                not text of at most `log.MAX_FEEDBACK_CHARS` characters; nothing
+                is appended.
             UsageError: if the loop is closed or a turn is running.
         """
         self._check_idle()

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import ApprovalError
 from ..log import (
+    MAX_FEEDBACK_CHARS,
     PendingApproval,
     Session,
     decided_data,
@@ -58,7 +59,7 @@ class PausedTurn:
         Args:
             call_id: the waiting call's id.
             allow: True to run the call once, False to reject it.
-            feedback: with a rejection, what the model is told (cut to
+            feedback: with a rejection, what the model is told (at most
                 `log.MAX_FEEDBACK_CHARS` characters).
 
         Returns:
@@ -66,8 +67,9 @@ class PausedTurn:
 
         Raises:
             ApprovalError: if no call waits for approval, `call_id` is not the waiting call,
-                its ask is already decided, or `allow` is not a bool or `feedback` not a str
-                (or None); nothing is appended.
+                its ask is already decided, `allow` is not a bool, or `feedback` is not a str
+                (or None), is longer than `log.MAX_FEEDBACK_CHARS` or is not valid Unicode;
+                nothing is appended. Feedback with an approval is not kept.
         """
         pending = self.pending
         session_id = self._session.id
@@ -90,6 +92,18 @@ class PausedTurn:
             raise ApprovalError(f"decide(allow=...) takes True or False, got {allow!r}")
         if feedback is not None and not isinstance(feedback, str):
             raise ApprovalError(f"decide(feedback=...) takes a str or None, got {feedback!r}")
+        if feedback is not None and len(feedback) > MAX_FEEDBACK_CHARS:
+            raise ApprovalError(
+                f"the feedback has {len(feedback):,} characters; a decision keeps at most "
+                f"{MAX_FEEDBACK_CHARS:,}: shorten it"
+            )
+        if feedback is not None and not feedback.isascii():
+            try:
+                feedback.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ApprovalError(
+                    "the feedback is not valid Unicode text (a lone surrogate); pass UTF-8 text"
+                ) from None
         outcome = APPROVAL_ALLOWED_ONCE if allow else APPROVAL_REJECTED
         self._session.append(APPROVAL_DECIDED, decided_data(pending.ask_id, outcome, feedback))
         self._durability.flush()

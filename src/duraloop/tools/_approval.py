@@ -207,7 +207,11 @@ class ApprovalGate:
             arguments=call.raw_arguments,
             reason=reason,
         )
-        answer = await _answer(self.approver, request, signal)
+        try:
+            answer = await _answer(self.approver, request, signal)
+        except BaseException:  # KeyboardInterrupt, a cancel of the caller: still decided once
+            self._decide(call, ask_id, APPROVAL_CANCELLED)
+            raise
         if answer is None:
             return None
         outcome, feedback = answer
