@@ -16,7 +16,13 @@ from typing import Any
 from ..errors import EventRejectedError
 from ._event import Event
 from ._json import MAX_SAFE_INTEGER, is_safe_int
-from .vocabulary import ASSISTANT_MESSAGE, SURFACE_APPEND, SURFACE_TYPES, TOOL_RESULT
+from .vocabulary import (
+    ASSISTANT_MESSAGE,
+    SURFACE_APPEND,
+    SURFACE_REPLACE,
+    SURFACE_TYPES,
+    TOOL_RESULT,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +82,7 @@ class Surface:
             return SurfacePlan(event.seq)
         if (
             not isinstance(op, dict)
-            or op.get("op") != "replace"
+            or op.get("op") != SURFACE_REPLACE
             or set(op) != {"op", "start", "end"}
         ):
             raise EventRejectedError(f"invalid surfaceOp {op!r} on seq {event.seq}")

@@ -59,6 +59,35 @@ REJECTED_TEXT: _Final = 'the user rejected tool "{name}"'
 REJECTED_WITH_FEEDBACK_TEXT: _Final = 'the user rejected tool "{name}" with feedback: {feedback}'
 UNAVAILABLE_TEXT: _Final = 'tool "{name}" requires approval, but no approval channel is available'
 
+# Compaction (docs/compaction.md): dsh's events, the checkpoint's source and framing, the
+# pruner's marker and the triggers.
+COMPACTION_START: _Final = "compaction/start"
+COMPACTION_SUMMARY: _Final = "compaction/summary"
+COMPACTION_END: _Final = "compaction/end"
+COMPACTION_PRUNE: _Final = "compaction/prune"
+COMMAND_RUN: _Final = "command/run"
+COMMAND_DONE: _Final = "command/done"
+SOURCE_PLUGIN: _Final = "plugin"
+COMPACT_PLUGIN: _Final = "compact"
+"""The `source.plugin` of a checkpoint `user/message` (`{kind: "plugin", plugin: "compact"}`)."""
+SUMMARIZER_PLUGIN: _Final = "dsh-compaction-basic"
+"""The `source.plugin` of the summarizer's instruction message (sent, never logged)."""
+TRIGGER_PRESSURE: _Final = "pressure"
+TRIGGER_OVERFLOW: _Final = "context-overflow"
+TRIGGER_MANUAL: _Final = "manual"
+SUMMARY_OPEN_TAG: _Final = "<compacted-summary>"
+SUMMARY_CLOSE_TAG: _Final = "</compacted-summary>"
+CHECKPOINT_PREAMBLE: _Final = (
+    "This is an automatically generated checkpoint condensing an earlier span of the "
+    "conversation to free up context. Treat the captured context as established background "
+    "and build on it without restating it. Continue the task directly from the messages that "
+    "follow, without acknowledging this checkpoint."
+)
+"""The checkpoint's opening sentences, model-visible, quoted from dsh (compaction-spec 2.3)."""
+PRUNE_MARKER: _Final = "\n\n[... tool result middle pruned ...]\n\n"
+"""What the pruner puts where it cut a tool result's middle (compaction-spec 6)."""
+SURFACE_REPLACE: _Final = "replace"
+
 SURFACE_TYPES: _Final = frozenset({USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT})
 """The event types that carry a `surfaceOp` and produce model-visible messages."""
 
@@ -268,131 +297,6 @@ DISPOSED: _Final = "disposed"
 """The abort cause of a turn cut by `dispose()` (`{"kind": "aborted", "reason": {"kind":
 "disposed"}}`), and a legacy turn-end reason kind imported as that shape."""
 
-__all__ = [
-    "ABORTED",
-    "ABORTED_AFTER_COMPLETION_TEXT",
-    "ABORTED_BEFORE_DISPATCH",
-    "ABORTED_BEFORE_DISPATCH_ERROR",
-    "ABORTED_BEFORE_DISPATCH_TEXT",
-    "ABORTED_ERROR",
-    "ABORTED_TEXT",
-    "APPROVAL_ALLOWED_ONCE",
-    "APPROVAL_ASKED",
-    "APPROVAL_CANCELLED",
-    "APPROVAL_DECIDED",
-    "APPROVAL_OUTCOMES",
-    "APPROVAL_POLICIES",
-    "APPROVAL_POLICY",
-    "APPROVAL_REJECTED",
-    "APPROVAL_UNAVAILABLE",
-    "ASSISTANT_CHUNK",
-    "ASSISTANT_MESSAGE",
-    "AUTH",
-    "BLOCK_END",
-    "BLOCK_IMAGE",
-    "BLOCK_REASONING",
-    "BLOCK_START",
-    "BLOCK_TEXT",
-    "BLOCK_TOOL_CALL",
-    "BLOCK_TOOL_RESULT",
-    "CONTENT_FILTER",
-    "CONTEXT_WINDOW_EXCEEDED",
-    "DISPOSED",
-    "EMPTY_RESPONSE",
-    "END_SEED",
-    "FINISH",
-    "FINISH_ABORTED",
-    "FINISH_ERROR",
-    "FINISH_MAX_TOKENS",
-    "FINISH_STOP",
-    "FINISH_TOOL_CALLS",
-    "FS_AMBIGUOUS_EDIT",
-    "FS_EDIT_NOT_FOUND",
-    "FS_HARD_LINK",
-    "FS_IO_ERROR",
-    "FS_NOT_A_DIRECTORY",
-    "FS_NOT_A_FILE",
-    "FS_NOT_FOUND",
-    "FS_NOT_TEXT",
-    "FS_PERMISSION_DENIED",
-    "FS_UNSUPPORTED",
-    "GREP_INVALID_PATTERN",
-    "INBOX_NEXT_STEP",
-    "INBOX_NEXT_TURN",
-    "INBOX_OUTCOME_DISCARDED",
-    "INBOX_SPLICED",
-    "INBOX_TARGETS",
-    "INSUFFICIENT_SYSTEM_RESOURCE",
-    "INVALID_ARGS",
-    "INVALID_ARGS_ERROR",
-    "INVALID_REQUEST",
-    "INVALID_TOOL_OUTPUT",
-    "INVALID_TOOL_OUTPUT_ERROR",
-    "KNOWN_EVENT_TYPES",
-    "LEGACY_ABORT_CAUSE",
-    "LEGACY_MESSAGE_ID_PREFIX",
-    "LEGACY_REJECTED_TYPES",
-    "LLM_RETRY",
-    "LLM_RETRY_STARTED",
-    "MALFORMED_RESPONSE",
-    "NOT_INTERRUPTED_TEXT",
-    "NOT_STARTED_ERROR",
-    "NOT_STARTED_TEXT",
-    "OUTCOME_UNKNOWN_ERROR",
-    "OUTCOME_UNKNOWN_TEXT",
-    "PAIRING_VIOLATION",
-    "PATH_INVALID",
-    "PATH_OUTSIDE_WORKSPACE",
-    "POLICY_ASK",
-    "POLICY_NEVER",
-    "QUOTA",
-    "RATE_LIMIT",
-    "REASONING_DELTA",
-    "REASON_ABORTED",
-    "REASON_BLOCKED",
-    "REASON_COMPLETED",
-    "REASON_ERROR",
-    "REASON_INTERRUPTED",
-    "REASON_MAX_TOKENS",
-    "RECOVERY_MESSAGE_ID_PREFIX",
-    "REFUSAL",
-    "REJECTED_TEXT",
-    "REJECTED_WITH_FEEDBACK_TEXT",
-    "REPLAY_EXHAUSTED",
-    "REQUEST_CONTEXT",
-    "REQUEST_HEADER",
-    "RETRY_ALWAYS",
-    "RETRY_NORMAL",
-    "RETRY_ORIGIN_HOOK",
-    "SCRIPT_EXHAUSTED",
-    "SERVER",
-    "STEERING_MESSAGE",
-    "STEP_END",
-    "STEP_START",
-    "STREAM_CLOSED",
-    "SURFACE_APPEND",
-    "SURFACE_TYPES",
-    "TEXT_DELTA",
-    "TIMEOUT",
-    "TODO_WRITE",
-    "TOOL_CALL",
-    "TOOL_CALL_DELTA",
-    "TOOL_ERROR_NAME",
-    "TOOL_NOT_STARTED",
-    "TOOL_OUTCOME_UNKNOWN",
-    "TOOL_RESULT",
-    "TOOL_TIMEOUT",
-    "TOOL_TIMEOUT_ERROR",
-    "TRANSPORT",
-    "TURN_END",
-    "TURN_END_REASONS",
-    "TURN_START",
-    "UNAVAILABLE_TEXT",
-    "UNKNOWN",
-    "UNKNOWN_TOOL",
-    "UNKNOWN_TOOL_ERROR",
-    "UNSUPPORTED_CONTENT",
-    "UNSUPPORTED_OPTION",
-    "USAGE",
-    "USER_MESSAGE",
-]
+__all__ = sorted(
+    name for name in dir() if name.isupper() and not name.startswith("_")
+)  # every constant above is public (a module of names only)
