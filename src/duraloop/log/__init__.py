@@ -72,6 +72,7 @@ if _lazy.TYPE_CHECKING:
     from ._pending import RecoveryResult as RecoveryResult
     from ._pending import UnansweredStep as UnansweredStep
     from ._pending import unanswered_tool_result as unanswered_tool_result
+    from ._prune import PrunerConfig as PrunerConfig
     from ._repair import final_turn_closers as final_turn_closers
     from ._repair import interrupted_turn_closers as interrupted_turn_closers
     from ._session import Session as Session
@@ -170,6 +171,7 @@ __all__ = [
     "user_message",
     "validate_log",
     "well_formed_json",
+    "PrunerConfig",
     "Price",
     "Usage",
     "UsageFold",
@@ -238,6 +240,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "RecoveryResult": "._pending",
             "UnansweredStep": "._pending",
             "unanswered_tool_result": "._pending",
+            "PrunerConfig": "._prune",
             "final_turn_closers": "._repair",
             "interrupted_turn_closers": "._repair",
             "Session": "._session",
