@@ -14,6 +14,7 @@ DuraloopError
 │   ├── UnpairedHistoryError            closed history with unanswered calls: fork to rescue
 │   └── WirePairingError                an unpaired provider payload (a duraloop bug)
 ├── SessionForkError                    a fork boundary or id that cannot be used
+├── CompactionError                     a compaction that could not run or did not finish
 ├── CorruptLogError                     a stored log whose committed region is damaged
 ├── SessionFormatUnsupportedError       an intact log this build cannot interpret
 ├── StoreError                          persistence failed or was refused
@@ -30,31 +31,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-
-__all__ = [
-    "ApprovalError",
-    "AppendConflictError",
-    "BudgetExceededError",
-    "ConfigError",
-    "CorruptLogError",
-    "DuplicateMessageError",
-    "DuraloopError",
-    "EventRejectedError",
-    "InvariantError",
-    "LlmError",
-    "PairingError",
-    "SessionExistsError",
-    "SessionForkError",
-    "SessionFormatUnsupportedError",
-    "SessionLockedError",
-    "SessionNotFoundError",
-    "StoreError",
-    "ToolDefinitionError",
-    "ToolError",
-    "UnpairedHistoryError",
-    "UsageError",
-    "WirePairingError",
-]
 
 
 class DuraloopError(Exception):
@@ -249,6 +225,21 @@ class SessionForkError(DuraloopError):
         self.code = code
 
 
+class CompactionError(DuraloopError):
+    """Raised when a compaction cannot run or does not finish (docs/compaction.md#failures).
+
+    A failed compaction leaves the surface unchanged (`compaction/end` records the error).
+    `code`: `busy` (a compaction or turn in progress), `range` (no such span, or it would
+    split a call from its result), `no-capacity` (no context window known), `summary` (the
+    summarizer failed, or its summary is not smaller), `changed` (history changed during
+    the summary), `pressure` (still above the threshold), `commit` (an append failed).
+    """
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class CorruptLogError(DuraloopError):
     """Raised when a stored log's committed region is damaged; nothing is dropped silently.
 
@@ -397,3 +388,10 @@ class ToolError(DuraloopError):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+__all__ = sorted(
+    name
+    for name, value in dict(globals()).items()
+    if isinstance(value, type) and issubclass(value, Exception) and value.__module__ == __name__
+)
