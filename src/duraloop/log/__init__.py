@@ -22,6 +22,20 @@ if _lazy.TYPE_CHECKING:
     from ._checkpoint import SessionCheckpoint as SessionCheckpoint
     from ._checkpoint import decode_checkpoint as decode_checkpoint
     from ._checkpoint import encode_checkpoint as encode_checkpoint
+    from ._compaction import balanced_cuts as balanced_cuts
+    from ._compaction import check_region as check_region
+    from ._compaction import checkpoint_message as checkpoint_message
+    from ._compaction import compaction_lifecycle as compaction_lifecycle
+    from ._compaction import protected_from as protected_from
+    from ._compaction import select_range as select_range
+    from ._compaction_fold import CompactionFold as CompactionFold
+    from ._compaction_fold import OpenCompaction as OpenCompaction
+    from ._compaction_fold import is_checkpoint as is_checkpoint
+    from ._tokens import estimate_content as estimate_content
+    from ._tokens import estimate_header as estimate_header
+    from ._tokens import estimate_message as estimate_message
+    from ._tokens import usage_total as usage_total
+    from ._tokens import utf16_length as utf16_length
     from ._event import Event as Event
     from ._event import decode_event as decode_event
     from ._event import encode_event as encode_event
@@ -171,6 +185,20 @@ __all__ = [
     "user_message",
     "validate_log",
     "well_formed_json",
+    "balanced_cuts",
+    "check_region",
+    "checkpoint_message",
+    "compaction_lifecycle",
+    "protected_from",
+    "select_range",
+    "CompactionFold",
+    "OpenCompaction",
+    "is_checkpoint",
+    "estimate_content",
+    "estimate_header",
+    "estimate_message",
+    "usage_total",
+    "utf16_length",
     "PrunerConfig",
     "Price",
     "Usage",
@@ -240,6 +268,20 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "RecoveryResult": "._pending",
             "UnansweredStep": "._pending",
             "unanswered_tool_result": "._pending",
+            "balanced_cuts": "._compaction",
+            "check_region": "._compaction",
+            "checkpoint_message": "._compaction",
+            "compaction_lifecycle": "._compaction",
+            "protected_from": "._compaction",
+            "select_range": "._compaction",
+            "CompactionFold": "._compaction_fold",
+            "OpenCompaction": "._compaction_fold",
+            "is_checkpoint": "._compaction_fold",
+            "estimate_content": "._tokens",
+            "estimate_header": "._tokens",
+            "estimate_message": "._tokens",
+            "usage_total": "._tokens",
+            "utf16_length": "._tokens",
             "PrunerConfig": "._prune",
             "final_turn_closers": "._repair",
             "interrupted_turn_closers": "._repair",
