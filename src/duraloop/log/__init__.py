@@ -22,6 +22,7 @@ if _lazy.TYPE_CHECKING:
     from ._checkpoint import SessionCheckpoint as SessionCheckpoint
     from ._checkpoint import decode_checkpoint as decode_checkpoint
     from ._checkpoint import encode_checkpoint as encode_checkpoint
+    from ._compaction_invariants import CompactionInvariants as CompactionInvariants
     from ._event import Event as Event
     from ._event import decode_event as decode_event
     from ._event import encode_event as encode_event
@@ -72,9 +73,13 @@ if _lazy.TYPE_CHECKING:
     from ._pending import RecoveryResult as RecoveryResult
     from ._pending import UnansweredStep as UnansweredStep
     from ._pending import unanswered_tool_result as unanswered_tool_result
+    from ._price import Price as Price
     from ._prune import PrunerConfig as PrunerConfig
+    from ._prune import prune_content as prune_content
+    from ._prune import prune_session as prune_session
     from ._repair import final_turn_closers as final_turn_closers
     from ._repair import interrupted_turn_closers as interrupted_turn_closers
+    from ._repair import torn_compaction as torn_compaction
     from ._session import Session as Session
     from ._turns import last_turn_and_latest as last_turn_and_latest
     from ._turns import last_turn_boundary as last_turn_boundary
@@ -85,7 +90,6 @@ if _lazy.TYPE_CHECKING:
     from ._turns import step_start as step_start
     from ._turns import turn_count as turn_count
     from ._turns import turn_starts as turn_starts
-    from ._usage import Price as Price
     from ._usage import Usage as Usage
     from ._usage import UsageFold as UsageFold
     from ._usage import usage_of as usage_of
@@ -172,6 +176,10 @@ __all__ = [
     "validate_log",
     "well_formed_json",
     "PrunerConfig",
+    "prune_content",
+    "prune_session",
+    "CompactionInvariants",
+    "torn_compaction",
     "Price",
     "Usage",
     "UsageFold",
@@ -241,6 +249,10 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "UnansweredStep": "._pending",
             "unanswered_tool_result": "._pending",
             "PrunerConfig": "._prune",
+            "prune_content": "._prune",
+            "prune_session": "._prune",
+            "CompactionInvariants": "._compaction_invariants",
+            "torn_compaction": "._repair",
             "final_turn_closers": "._repair",
             "interrupted_turn_closers": "._repair",
             "Session": "._session",
@@ -252,7 +264,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "policy_of": "._approvals",
             "pending_approval": "._approvals",
             "now_ms": "._event",
-            "Price": "._usage",
+            "Price": "._price",
             "Usage": "._usage",
             "UsageFold": "._usage",
             "usage_of": "._usage",
