@@ -36,6 +36,7 @@ if _lazy.TYPE_CHECKING:
     from ._tokens import estimate_message as estimate_message
     from ._tokens import usage_total as usage_total
     from ._tokens import utf16_length as utf16_length
+    from ._compaction_invariants import CompactionInvariants as CompactionInvariants
     from ._event import Event as Event
     from ._event import decode_event as decode_event
     from ._event import encode_event as encode_event
@@ -65,6 +66,7 @@ if _lazy.TYPE_CHECKING:
     from ._messages import ToolCallBlock as ToolCallBlock
     from ._messages import assistant_message as assistant_message
     from ._messages import new_message_id as new_message_id
+    from ._messages import project as project
     from ._messages import result_call_id as result_call_id
     from ._messages import text_of as text_of
     from ._messages import tool_calls_of as tool_calls_of
@@ -86,9 +88,13 @@ if _lazy.TYPE_CHECKING:
     from ._pending import RecoveryResult as RecoveryResult
     from ._pending import UnansweredStep as UnansweredStep
     from ._pending import unanswered_tool_result as unanswered_tool_result
+    from ._price import Price as Price
     from ._prune import PrunerConfig as PrunerConfig
+    from ._prune import prune_content as prune_content
+    from ._prune import prune_session as prune_session
     from ._repair import final_turn_closers as final_turn_closers
     from ._repair import interrupted_turn_closers as interrupted_turn_closers
+    from ._repair import torn_compaction as torn_compaction
     from ._session import Session as Session
     from ._turns import last_turn_and_latest as last_turn_and_latest
     from ._turns import last_turn_boundary as last_turn_boundary
@@ -99,7 +105,6 @@ if _lazy.TYPE_CHECKING:
     from ._turns import step_start as step_start
     from ._turns import turn_count as turn_count
     from ._turns import turn_starts as turn_starts
-    from ._usage import Price as Price
     from ._usage import Usage as Usage
     from ._usage import UsageFold as UsageFold
     from ._usage import usage_of as usage_of
@@ -169,6 +174,7 @@ __all__ = [
     "last_turn_start",
     "lossless_copy",
     "new_message_id",
+    "project",
     "now_ms",
     "open_turn_start",
     "readable_events",
@@ -200,6 +206,10 @@ __all__ = [
     "usage_total",
     "utf16_length",
     "PrunerConfig",
+    "prune_content",
+    "prune_session",
+    "CompactionInvariants",
+    "torn_compaction",
     "Price",
     "Usage",
     "UsageFold",
@@ -247,6 +257,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "ToolCallBlock": "._messages",
             "assistant_message": "._messages",
             "new_message_id": "._messages",
+            "project": "._messages",
             "result_call_id": "._messages",
             "text_of": "._messages",
             "tool_calls_of": "._messages",
@@ -283,6 +294,10 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "usage_total": "._tokens",
             "utf16_length": "._tokens",
             "PrunerConfig": "._prune",
+            "prune_content": "._prune",
+            "prune_session": "._prune",
+            "CompactionInvariants": "._compaction_invariants",
+            "torn_compaction": "._repair",
             "final_turn_closers": "._repair",
             "interrupted_turn_closers": "._repair",
             "Session": "._session",
@@ -294,7 +309,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "policy_of": "._approvals",
             "pending_approval": "._approvals",
             "now_ms": "._event",
-            "Price": "._usage",
+            "Price": "._price",
             "Usage": "._usage",
             "UsageFold": "._usage",
             "usage_of": "._usage",

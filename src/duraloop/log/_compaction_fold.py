@@ -106,6 +106,11 @@ class CompactionFold:
         self._step_start = 0
         self._anchor: tuple[int, int, int] | None = None  # (surface, baseline, generation)
 
+    @property
+    def header(self) -> Any:
+        """The latest `request/header`'s header (a dict), or None before the first request."""
+        return self._header
+
     def feed(self, events: Sequence[Event]) -> None:
         """Fold the events of `events` not fed yet (`events` is the whole log, in order)."""
         for seq in range(self.fed, len(events)):

@@ -5,7 +5,9 @@ changing state; `commit()` advances the state for an accepted event. Explicitly 
 `tool/call` left unanswered at `step/end`, and a `TOOL_NOT_STARTED` recovery result with no
 `tool/call` in its step, but only for a call its step's assistant message requested and that
 is still unanswered (the shared pending-call tracker says which); any other result without a
-`tool/call` is an orphan and refused.
+`tool/call` is an orphan and refused. The compaction brackets' rules are a part of the same
+fold (`CompactionInvariants`, `_compaction_invariants.py`), so every log a `Session` checks
+gets them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..errors import InvariantError
+from ._compaction_invariants import WATCHED, CompactionInvariants
 from ._event import Event
 from ._messages import result_call_id
 from ._pending import PendingToolCalls, UnansweredStep
@@ -45,6 +48,7 @@ class InvariantChecker:
     """Check turn/step/tool relations of a log, event by event."""
 
     __slots__ = (
+        "compaction",
         "inexact_numbers",
         "last_seq",
         "next_step",
@@ -68,6 +72,8 @@ class InvariantChecker:
         """The steps closed with calls unanswered, as `scan_turns` finds them (law 4)."""
         self.inexact_numbers = False
         """Whether a `turn/start` or `step/start` number was equal to, not an `int` (1.0)."""
+        self.compaction = CompactionInvariants()
+        """The compaction brackets' part of the fold (its `open` bracket, or None)."""
 
     def check_all(self, events: Iterable[Event]) -> None:
         """Check and commit each event in order.
@@ -117,6 +123,8 @@ class InvariantChecker:
             self._check_tool_result(event, data)
         elif kind in _TURN_SCOPED and self.open_turn is None:
             self._fail(event, f"{kind} appended outside any open turn")
+        if kind in WATCHED:
+            self.compaction.check(event, self.open_turn)
 
     def commit(self, event: Event) -> None:
         """Advance the state for an event that passed `check()`."""
@@ -127,6 +135,8 @@ class InvariantChecker:
             calls = tuple(requested.pending())
             self.unanswered.append(UnansweredStep(self.open_turn, calls[0].step, event.seq, calls))
         requested.observe(event)
+        if kind in WATCHED:
+            self.compaction.commit(event)
         data = event.data if isinstance(event.data, dict) else {}
         if kind == TURN_START:
             self.inexact_numbers |= type(data.get("turn")) is not int

@@ -111,8 +111,8 @@ class Session:
     ) -> SessionCheckpoint | None:
         """Return the derived state of the whole log, or None when no snapshot may be taken.
 
-        A checkpoint is taken only at a clean point: invariants are checked, no turn is open,
-        and the log is not empty. See docs/store.md#snapshots.
+        A checkpoint is taken only at a clean point: invariants are checked, no turn and no
+        compaction is open, and the log is not empty. See docs/store.md#snapshots.
 
         Args:
             loop: the loop's own fold to store with it (JSON; `{}` when None).
@@ -120,6 +120,8 @@ class Session:
         """
         invariants = self._invariants
         if invariants is None or invariants.open_turn is not None or not self._events:
+            return None
+        if invariants.compaction.open is not None:
             return None
         raw, kept = checkpoint_messages(self._messages, encoded)
         return SessionCheckpoint(
@@ -290,8 +292,17 @@ class Session:
         return self._messages
 
     def _load_seed(self, seed: Sequence[Event], *, start: int = 0) -> None:
-        events = self._events
-        append = events.append
+        # The compaction invariants look ahead in the seed for the end-seed that makes an
+        # inherited bracket stale (docs/log.md#invariants); a refused seed drops the session.
+        invariants = self._invariants
+        if invariants is not None:
+            invariants.compaction.begin_seed(seed, start)
+        self._load_events(seed, start)
+        if invariants is not None:
+            invariants.compaction.end_seed()
+
+    def _load_events(self, seed: Sequence[Event], start: int) -> None:
+        append = self._events.append
         invariants = self._invariants
         # The open turn and step only change on the general path: kept in locals for the
         # fast path, as is the last seq (set on the checker before it sees another event).

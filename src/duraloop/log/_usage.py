@@ -4,8 +4,9 @@ See docs/loop.md#budgets.
 
 Everything is read from events, so a resumed session, `duraloop show` and a live turn agree:
 
-- a **model request** is a `step/start` (the step's first request) or an `llm/retry` (each
-  retry sends another);
+- a **model request** is a `step/start` (the step's first request), an `llm/retry` (each
+  retry sends another) or a compaction's summarization request (a `compaction/summary` with
+  `llmStreamCall: true` or a `usage`; its `usage` is priced with its own `provider:model`);
 - a **tool call** is a `tool/call` (a body that started);
 - **tokens** are the provider's usage: each `assistant/chunk` of type `usage` (failed
   attempts included: they were billed), or an `assistant/message`'s `usage` when no usage
@@ -27,9 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ._event import Event
+from ._price import Price, usage_count
 from .vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
+    COMPACTION_SUMMARY,
     LLM_RETRY,
     STEP_END,
     STEP_START,
@@ -41,54 +44,6 @@ from .vocabulary import (
 
 CHARS_PER_TOKEN = 4
 """The estimate's rate, when a provider reports no usage."""
-
-_PER_TOKEN = 1e-6  # prices are per million tokens
-
-
-@dataclass(frozen=True)
-class Price:
-    """What one model's tokens cost, per million tokens (in any one currency you choose).
-
-    Args:
-        input_per_mtok: uncached input.
-        output_per_mtok: output (reasoning included).
-        cache_read_per_mtok: input read from the provider's cache; None: the input price.
-        cache_write_per_mtok: input written to the provider's cache; None: the input price.
-
-    Raises:
-        ValueError: if a price is not a finite number >= 0.
-    """
-
-    input_per_mtok: float
-    output_per_mtok: float
-    cache_read_per_mtok: float | None = None
-    cache_write_per_mtok: float | None = None
-
-    def __post_init__(self) -> None:
-        """Refuse a negative, infinite or non-numeric price."""
-        for name in ("input_per_mtok", "output_per_mtok", "cache_read_per_mtok"):
-            _check_price(name, getattr(self, name), optional=name.startswith("cache"))
-        _check_price("cache_write_per_mtok", self.cache_write_per_mtok, optional=True)
-
-    def cost(self, usage: Mapping[str, Any]) -> float:
-        """Return the cost of one `TokenUsage` JSON object (`{inputTokens, outputTokens, ...}`)."""
-        read = self.cache_read_per_mtok
-        write = self.cache_write_per_mtok
-        return _PER_TOKEN * (
-            _count(usage, "inputTokens") * self.input_per_mtok
-            + _count(usage, "outputTokens") * self.output_per_mtok
-            + _count(usage, "cacheReadTokens") * (self.input_per_mtok if read is None else read)
-            + _count(usage, "cacheWriteTokens") * (self.input_per_mtok if write is None else write)
-        )
-
-
-def _check_price(name: str, value: object, *, optional: bool) -> None:
-    if value is None and optional:
-        return
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise ValueError(f"price {name} must be a finite number >= 0, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"price {name} must be a finite number >= 0, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -216,6 +171,8 @@ class UsageFold:
                 self._message(event)
             elif kind == STEP_END:
                 self._settle()
+            elif kind == COMPACTION_SUMMARY:
+                self._summary(event.data)
             elif kind == USER_MESSAGE or kind == TOOL_RESULT:
                 if self._history_chars is None:
                     self._seen.append(event)
@@ -298,6 +255,20 @@ class UsageFold:
         else:
             self._history_chars += _message_chars(event)
 
+    def _summary(self, data: Any) -> None:
+        # A summarization request: counted and priced apart from the step it may sit in.
+        if not isinstance(data, dict):
+            return
+        reported = data.get(USAGE)
+        if not isinstance(reported, dict) and data.get("llmStreamCall") is not True:
+            return
+        self._requests += 1
+        if isinstance(reported, dict):
+            provider, model = data.get("provider"), data.get("model")
+            named = isinstance(provider, str) and isinstance(model, str) and provider and model
+            key = f"{provider}:{model}" if named else self._model or _UNKNOWN_MODEL
+            _attribute(self._tokens, key, [reported])
+
     def _settle(self) -> None:
         if self._pending:
             _attribute(self._tokens, self._model or _UNKNOWN_MODEL, self._pending)
@@ -319,10 +290,10 @@ def _attribute(
 ) -> None:
     counts = tokens.setdefault(model, [0, 0, 0, 0])
     for reported in reports:
-        counts[0] += _count(reported, "inputTokens")
-        counts[1] += _count(reported, "outputTokens")
-        counts[2] += _count(reported, "cacheReadTokens")
-        counts[3] += _count(reported, "cacheWriteTokens")
+        counts[0] += usage_count(reported, "inputTokens")
+        counts[1] += usage_count(reported, "outputTokens")
+        counts[2] += usage_count(reported, "cacheReadTokens")
+        counts[3] += usage_count(reported, "cacheWriteTokens")
 
 
 def _non_negative(value: object) -> int:
@@ -345,11 +316,6 @@ def usage_of(
         The usage (see the module docstring for what counts).
     """
     return UsageFold(prices, model=model).feed(events)
-
-
-def _count(usage: Mapping[str, Any], key: str) -> int:
-    value = usage.get(key)
-    return value if type(value) is int and value > 0 else 0
 
 
 def _message_chars(event: Event) -> int:

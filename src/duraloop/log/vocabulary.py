@@ -84,6 +84,9 @@ CHECKPOINT_PREAMBLE: _Final = (
     "follow, without acknowledging this checkpoint."
 )
 """The checkpoint's opening sentences, model-visible, quoted from dsh (compaction-spec 2.3)."""
+COMPACTION_INTERRUPTED_TEXT: _Final = "interrupted: the process ended during compaction"
+"""The `error` of the `compaction/end` crash repair writes for a compaction the process left
+open (after `compaction/start`, before its checkpoint; docs/recovery.md#crash-tail-repair)."""
 PRUNE_MARKER: _Final = "\n\n[... tool result middle pruned ...]\n\n"
 """What the pruner puts where it cut a tool result's middle (compaction-spec 6)."""
 SURFACE_REPLACE: _Final = "replace"
