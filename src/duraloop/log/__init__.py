@@ -31,11 +31,6 @@ if _lazy.TYPE_CHECKING:
     from ._compaction_fold import CompactionFold as CompactionFold
     from ._compaction_fold import OpenCompaction as OpenCompaction
     from ._compaction_fold import is_checkpoint as is_checkpoint
-    from ._tokens import estimate_content as estimate_content
-    from ._tokens import estimate_header as estimate_header
-    from ._tokens import estimate_message as estimate_message
-    from ._tokens import usage_total as usage_total
-    from ._tokens import utf16_length as utf16_length
     from ._compaction_invariants import CompactionInvariants as CompactionInvariants
     from ._event import Event as Event
     from ._event import decode_event as decode_event
@@ -96,6 +91,11 @@ if _lazy.TYPE_CHECKING:
     from ._repair import interrupted_turn_closers as interrupted_turn_closers
     from ._repair import torn_compaction as torn_compaction
     from ._session import Session as Session
+    from ._tokens import estimate_content as estimate_content
+    from ._tokens import estimate_header as estimate_header
+    from ._tokens import estimate_message as estimate_message
+    from ._tokens import usage_total as usage_total
+    from ._tokens import utf16_length as utf16_length
     from ._turns import last_turn_and_latest as last_turn_and_latest
     from ._turns import last_turn_boundary as last_turn_boundary
     from ._turns import last_turn_end as last_turn_end
