@@ -32,6 +32,8 @@ from ..tools import Approver, CancelSignal, Tool, ToolHooks, ToolPipeline, ToolR
 from ._approval_methods import ApprovalMethods
 from ._approvals import PausedTurn
 from ._budget import SessionUsage
+from ._compaction import Compactor
+from ._compaction_methods import CompactionMethods
 from ._config import LoopConfig
 from ._driver import TurnDriver
 from ._durability import Durability, GroupCommit
@@ -45,7 +47,7 @@ from ._state import LoopState, TurnDeps
 from ._turn import Turn
 
 
-class AgentLoop(NamedSends, ApprovalMethods):
+class AgentLoop(NamedSends, ApprovalMethods, CompactionMethods):
     """Drive a model through turns and steps over a session, running the tools it calls.
 
     Args:
@@ -121,6 +123,7 @@ class AgentLoop(NamedSends, ApprovalMethods):
         self.inbox = Inbox(session)
         self._snapshots = Snapshots(session, self.config.snapshot_every)
         self._paused = PausedTurn(session, self._durability)
+        self._compaction = Compactor.of_loop(session, model, config, self._durability.flush)
         self.approver = approver
         self._driver = TurnDriver(
             self._open_turn,
@@ -236,7 +239,8 @@ class AgentLoop(NamedSends, ApprovalMethods):
             self._write_snapshot()
 
     def _write_snapshot(self) -> None:
-        fold = self._state.fold(self.inbox, self._usage.state(self.session))
+        compaction = self._compaction and self._compaction.fold_json()
+        fold = self._state.fold(self.inbox, self._usage.state(self.session), compaction)
         self._snapshots.write(self._durability.writer, fold, self._state.pairing, self.model)
 
     async def dispose(self) -> None:
@@ -387,6 +391,7 @@ class AgentLoop(NamedSends, ApprovalMethods):
             steering=self,
             session_usage=self._usage,
             approver=self.approver,
+            compaction=self._compaction,
         )
         if self._paused.pending is None:
             return Turn.open(deps, self._state, prompt, signal)

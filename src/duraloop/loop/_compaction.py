@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..errors import CompactionError, ConfigError
 from ..llm import Model, context_window_of
@@ -77,6 +78,20 @@ class Compactor:
             session, lambda: self.fold, flush, self.summarizer, config.max_tokens
         )
 
+    @classmethod
+    def of_loop(
+        cls, session: Session, model: Model, config: Any, flush: Callable[[], None]
+    ) -> Compactor | None:
+        """Return the compactor of a loop with `config` (a `LoopConfig`), or None when off."""
+        compaction = config.compaction
+        if compaction is None:
+            return None
+        return cls(session, model, compaction, flush=flush, summarizer=compaction.summarizer)
+
+    def fold_json(self) -> dict[str, Any] | None:
+        """Return the fold for a snapshot (fed to the last event), or None if never folded."""
+        return None if self._fold is None else self.fold.to_json()
+
     @property
     def fold(self) -> CompactionFold:
         """The session's compaction fold, fed up to the last committed event."""
@@ -103,10 +118,12 @@ class Compactor:
         Raises:
             TurnCancelled: if the turn is cancelled meanwhile.
         """
-        if not self.config.auto or signal.aborted or self.fold.header is None:
+        if not self.config.auto or signal.aborted:
             return None
         window = self.window()
         key = f"{self.model.provider}:{self.model.model}"
+        if window is not None and self.fold.header is None:
+            return None  # before the session's first request (C4)
         if window is None:
             self._warn_once(
                 key,

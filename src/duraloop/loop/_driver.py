@@ -9,8 +9,8 @@ for it (`open_turn`); the driver never sees the loop itself.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -67,6 +67,7 @@ class TurnDriver:
         self._exit_stack: AsyncExitStack | None = None
         self._wake_requested = False
         self._results: list[TurnResult] = []
+        self._maintaining = False
 
     async def run(self, message: Message | None) -> TurnResult:
         """Open and run one turn in this task (`AgentLoop.run_turn`); a turn must not be running."""
@@ -90,6 +91,9 @@ class TurnDriver:
         it in the driver task. Idle without one (no `async with`): nothing to wake.
         """
         signal = self.signal
+        if self._maintaining:
+            self._wake_requested = True  # runs once the maintenance is over
+            return True
         if signal is not None:
             if after_abort and (signal.reason or {}).get("kind") != DISPOSED:
                 self._wake_requested = True
@@ -98,6 +102,29 @@ class TurnDriver:
             return False
         self._start_drain()
         return True
+
+    @asynccontextmanager
+    async def maintenance(self) -> AsyncIterator[CancelSignal]:
+        """Hold the driver idle for work between turns (a compaction), with its own signal.
+
+        While it runs no turn opens: `run_turn()` is refused as for a running turn, and a
+        waking send is latched; the latch starts the drain when it ends (compaction-spec 4.4).
+        """
+        signal = CancelSignal()
+        self.signal = signal
+        self._maintaining = True
+        done = self.turn_done = anyio.Event()
+        try:
+            yield signal
+        finally:
+            self._maintaining = False
+            latched = self._wake_requested and not self._closed()
+            self.signal = None
+            self.turn_done = None
+            self._wake_requested = False
+            done.set()
+            if latched and self._inbox.pending and self._group is not None:
+                self._start_drain()
 
     def cancel(self, reason: dict[str, Any] | None, *, keep_inbox: bool) -> None:
         """Cancel the running turn with `reason`; unless `keep_inbox`, drop a latched wake."""

@@ -24,7 +24,14 @@ from typing import Any, Protocol, runtime_checkable
 import msgspec
 
 from ..errors import DuraloopError, PairingError
-from ..log import EncodedPrefix, Message, PairingCheck, Session, SessionCheckpoint
+from ..log import (
+    CompactionFold,
+    EncodedPrefix,
+    Message,
+    PairingCheck,
+    Session,
+    SessionCheckpoint,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +49,8 @@ class LoopFold(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fiel
             written before budgets (the loop then folds the whole log when it needs it).
         approval_policy: the effective approval policy (None in a snapshot written before
             approvals: `"ask"`, unless an event after the snapshot sets one).
+        compaction: the session's compaction fold (`log.CompactionFold.to_json`); None when
+            the loop had not folded it (a resume then folds the log when compaction asks).
     """
 
     last_turn: int
@@ -51,6 +60,31 @@ class LoopFold(msgspec.Struct, kw_only=True, rename="camel", forbid_unknown_fiel
     next_step: list[dict[str, Any]] = msgspec.field(default_factory=list)
     usage: dict[str, Any] | None = None
     approval_policy: str | None = None
+    compaction: dict[str, Any] | None = None
+
+
+def compaction_fold_of(session: Session) -> CompactionFold:
+    """Return the session's compaction fold: from its snapshot when it has one, else folded.
+
+    The snapshot's fold is used only when it covers exactly the snapshot's events and
+    surface (docs/store.md#snapshots: a cache is never trusted over the log); otherwise the
+    whole log is folded (which decodes a restored prefix). The caller feeds it the rest.
+    """
+    restored = restored_fold(session)
+    if restored is not None:
+        checkpoint, fold = restored
+        data = fold.compaction
+        if data is not None:
+            try:
+                folded = CompactionFold.from_json(data, fold.request_header)
+            except (KeyError, TypeError, ValueError) as exc:
+                logger.warning("session %s: the snapshot's compaction fold: %s", session.id, exc)
+            else:
+                if folded.fed == checkpoint.count and folded.nodes == list(checkpoint.nodes):
+                    return folded
+    folded = CompactionFold()
+    folded.feed(session.events)
+    return folded
 
 
 def restored_fold(session: Session) -> tuple[SessionCheckpoint, LoopFold] | None:

@@ -25,6 +25,7 @@ from ..log.vocabulary import (
 )
 from ..tools import Approver, CancelSignal, ToolPipeline, ToolRegistry, ToolWorkers
 from ._budget import SessionUsage
+from ._compaction import Compactor
 from ._config import LoopConfig
 from ._durability import LogDurability
 from ._hooks import LoopHooks, Steering
@@ -52,8 +53,13 @@ class LoopState:
     pairing: PairingCheck = field(default_factory=PairingCheck)
     approval_policy: str = POLICY_ASK
 
-    def fold(self, inbox: Inbox, usage: dict[str, Any] | None) -> LoopFold:
-        """Return the loop's fold for a snapshot: this state, the pending inbox and `usage`."""
+    def fold(
+        self,
+        inbox: Inbox,
+        usage: dict[str, Any] | None,
+        compaction: dict[str, Any] | None = None,
+    ) -> LoopFold:
+        """Return the loop's fold for a snapshot: this state, the inbox, usage, compaction."""
         return LoopFold(
             last_turn=self.last_turn,
             request_header=self.request.header,
@@ -62,6 +68,7 @@ class LoopState:
             next_step=list(inbox.next_step),  # type: ignore[arg-type]
             usage=usage,
             approval_policy=self.approval_policy,
+            compaction=compaction,
         )
 
     def record_policy(self, session: Session, policy: str | None) -> None:
@@ -128,6 +135,8 @@ class TurnDeps:
         session_usage: the session's usage, for its budget (docs/loop.md#budgets).
         approver: answers approval asks in this process; None pauses the turn on each
             (docs/approvals.md).
+        compaction: compacts the session before steps and after a context overflow
+            (docs/compaction.md); None: never.
     """
 
     session: Session
@@ -142,6 +151,7 @@ class TurnDeps:
     steering: Steering
     session_usage: SessionUsage
     approver: Approver | None = None
+    compaction: Compactor | None = None
 
 
 @dataclass(frozen=True)

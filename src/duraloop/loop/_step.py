@@ -42,12 +42,14 @@ from ..log import (
     PendingApproval,
     ToolCallBlock,
     assistant_message,
+    step_start,
     tool_calls_of,
     waiting_calls,
 )
 from ..log.vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
+    CONTEXT_WINDOW_EXCEEDED,
     FINISH,
     FINISH_ABORTED,
     FINISH_ERROR,
@@ -181,12 +183,16 @@ class Step:
             session.append(USER_MESSAGE, message, surface_op=SURFACE_APPEND)
         model = deps.model
         retries = StepRetries(deps, self.settings, step)
+        overflows = 0
         while True:
             assembler, chunk_seqs = await self._attempt()
             finish = assembler.finish
             if finish["kind"] not in _FAILED_FINISHES:
                 break
             failure = dict(finish.get("failure") or unknown_failure("model request failed"))
+            if await self._compacted(failure, overflows):
+                overflows += 1  # retried at once, over the compacted history
+                continue
             await retries.retry_or_raise(failure, self.hooks.request_error)
         message = assembler.message(model.provider, model.model)
         data: dict[str, Any] = {"turn": turn, "step": step, "message": message}
@@ -201,6 +207,20 @@ class Step:
         if not calls:
             return REASON_COMPLETED
         return await self._run_calls(calls, None)
+
+    async def _compacted(self, failure: dict[str, Any], overflows: int) -> bool:
+        """After `CONTEXT_WINDOW_EXCEEDED`: compact, and whether to retry (compaction-spec 4.3)."""
+        compaction = self.deps.compaction
+        if (
+            compaction is None
+            or failure.get("code") != CONTEXT_WINDOW_EXCEEDED
+            or overflows >= compaction.config.max_overflow_retries
+        ):
+            return False
+        start = step_start(self.deps.session.events, turn=self.turn, step=self.number)
+        return await compaction.after_overflow(
+            turn=self.turn, step_start=start if start is not None else 0, signal=self.signal
+        )
 
     async def _run_calls(
         self, calls: list[ToolCallBlock], recorded: PendingApproval | None

@@ -366,6 +366,9 @@ class Turn:
     async def _step(
         self, number: int, entering: list[Message], settings: StepSettings
     ) -> str | None:
+        compaction = self.deps.compaction
+        if compaction is not None:  # pressure: before `step/start` (docs/compaction.md#when)
+            await compaction.before_step(turn=self.turn, signal=self.signal)
         step = Step(self.deps, self.state, settings, number, entering)
         try:
             result = await step.run()
