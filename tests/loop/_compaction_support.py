@@ -67,8 +67,7 @@ def tool_script(steps: int, *, calls: int = 1, final: str = "done") -> list[dict
         {
             "text": "",
             "tool_calls": [
-                {"id": f"c{step}_{index}", "name": "big", "arguments": {}}
-                for index in range(calls)
+                {"id": f"c{step}_{index}", "name": "big", "arguments": {}} for index in range(calls)
             ],
         }
         for step in range(steps)
@@ -112,7 +111,7 @@ async def assert_pairs_for_both_providers(messages: Sequence[Message]) -> None:
     openai = OpenAIChatModel("gpt-test", api_key="sk-test", base_url=CLOSED_PORT)
     anthropic = AnthropicMessagesModel("claude-test", api_key="sk-ant-test", base_url=CLOSED_PORT)
     try:
-        check_chat_completions_messages(openai.payload(request)["messages"])
+        check_chat_completions_messages(openai.payload(request)["messages"], provider="openai")
         check_anthropic_messages(anthropic.payload(request)["messages"])
     finally:
         await openai.aclose()

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from duraloop.errors import CompactionError
-from duraloop.log import Session, check_pairing, is_checkpoint
+from duraloop.log import Session, balanced_cuts, check_pairing, is_checkpoint, select_range
 from duraloop.log.vocabulary import (
     COMPACTION_END,
+    COMPACTION_PRUNE,
     COMPACTION_START,
     COMPACTION_SUMMARY,
     STEP_END,
@@ -55,8 +56,12 @@ async def test_c29_pressure_compacts_between_steps_and_keeps_pairs(tmp_path: Pat
     assert starts, "the session never compacted"
     for start in starts:
         assert start.data["turn"] == 1
-        before = events[start.seq - 1]
-        assert before.type == STEP_END  # after the previous step's end ...
+        before = next(
+            e
+            for e in reversed(events[: start.seq])
+            if e.type != COMPACTION_PRUNE and e.surface_op in (None, "append")
+        )
+        assert before.type == STEP_END  # after the previous step's end (and any prunes) ...
         after = next(e for e in events[start.seq :] if e.type in (STEP_START, TURN_END))
         assert after.type == STEP_START  # ... and before the next step's start
     assert_log_valid(session)
@@ -69,7 +74,13 @@ async def test_c29_pressure_compacts_between_steps_and_keeps_pairs(tmp_path: Pat
 
 
 async def test_c28_below_the_threshold_nothing_is_written(tmp_path: Path) -> None:
-    session, _, loop = compacting_loop(tmp_path, tool_script(2, ), window=1_000_000)
+    session, _, loop = compacting_loop(
+        tmp_path,
+        tool_script(
+            2,
+        ),
+        window=1_000_000,
+    )
     await loop.run_turn("go")
     assert not of_type(session.events, *BRACKET)
 
@@ -166,11 +177,20 @@ async def test_c39_empty_session_compacts_nothing_and_writes_nothing(tmp_path: P
 
 
 async def test_c11_one_indivisible_unit_is_never_compacted(tmp_path: Path) -> None:
-    session, _, loop = compacting_loop(tmp_path, [{"text": "hi"}], window=None)
-    await loop.run_turn("hello")
-    await loop.compact()  # prompt + answer: the prompt alone is compactable
+    script = [{"text": "", "tool_calls": [{"id": "c1", "name": "big", "arguments": {}}]}]
+    session, _, loop = compacting_loop(tmp_path, [*script, {"text": "done"}], window=None)
+    await loop.run_turn("go")
+    fold = loop.compaction.fold if loop.compaction is not None else None
+    assert fold is not None
+    cuts = balanced_cuts(fold.nodes, session.events)
+    # prompt | call+result (indivisible) | answer: the cut inside the pair is unbalanced
+    assert cuts == [True, True, False, True, True]
+    pair = [fold.prices[1], fold.prices[2]]
+    assert select_range(pair, [True, False, True], retain_tokens=1, keep_from=2) is None
     generation = session.surface.replace_generation
-    assert await loop.compact() is None or session.surface.replace_generation > generation
+    result = await loop.compact()  # keeps the answer, compacts prompt + pair
+    assert result is not None and result.shadowed == 3
+    assert session.surface.replace_generation == generation + 1
 
 
 async def test_c20_summarizer_failure_closes_the_bracket_with_the_error(tmp_path: Path) -> None:
