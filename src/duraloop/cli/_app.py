@@ -23,6 +23,9 @@ from . import _turn_commands  # noqa: F401 - registers run, chat and resume firs
 from . import _approval_commands  # noqa: F401 - then pending, approve and deny
 
 # isort: split
+from . import _compact_command  # noqa: F401 - then compact
+
+# isort: split
 from ._console import app, err, out
 from ._options import (
     JsonOption,

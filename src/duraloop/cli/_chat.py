@@ -3,8 +3,8 @@
 One anyio event loop runs three things: a reader turning stdin into lines, a signal watcher,
 and the dispatcher. While idle (prompt `you> `) a line starts a turn; while a turn runs a
 plain line steers it (`AgentLoop.steer`, entered at the next step boundary) and a line
-starting with `/` is a command (`/show`, `/fork`, `/quit`, `/help`). When stdin is not a
-terminal (a pipe, a file) it is a script: each line is its own turn (a line read while a
+starting with `/` is a command (`/show`, `/fork`, `/compact`, `/quit`, `/help`). When stdin
+is not a terminal (a pipe, a file) it is a script: each line is its own turn (a line read while a
 turn runs is queued with `AgentLoop.followup`), and a command or the end of input waits for
 the turns before it. The chat exits 1 if a turn ended `error` or `blocked`, or a line was
 not UTF-8 (refused, like `run` refuses such a prompt), else 3 if it ends paused.
@@ -172,7 +172,10 @@ class Chat:
                     approver.waiting_idle(False)
             if line is None:
                 return
-            if line.startswith("/"):
+            if line.split()[:1] == ["/compact"]:
+                await commands.compact(self.console, self.errors, self.loop, self.running)
+                self._prompt() if not self.running else None
+            elif line.startswith("/"):
                 if not self._command(line):
                     return
             elif not line:

@@ -21,6 +21,7 @@ HISTORY_TURNS: Final = 2
 HELP: Final = (
     "while idle a line starts a turn; while a turn runs a line steers it. "
     "Commands: /show (the transcript), /fork (a new session at the last closed turn), "
+    "/compact (summarize the history so far into one checkpoint), "
     "/quit (cancel a running turn durably and exit). Ctrl-C cancels the turn; twice exits."
 )
 
@@ -75,3 +76,23 @@ def fork(console: Console, errors: Console, store: SessionStore, loop: AgentLoop
     console.print(
         styled("continue it with: duraloop chat --session ", ident(shlex.quote(child)), where)
     )
+
+
+async def compact(console: Console, errors: Console, loop: AgentLoop, running: bool) -> None:
+    """`/compact`: compact the history between turns and say what it did (docs/compaction.md).
+
+    While a turn runs it only says so. A compaction that cannot run (a paused turn) or fails
+    (the summary request) is printed as one line; the chat goes on, the history unchanged.
+    """
+    from ..errors import CompactionError, LlmError, UsageError
+    from ._compact_command import compaction_text
+
+    if running:
+        errors.print(styled(("a turn is running: /compact between turns", "yellow")))
+        return
+    try:
+        result = await loop.compact()
+    except (CompactionError, LlmError, UsageError) as exc:
+        errors.print(styled(("compaction failed: ", "red"), str(exc)))
+    else:
+        console.print(styled((compaction_text(result), "dim")))
