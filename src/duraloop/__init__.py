@@ -20,6 +20,7 @@ if _lazy.TYPE_CHECKING:
     from .log import check_pairing as check_pairing
     from .log import interrupted_turn_closers as interrupted_turn_closers
     from .loop import AgentLoop as AgentLoop
+    from .loop import CompactionConfig as CompactionConfig
     from .loop import LoopConfig as LoopConfig
     from .loop import LoopHooks as LoopHooks
     from .loop import SessionSetup as SessionSetup
@@ -43,6 +44,7 @@ __all__ = [
     "AskApproval",
     "Decision",
     "AgentLoop",
+    "CompactionConfig",
     "DuraloopError",
     "Event",
     "JsonlStore",
@@ -90,6 +92,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "check_pairing": ".log",
             "interrupted_turn_closers": ".log",
             "AgentLoop": ".loop",
+            "CompactionConfig": ".loop",
             "LoopConfig": ".loop",
             "LoopHooks": ".loop",
             "SessionSetup": ".loop",

@@ -21,6 +21,12 @@ max_tokens = 8192
 input_per_mtok = 0.27
 output_per_mtok = 1.10
 cache_read_per_mtok = 0.07          # optional, as cache_write_per_mtok: the input price
+
+[compaction]                        # see _compaction_file.py for every key
+threshold_ratio = 0.8
+
+[context_windows]                   # tokens
+"deepseek:deepseek-chat" = 131072
 ```
 
 Precedence, highest first (issue 5): CLI flags (`--model`, `--base-url`, `--max-tokens`,
@@ -34,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ..errors import ConfigError, UsageError
 from ..llm import (
@@ -48,11 +54,15 @@ from ..llm import (
 )
 from ..log import Event, Price
 from ..store import LOG_FILE_NAME, ZSTD_LOG_FILE_NAME, read_log_file
+from ._compaction_file import compaction_of
 from ._config_file import config_path, read_toml, refuse_unknown
 from ._prices import prices_of
 from ._stores import session_log_file
 
-_TOP_KEYS: Final = ("default_model", "providers", "prices")
+if TYPE_CHECKING:
+    from ..loop import CompactionConfig
+
+_TOP_KEYS: Final = ("default_model", "providers", "prices", "compaction", "context_windows")
 _PROVIDER_KEYS: Final = (
     "api_key_env",
     "base_url",
@@ -72,12 +82,15 @@ class UserConfig:
         providers: settings by provider name (`openai`, `deepseek`, `anthropic`); each
             field's origin names the file and line.
         prices: `provider:model` -> its price per million tokens (docs/loop.md#budgets).
+        compaction: the `[compaction]` and `[context_windows]` tables as a
+            `CompactionConfig`; None when the file has neither (the loop's default applies).
     """
 
     path: Path
     default_model: str | None = None
     providers: Mapping[str, ProviderSettings] = field(default_factory=dict)
     prices: Mapping[str, Price] = field(default_factory=dict)
+    compaction: CompactionConfig | None = None
 
 
 def load_config(path: Path) -> UserConfig:
@@ -122,8 +135,13 @@ def load_config(path: Path) -> UserConfig:
                 raise fail(("providers", name, key), problem)
         origins = {key: where("providers", name, key) for key in table}
         providers[name] = ProviderSettings(**table, origins=origins)
-    prices = prices_of(file)
-    return UserConfig(path, default_model=default_model, providers=providers, prices=prices)
+    return UserConfig(
+        path,
+        default_model=default_model,
+        providers=providers,
+        prices=prices_of(file),
+        compaction=compaction_of(file),
+    )
 
 
 def build_model(

@@ -321,7 +321,8 @@ class TurnOptions:
                 a cost budget has no price for the model.
             CorruptLogError: if a `replay:` log is damaged inside its committed region.
         """
-        from ..loop import LoopConfig, SessionSetup  # a command that runs no turn never loads them
+        # a command that runs no turn never loads them
+        from ..loop import CompactionConfig, LoopConfig, SessionSetup
         from ..tools import builtin_tools
         from ._approval_options import session_default_asking
         from ._config import build_model, load_config
@@ -336,15 +337,17 @@ class TurnOptions:
                 reasoning_effort=self.reasoning_effort,
             )
         turn_budget, session_budget = self.budget.budgets()
+        user = load_config(config_path(os.environ))
         config = LoopConfig(
             max_parallel_tool_calls=self.max_parallel,
             max_steps=self.max_steps,
             system_prompt=system_prompt(self.system),
             turn_budget=turn_budget,
             session_budget=session_budget,
-            prices=load_config(config_path(os.environ)).prices,
+            prices=user.prices,
             approval_policy=self.approval.approval_policy,
             auto_approve=self.approval.auto_approved(),
+            compaction=CompactionConfig() if user.compaction is None else user.compaction,
         )
         sessions = open_store(store) if store is None or isinstance(store, StoreSpec) else store
         default = (

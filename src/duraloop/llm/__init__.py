@@ -37,6 +37,7 @@ if _lazy.TYPE_CHECKING:
     from ._failure import failure_from_exception as failure_from_exception
     from ._failure import turn_failure as turn_failure
     from ._failure import unknown_failure as unknown_failure
+    from ._model import COMPACTION_PURPOSE as COMPACTION_PURPOSE
     from ._model import Model as Model
     from ._model import ModelRequest as ModelRequest
     from ._model import ToolSchema as ToolSchema
@@ -56,6 +57,7 @@ if _lazy.TYPE_CHECKING:
     from ._tool_ids import ToolIdMap as ToolIdMap
     from ._tool_ids import ToolIdRule as ToolIdRule
     from ._tool_ids import wire_tool_id as wire_tool_id
+    from ._windows import context_window_of as context_window_of
 
 __all__ = [
     "ANTHROPIC_IDS",
@@ -64,6 +66,7 @@ __all__ = [
     "BlockEndChunk",
     "BlockStartChunk",
     "CHAT_COMPLETIONS_IDS",
+    "COMPACTION_PURPOSE",
     "DeepSeekChatModel",
     "FinishChunk",
     "FinishReason",
@@ -91,6 +94,7 @@ __all__ = [
     "check_anthropic_messages",
     "check_chat_completions_messages",
     "code_for_status",
+    "context_window_of",
     "failure_from_exception",
     "finish_chunk",
     "is_context_window_exceeded",
@@ -147,6 +151,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "failure_from_exception": "._failure",
             "turn_failure": "._failure",
             "unknown_failure": "._failure",
+            "COMPACTION_PURPOSE": "._model",
             "Model": "._model",
             "ModelRequest": "._model",
             "ToolSchema": "._model",
@@ -166,5 +171,6 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "ToolIdMap": "._tool_ids",
             "ToolIdRule": "._tool_ids",
             "wire_tool_id": "._tool_ids",
+            "context_window_of": "._windows",
         },
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 from ..log import JsonObject, Message, well_formed_json
 from ..log.vocabulary import ABORTED, FINISH, FINISH_ABORTED, FINISH_ERROR
@@ -19,6 +19,9 @@ from ._chunks import FinishKind, StreamChunk, finish_chunk
 from ._failure import failure_from_exception
 
 logger = logging.getLogger(__name__)
+
+COMPACTION_PURPOSE: Final = "compaction"
+"""`ModelRequest.purpose` of a summary request (dsh's `purpose`, compaction-spec 8)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,10 @@ class ModelRequest:
         tools: the tools the model may call, in order.
         max_tokens: the output token cap, or None for the provider default.
         temperature: the sampling temperature, or None for the provider default.
+        purpose: what the request is for, when it is not a step: `COMPACTION_PURPOSE`
+            (`"compaction"`) for a summary request (compaction-spec 8); None for a step.
+            An adapter may change its transport for it (the DeepSeek adapter sends
+            `x-deepseek-harness-compact: 1`); the others ignore it.
     """
 
     messages: Sequence[Message]
@@ -65,6 +72,7 @@ class ModelRequest:
     tools: Sequence[ToolSchema] = ()
     max_tokens: int | None = None
     temperature: float | None = None
+    purpose: str | None = None
 
 
 class Model(Protocol):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Final
 
 from ..errors import ConfigError
+from ._windows import checked_context_window
 
 DEFAULT_TIMEOUT_SECONDS: Final = 600
 """The HTTP timeout when none is given, in seconds."""
@@ -36,6 +37,8 @@ class AdapterOptions:
             adapter's default.
         reasoning_effort: the adapter's effort name, or None for its default; each
             adapter checks the names it knows.
+        context_window: the model's context window in tokens, for compaction
+            (`duraloop.llm.context_window_of`); None when the adapter does not know it.
     """
 
     api_key: str = field(repr=False)  # a secret: never in a repr or a log
@@ -43,6 +46,7 @@ class AdapterOptions:
     timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
     max_tokens: int | None = None
     reasoning_effort: str | None = None
+    context_window: int | None = None
 
     def checked(self, *, label: str, model: str) -> AdapterOptions:
         """Check the options every adapter shares, and trim the key.
@@ -58,7 +62,7 @@ class AdapterOptions:
             ConfigError: if the key is not a string, is empty or is not printable ASCII
                 without spaces (docs/providers.md#adapter-guarantees; the message never shows
                 the key), the model id is empty, the timeout is not a positive finite number,
-                or `max_tokens` is not an integer >= 1.
+                or `max_tokens` or `context_window` is not an integer >= 1.
         """
         if not isinstance(self.api_key, str):
             raise ConfigError(
@@ -84,4 +88,5 @@ class AdapterOptions:
         max_tokens = self.max_tokens
         if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
             raise ConfigError(f"max_tokens must be an integer >= 1 or None, got {max_tokens!r}")
+        checked_context_window(self.context_window, what=label)
         return self if key == self.api_key else replace(self, api_key=key)

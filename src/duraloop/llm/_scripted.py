@@ -54,6 +54,7 @@ from ._chunks import (
 )
 from ._errors import LLM_ERROR_CODES, is_llm_error_code
 from ._model import ModelRequest
+from ._windows import checked_context_window
 
 _KEYS: Final = frozenset({"text", "reasoning", "tool_calls", "finish", "error", "delay_ms"})
 _FINISHES: Final = (FINISH_STOP, FINISH_TOOL_CALLS, FINISH_MAX_TOKENS)
@@ -85,15 +86,19 @@ class ScriptedModel:
         responses: the script: one response object per expected model request.
         name: the model id reported in assistant message sources.
         path: the script file, named in error messages; None for an in-memory script.
+        context_window: the context window to report, in tokens (`context_window_of`);
+            None (the default) for none. A plain attribute: a test may set it later.
 
     Attributes:
         provider: always `scripted`.
         model: `name`.
+        context_window: as given.
         requests: every `ModelRequest` received, in order (including one past the end).
 
     Raises:
         ConfigError: if a response is malformed, or its `error.code` is not an `LlmError`
-            code; the message names the response and field (and lists the valid codes).
+            code, or `context_window` is not None or an integer >= 1; the message names
+            the response and field (and lists the valid codes).
     """
 
     __test__ = False
@@ -104,9 +109,11 @@ class ScriptedModel:
         *,
         name: str = "scripted",
         path: str | None = None,
+        context_window: int | None = None,
     ) -> None:
         self.provider = "scripted"
         self.model = name
+        self.context_window = checked_context_window(context_window, what="scripted model's")
         self.requests: list[ModelRequest] = []
         self._path = path
         self._responses = _parse_script(responses, where=path or "the scripted model's script")

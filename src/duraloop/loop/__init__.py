@@ -5,6 +5,9 @@ from .. import _lazy
 if _lazy.TYPE_CHECKING:
     from ._agent import AgentLoop as AgentLoop
     from ._budget import Budget as Budget
+    from ._compaction import Compactor as Compactor
+    from ._compaction_config import CompactionConfig as CompactionConfig
+    from ._compaction_run import CompactionResult as CompactionResult
     from ._config import LoopConfig as LoopConfig
     from ._durability import Durability as Durability
     from ._hooks import LoopHooks as LoopHooks
@@ -22,10 +25,21 @@ if _lazy.TYPE_CHECKING:
     from ._prompt import default_system_prompt as default_system_prompt
     from ._recovery import StepRecovery as StepRecovery
     from ._result import TurnResult as TurnResult
+    from ._summarizer import ModelSummarizer as ModelSummarizer
+    from ._summarizer import Summarizer as Summarizer
+    from ._summarizer import Summary as Summary
+    from ._summarizer import SummaryRequest as SummaryRequest
 
 __all__ = [
     "AgentLoop",
     "Budget",
+    "CompactionConfig",
+    "Compactor",
+    "CompactionResult",
+    "ModelSummarizer",
+    "Summarizer",
+    "Summary",
+    "SummaryRequest",
     "Durability",
     "Inbox",
     "LoopConfig",
@@ -51,6 +65,13 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
         {
             "AgentLoop": "._agent",
             "Budget": "._budget",
+            "CompactionConfig": "._compaction_config",
+            "Compactor": "._compaction",
+            "CompactionResult": "._compaction_run",
+            "ModelSummarizer": "._summarizer",
+            "Summarizer": "._summarizer",
+            "Summary": "._summarizer",
+            "SummaryRequest": "._summarizer",
             "LoopConfig": "._config",
             "Durability": "._durability",
             "LoopHooks": "._hooks",

@@ -239,7 +239,7 @@ class AgentLoop(NamedSends, ApprovalMethods, CompactionMethods):
             self._write_snapshot()
 
     def _write_snapshot(self) -> None:
-        compaction = self._compaction and self._compaction.fold_json()
+        compaction = None if self._compaction is None else self._compaction.fold_json()
         fold = self._state.fold(self.inbox, self._usage.state(self.session), compaction)
         self._snapshots.write(self._durability.writer, fold, self._state.pairing, self.model)
 

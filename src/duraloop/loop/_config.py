@@ -12,6 +12,7 @@ from ..log import Price
 from ..log.vocabulary import APPROVAL_POLICIES
 from ..tools import DEFAULT_CANCEL_GRACE_SECONDS, DEFAULT_MAX_OUTPUT_BYTES, MIN_MAX_OUTPUT_BYTES
 from ._budget import Budget
+from ._compaction_config import CompactionConfig
 
 DEFAULT_SNAPSHOT_EVERY = 1000
 """Events appended since the last snapshot after which a closed turn writes one."""
@@ -63,12 +64,17 @@ class LoopConfig:
             the session's (the last `approval/policy` event, else `"ask"`).
         auto_approve: names of tools whose asks are approved without a person (each
             recorded as decided `allowed-once`, like any other answer).
+        compaction: how the session is compacted when it outgrows the model's context
+            window (`CompactionConfig`: thresholds, retention, the summary request, the
+            pruner, context windows per model). None disables compaction entirely
+            (automatic and manual). Default `CompactionConfig()`.
 
     Raises:
         ConfigError: if a count is not a positive integer, `retry` is not a `RetryPolicy`,
             a budget is not a `Budget`, `prices` does not map strings to `Price`s,
             the idle timeout or the grace period is not a positive number, or the output cap
-            is not an integer >= 256, or the approval policy is neither "ask" nor "never".
+            is not an integer >= 256, the approval policy is neither "ask" nor "never", or
+            `compaction` is not a `CompactionConfig`.
     """
 
     max_parallel_tool_calls: int = 10
@@ -85,6 +91,7 @@ class LoopConfig:
     prices: Mapping[str, Price] = field(default_factory=dict)
     approval_policy: str | None = None
     auto_approve: frozenset[str] = frozenset()
+    compaction: CompactionConfig | None = CompactionConfig()
 
     def __post_init__(self) -> None:
         """Validate the counts (docs/cases.md#resume-fork-and-config B61)."""
@@ -96,6 +103,11 @@ class LoopConfig:
         if isinstance(names, str) or not all(isinstance(name, str) for name in names):
             raise ConfigError("loop.auto_approve must be a set of tool names (strings)")
         object.__setattr__(self, "auto_approve", frozenset(names))
+        if self.compaction is not None and not isinstance(self.compaction, CompactionConfig):
+            raise ConfigError(
+                "loop.compaction must be a CompactionConfig or None, got "
+                f"{type(self.compaction).__name__}"
+            )
         for name in ("turn_budget", "session_budget"):
             budget = getattr(self, name)
             if budget is not None and not isinstance(budget, Budget):

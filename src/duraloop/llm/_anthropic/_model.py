@@ -82,10 +82,14 @@ class AnthropicMessagesModel:
         max_tokens: the default output cap in tokens, thinking included; a request's own
             `max_tokens` wins; None for 8,192 (plus the thinking budget).
         reasoning_effort: `off`, `low`, `medium` or `high`; None means `off`.
+        context_window: the model's context window in tokens, for automatic compaction
+            (read by `duraloop.llm.context_window_of`; `[context_windows]` in config.toml
+            wins over it); None leaves it to the built-in table of well-known models.
 
     Raises:
         ConfigError: if the key is empty or not printable ASCII without spaces, the effort
-            is not one of the above, `max_tokens` is below 1, or thinking is on and
+            is not one of the above, `max_tokens` or `context_window` is below 1, or thinking
+            is on and
             `max_tokens` is below 2,048 (no room for the smallest budget plus an answer).
     """
 
@@ -98,6 +102,7 @@ class AnthropicMessagesModel:
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         max_tokens: int | None = None,
         reasoning_effort: str | None = None,
+        context_window: int | None = None,
     ) -> None:
         options = AdapterOptions(
             api_key=api_key,
@@ -105,6 +110,7 @@ class AnthropicMessagesModel:
             timeout_seconds=timeout_seconds,
             max_tokens=max_tokens,
             reasoning_effort=reasoning_effort,
+            context_window=context_window,
         ).checked(label="Anthropic", model=model)
         if reasoning_effort is not None and reasoning_effort not in REASONING_EFFORTS:
             raise ConfigError(
@@ -127,6 +133,7 @@ class AnthropicMessagesModel:
 
         self.provider = "anthropic"
         self.model = model
+        self.context_window = options.context_window
         self._base_url = options.base_url or DEFAULT_BASE_URL
         self._max_tokens = options.max_tokens
         self._budget = budget

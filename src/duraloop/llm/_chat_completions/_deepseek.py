@@ -21,6 +21,8 @@ mapping) and the shared request encoder (`_request`). What is DeepSeek's own:
   docs/providers.md#deepseek, which leaves the field absent.
 - Assistant `content` is always a string (`""` without text, never null: "content or
   tool_calls must be set"); an empty tool result is sent as `(no output)`.
+- A request whose `purpose` is `compaction` (a summary request) carries the header
+  `x-deepseek-harness-compact: 1`, as dsh's DeepSeek adapter sends it (compaction-spec 8).
 - The output cap is `max_tokens`; errors add `x-deepseek-request-id` as a request id
   fallback, and a 402 "Insufficient Balance" maps to `QUOTA` through its text (2.1).
 """
@@ -32,6 +34,7 @@ from typing import Final
 
 from ...errors import ConfigError
 from ...log import JsonObject
+from .._model import COMPACTION_PURPOSE, ModelRequest
 from .._options import DEFAULT_TIMEOUT_SECONDS, AdapterOptions
 from ._request import ReasoningEcho, body_options
 from ._transport import ChatCompletionsModel
@@ -39,6 +42,12 @@ from ._transport import ChatCompletionsModel
 DEEPSEEK_BASE_URL: Final = "https://api.deepseek.com"
 DEEPSEEK_EFFORTS: Final = ("off", "low", "high", "max")
 """The reasoning efforts of docs/providers.md#deepseek; `off` disables thinking."""
+COMPACT_HEADER: Final = "x-deepseek-harness-compact"
+"""The header marking a summary request (`purpose` `compaction`), valued `1`."""
+
+
+def _purpose_headers(request: ModelRequest) -> dict[str, str]:
+    return {COMPACT_HEADER: "1"} if request.purpose == COMPACTION_PURPOSE else {}
 
 
 class DeepSeekChatModel(ChatCompletionsModel):
@@ -55,11 +64,14 @@ class DeepSeekChatModel(ChatCompletionsModel):
             cap (the provider default). A request's own `max_tokens` wins.
         reasoning_effort: one of `off`, `low`, `high`, `max`, or None for the provider
             default (thinking on, effort `high`).
+        context_window: the model's context window in tokens, for automatic compaction
+            (read by `duraloop.llm.context_window_of`; `[context_windows]` in config.toml
+            wins over it); None leaves it to the built-in table of well-known models.
 
     Raises:
         ConfigError: if the key is empty or not printable ASCII without spaces, the model
-            id is empty, the timeout or `max_tokens` is out of range, or the effort is not
-            one of `DEEPSEEK_EFFORTS`.
+            id is empty, the timeout, `max_tokens` or `context_window` is out of range, or
+            the effort is not one of `DEEPSEEK_EFFORTS`.
     """
 
     def __init__(
@@ -71,6 +83,7 @@ class DeepSeekChatModel(ChatCompletionsModel):
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         max_tokens: int | None = None,
         reasoning_effort: str | None = None,
+        context_window: int | None = None,
     ) -> None:
         options = AdapterOptions(
             api_key=api_key,
@@ -78,6 +91,7 @@ class DeepSeekChatModel(ChatCompletionsModel):
             timeout_seconds=timeout_seconds,
             max_tokens=max_tokens,
             reasoning_effort=reasoning_effort,
+            context_window=context_window,
         ).checked(label="DeepSeek", model=model)
         extra: JsonObject
         echo: ReasoningEcho = "always"
@@ -100,6 +114,7 @@ class DeepSeekChatModel(ChatCompletionsModel):
             options=options,
             default_base_url=DEEPSEEK_BASE_URL,
             echo=echo,
+            request_headers=_purpose_headers,
             body_options=partial(
                 body_options,
                 extra=extra,

@@ -44,11 +44,14 @@ class OpenAIChatModel(ChatCompletionsModel):
             None sends no cap. A request's own `max_tokens` wins.
         reasoning_effort: OpenAI's `reasoning_effort` (one of `OPENAI_EFFORTS`), or None
             to send none (the model's default).
+        context_window: the model's context window in tokens, for automatic compaction
+            (read by `duraloop.llm.context_window_of`; `[context_windows]` in config.toml
+            wins over it); None leaves it to the built-in table of well-known models.
 
     Raises:
         ConfigError: if the key is empty or not printable ASCII without spaces, the model
-            id is empty, the timeout or `max_tokens` is out of range, or the effort is not
-            one of `OPENAI_EFFORTS`.
+            id is empty, the timeout, `max_tokens` or `context_window` is out of range, or
+            the effort is not one of `OPENAI_EFFORTS`.
     """
 
     def __init__(
@@ -60,6 +63,7 @@ class OpenAIChatModel(ChatCompletionsModel):
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         max_tokens: int | None = None,
         reasoning_effort: str | None = None,
+        context_window: int | None = None,
     ) -> None:
         options = AdapterOptions(
             api_key=api_key,
@@ -67,6 +71,7 @@ class OpenAIChatModel(ChatCompletionsModel):
             timeout_seconds=timeout_seconds,
             max_tokens=max_tokens,
             reasoning_effort=reasoning_effort,
+            context_window=context_window,
         ).checked(label="OpenAI", model=model)
         if reasoning_effort is not None and reasoning_effort not in OPENAI_EFFORTS:
             raise ConfigError(

@@ -36,7 +36,7 @@ this module is imported: `import duraloop` must not pay the SDK's import time (a
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -84,8 +84,12 @@ class ChatCompletionsModel:
         default_base_url: the API root when `options.base_url` is None.
         echo: how assistant reasoning goes back (`ReasoningEcho`).
         body_options: builds the body keys after `messages` (see `RequestEncoder`).
+        request_headers: the dialect's extra headers for one request (e.g. DeepSeek's
+            `x-deepseek-harness-compact` for a summary request); None sends none.
 
     Attributes:
+        context_window: the model's context window in tokens (`options.context_window`),
+            or None; see `duraloop.llm.context_window_of`.
         last_activity_seconds: the event-loop clock (`anyio.current_time()`), in seconds,
             when the last response bytes arrived (SSE comments included); None before any.
     """
@@ -100,6 +104,7 @@ class ChatCompletionsModel:
         default_base_url: str,
         echo: ReasoningEcho,
         body_options: Callable[[ModelRequest], JsonObject],
+        request_headers: Callable[[ModelRequest], Mapping[str, str]] | None = None,
     ) -> None:
         # Deferred to here: the SDK costs about 1 s to import.
         import httpx2
@@ -109,8 +114,10 @@ class ChatCompletionsModel:
         self.provider = provider
         self.model = model
         self.base_url = base_url
+        self.context_window = options.context_window
         self.last_activity_seconds: float | None = None
         self._label = label
+        self._request_headers = request_headers
         self._openai = openai
         self._httpx = httpx2
         self._client = openai.AsyncOpenAI(
@@ -198,7 +205,8 @@ class ChatCompletionsModel:
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
         body = self.encode_request(request)
-        response = await self._post(body)
+        headers = None if self._request_headers is None else self._request_headers(request)
+        response = await self._post(body, headers)
         request_id = request_id_of(response.headers)
         translator = ChunkTranslator(
             provider=self.provider,
@@ -272,14 +280,17 @@ class ChatCompletionsModel:
                 request_id=request_id,
             ) from exc
 
-    async def _post(self, body: bytes) -> httpx2.Response:
+    async def _post(self, body: bytes, headers: Mapping[str, str] | None) -> httpx2.Response:
+        options = _POST_OPTIONS
+        if headers:
+            options = {**_POST_OPTIONS, "headers": {**_POST_OPTIONS["headers"], **headers}}
         with map_openai_errors(self._label, self.base_url):
             stream = True  # the `stream: bool` overload: cast_to decides the return type
             response: object = await self._client.post(
                 _PATH,
                 cast_to=self._httpx.Response,
                 content=body,
-                options=_POST_OPTIONS,
+                options=options,
                 stream=stream,
             )
         if not isinstance(response, self._httpx.Response):
