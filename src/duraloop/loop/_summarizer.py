@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import CompactionError
-from ..llm import BlockAssembler, Model, ModelRequest, ToolSchema, stream_chunks
+from ..llm import (
+    COMPACTION_PURPOSE,
+    BlockAssembler,
+    Model,
+    ModelRequest,
+    ToolSchema,
+    stream_chunks,
+)
 from ..log import ContentBlock, Message, new_message_id
 from ..log.vocabulary import (
     BLOCK_IMAGE,
@@ -136,6 +143,7 @@ class ModelSummarizer:
             system=request.system,
             tools=request.tools,
             max_tokens=request.max_tokens,
+            purpose=COMPACTION_PURPOSE,
         )
         assembler = BlockAssembler()
         async with aclosing(stream_chunks(self.model, model_request)) as stream:
