@@ -122,3 +122,12 @@ def test_the_approver_example_asks_by_the_validated_arguments_and_rejects_with_f
     code = _person_in_the_loop_examples()[1]
     assert _run(code, tmp_path, monkeypatch, capsys) == _expected(code)
     assert "args.path.startswith" in code  # attribute access on the validated arguments
+
+
+def test_the_long_sessions_example_compacts_a_session_past_its_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (code,) = re.findall(
+        r"^```python\n(.*?)^```", _section("Long sessions"), re.DOTALL | re.MULTILINE
+    )
+    assert _run(str(code), tmp_path, monkeypatch, capsys) == _expected(str(code))

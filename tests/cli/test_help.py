@@ -50,6 +50,7 @@ def test_every_command_appears_in_the_readme() -> None:
         "check",
         "ls",
         "demo",
+        "compact",
     }
     for name in names:
         assert f"`duraloop {name}" in README, name
