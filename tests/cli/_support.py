@@ -30,8 +30,8 @@ _SCRUBBED = (
     "ANTHROPIC_API_KEY",
     "ANTHROPIC_BASE_URL",
 )
-_STORE_COMMANDS = frozenset({"run", "chat", "resume", "fork", "show", "check", "ls"})
-_CWD_COMMANDS = frozenset({"run", "chat", "resume"})
+_STORE_COMMANDS = frozenset({"run", "chat", "resume", "fork", "show", "check", "ls", "compact"})
+_CWD_COMMANDS = frozenset({"run", "chat", "resume", "compact"})
 
 
 def clean_env(tmp: Path, **extra: str) -> dict[str, str]:
