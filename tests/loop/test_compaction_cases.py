@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,7 +98,7 @@ async def test_c5_without_a_window_pressure_is_off_and_warned_once(
 
 
 async def test_c35_overflow_compacts_and_retries_in_the_same_step(tmp_path: Path) -> None:
-    script = [
+    script: list[dict[str, Any]] = [
         {"text": "first answer OLD HISTORY SENTINEL " + "y" * 2000},
         {"error": {"code": "CONTEXT_WINDOW_EXCEEDED", "message": "prompt is too long"}},
         {"text": "COMPACTION RECOVERED"},
@@ -133,7 +134,7 @@ async def test_c33_overflow_with_nothing_to_compact_keeps_the_original_error(
 
 
 async def test_c34_max_overflow_retries_zero_disables_overflow_recovery(tmp_path: Path) -> None:
-    script = [
+    script: list[dict[str, Any]] = [
         {"text": "a" * 3000},
         {"error": {"code": "CONTEXT_WINDOW_EXCEEDED", "message": "prompt is too long"}},
     ]

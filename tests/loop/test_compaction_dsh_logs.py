@@ -189,7 +189,7 @@ def c50_log() -> list[Event]:
         _ev(
             21,
             "user/message",
-            checkpoint,
+            dict(checkpoint),
             surface_op={"op": "replace", "start": 4, "end": 4},
             source_event_seqs=[19, 20, 4],
         ),
