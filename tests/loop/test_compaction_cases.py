@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from duraloop.errors import CompactionError
+from duraloop.llm import ScriptedModel
 from duraloop.log import Session, balanced_cuts, check_pairing, is_checkpoint, select_range
 from duraloop.log.vocabulary import (
     COMPACTION_END,
@@ -24,6 +25,7 @@ from duraloop.log.vocabulary import (
     TURN_END,
     USER_MESSAGE,
 )
+from duraloop.loop import AgentLoop, CompactionConfig, LoopConfig
 from duraloop.testing import assert_log_valid
 
 from ._compaction_support import (
@@ -230,3 +232,33 @@ async def test_c38_a_live_lock_makes_compaction_busy(tmp_path: Path) -> None:
     with pytest.raises(CompactionError, match="already active") as raised:
         await loop.compact()
     assert raised.value.code == "busy"
+
+
+async def test_usage_and_budgets_count_the_summary_request(tmp_path: Path) -> None:
+    summaries = ScriptedModel([{"text": "## Current Work\n- the summary"}])
+    session, _, loop = compacting_loop(
+        tmp_path, [{"text": "a" * 2000}], window=None, summarizer=None
+    )
+    loop = AgentLoop(
+        session,
+        model=loop.model,
+        cwd=tmp_path,
+        config=LoopConfig(compaction=CompactionConfig(summarizer_model=summaries)),
+    )
+    await loop.run_turn("b" * 2000)
+    before = loop.usage.requests
+    assert await loop.compact() is not None
+    (summary,) = of_type(session.events, COMPACTION_SUMMARY)
+    assert summary.data["llmStreamCall"] is True and summary.data["model"] == summaries.model
+    assert loop.usage.requests == before + 1
+
+
+async def test_keep_turns_keeps_the_last_turns_verbatim(tmp_path: Path) -> None:
+    script = [{"text": f"answer {n} " + "w" * 1500} for n in range(3)]
+    session, _, loop = compacting_loop(tmp_path, script, window=None, keep_turns=2)
+    for n in range(3):
+        await loop.run_turn(f"prompt {n} " + "v" * 1500)
+    kept = [m["id"] for m in session.derive_messages()[2:]]
+    assert await loop.compact() is not None
+    messages = session.derive_messages()
+    assert is_checkpoint(messages[0]) and [m["id"] for m in messages[1:]] == kept

@@ -53,6 +53,9 @@ class CompactionConfig:
         max_overflow_retries: how many times a step is compacted and retried after
             `CONTEXT_WINDOW_EXCEEDED` (>= 0); 0 disables that recovery. Default 1.
         summarizer_model: the model that writes summaries; None uses the loop's model.
+        summarizer: writes the summaries instead of a model request (any
+            `loop.Summarizer`: an async callable from `SummaryRequest` to `Summary`); None
+            uses `ModelSummarizer(summarizer_model or the loop's model)`.
         pruner: the tool-result pruner's sizes (`duraloop.log.PrunerConfig`), run before a
             summary is asked for; None: no pruning. Default `PrunerConfig()`.
         context_windows: `provider:model` (e.g. `deepseek:deepseek-chat`) -> the context
