@@ -27,6 +27,7 @@ from duraloop.log.vocabulary import (
 )
 from duraloop.loop import AgentLoop, CompactionConfig, LoopConfig
 from duraloop.testing import assert_log_valid
+from duraloop.tools import tool
 
 from ._compaction_support import (
     TestSummarizer,
@@ -262,3 +263,30 @@ async def test_keep_turns_keeps_the_last_turns_verbatim(tmp_path: Path) -> None:
     assert await loop.compact() is not None
     messages = session.derive_messages()
     assert is_checkpoint(messages[0]) and [m["id"] for m in messages[1:]] == kept
+
+
+async def test_c38_a_turn_paused_on_an_approval_is_never_compacted(tmp_path: Path) -> None:
+    @tool(requires_approval=True)
+    def danger(n: int) -> str:
+        """Do something a person must allow.
+
+        Args:
+            n: a number.
+        """
+        return "done"
+
+    script = [{"text": "", "tool_calls": [{"id": "d1", "name": "danger", "arguments": {"n": 1}}]}]
+    session = Session("paused")
+    loop = AgentLoop(
+        session,
+        model=ScriptedModel([{"text": "x" * 2000}, *script]),
+        tools=[danger],
+        cwd=tmp_path,
+        config=LoopConfig(compaction=CompactionConfig(summarizer=TestSummarizer())),
+    )
+    await loop.run_turn("y" * 2000)
+    assert (await loop.run_turn("go")).kind == "paused"
+    before = len(session.events)
+    with pytest.raises(CompactionError, match="open turn") as raised:
+        await loop.compact()
+    assert raised.value.code == "busy" and len(session.events) == before
