@@ -31,6 +31,8 @@ def test_compact_summarizes_the_history_into_a_standalone_compaction(cli: Cli) -
     start = next(e for e in events if e["type"] == "compaction/start")
     assert start["data"]["turn"] is None
     assert _kinds(cli, session_id)[-1] in ("compaction/end", "session/end-seed")
+    transcript = ok(cli("show", session_id)).stdout
+    assert "compacted 1 history items (~" in transcript and "The report grew." in transcript
     shown = ok(cli("show", session_id, "--messages"))
     assert shown.stdout.startswith("user") and "automatically generated checkpoint" in shown.stdout
 
@@ -49,6 +51,7 @@ def test_a_failed_summary_exits_1_and_leaves_the_history(cli: Cli) -> None:
     assert result.returncode == 1
     assert "summary service down" in result.stderr and "Traceback" not in result.stderr
     assert ok(cli("show", session_id, "--messages", "--json")).stdout == before
+    assert "compaction failed: " in ok(cli("show", session_id)).stdout
     ends = [e for e in cli.events(session_id) if e["type"] == "compaction/end"]
     assert len(ends) == 1 and "summary service down" in ends[0]["data"]["error"]
 

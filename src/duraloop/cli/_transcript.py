@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.text import Text
 
 from ..log import result_call_id
 from ..log.vocabulary import (
@@ -16,6 +17,8 @@ from ..log.vocabulary import (
     BLOCK_REASONING,
     BLOCK_TEXT,
     BLOCK_TOOL_CALL,
+    COMPACTION_END,
+    COMPACTION_SUMMARY,
     END_SEED,
     SURFACE_APPEND,
     TOOL_RESULT,
@@ -68,6 +71,7 @@ def render_transcript(
     asks = ApprovalLines()
     cut = False
     resumed_here = False  # the last line printed is "session resumed here"
+    shadowed: tuple[int, object] | None = None  # the open compaction's summary, once written
     for event in events:
         data = event.data if isinstance(event.data, dict) else {}
         kind = event.type
@@ -108,6 +112,11 @@ def render_transcript(
             )
         elif kind in (APPROVAL_ASKED, APPROVAL_DECIDED, APPROVAL_POLICY):
             console.print(asks.line(kind, data))
+        elif kind == COMPACTION_SUMMARY:
+            shadowed = (len(data.get("shadowedSeqs") or ()), data.get("shadowedTokenCount"))
+        elif kind == COMPACTION_END:
+            console.print(_compaction_line(data, shadowed))
+            shadowed = None
     paused = _paused(events) if open_turn is not None else None
     if paused is not None and not running:
         state = (
@@ -144,6 +153,16 @@ def render_transcript(
                 )
             )
         )
+
+
+def _compaction_line(data: dict[str, Any], shadowed: tuple[int, object] | None) -> Text:
+    """The line of a closed compaction: what it replaced, or why it failed (untrusted text)."""
+    if "error" in data:
+        return styled(("── compaction failed: ", "yellow"), short_text(str(data["error"]), 160))
+    if shadowed is None:
+        return styled(("── compaction closed", "dim"))
+    count, tokens = shadowed
+    return styled((f"── compacted {count} history items (~{tokens} tokens)", "dim"))
 
 
 _PRINTED = frozenset(
