@@ -92,7 +92,8 @@ async def test_c28_below_the_threshold_nothing_is_written(tmp_path: Path) -> Non
 async def test_c5_without_a_window_pressure_is_off_and_warned_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    session, _, loop = compacting_loop(tmp_path, tool_script(3), window=None)
+    session, model, loop = compacting_loop(tmp_path, tool_script(3), window=None)
+    model.provider = "openai"  # a real route: an unknown window is worth a warning
     with caplog.at_level(logging.WARNING):
         await loop.run_turn("go")
     assert not of_type(session.events, *BRACKET)

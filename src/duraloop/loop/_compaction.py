@@ -44,6 +44,9 @@ from ._summarizer import ModelSummarizer, Summarizer
 
 logger = logging.getLogger(__name__)
 
+_OFFLINE_ROUTES = frozenset({"scripted", "replay"})
+"""Models that have no context window to know (scripted and replayed): no warning for them."""
+
 
 class Compactor:
     """Runs the compactions of one loop's session.
@@ -314,9 +317,11 @@ class Compactor:
         return CompactionResult(trigger, cid, shadowed, tokens, pruned, before, self.fold.tokens())
 
     def _warn_once(self, key: str, message: str) -> None:
+        """Log `message` once per model: a warning, or info for an offline test double."""
         if key not in self._warned:
             self._warned.add(key)
-            logger.warning("%s", message)
+            offline = self.model.provider in _OFFLINE_ROUTES
+            logger.log(logging.INFO if offline else logging.WARNING, "%s", message)
 
 
 def _tail_start(prices: Sequence[int], retain: int) -> int:
