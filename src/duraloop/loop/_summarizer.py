@@ -34,6 +34,7 @@ from ..log.vocabulary import (
     FINISH_MAX_TOKENS,
     SOURCE_PLUGIN,
     SUMMARIZER_PLUGIN,
+    UNKNOWN,
     UNSUPPORTED_CONTENT,
 )
 
@@ -154,7 +155,7 @@ class ModelSummarizer:
             failure = finish.get("failure") or {}
             raise CompactionError(
                 f"the summary request failed: {failure.get('message', 'unknown failure')} "
-                f"[{failure.get('code', 'UNKNOWN')}]",
+                f"[{failure.get('code', UNKNOWN)}]",
                 code="summary",
             )
         if finish["kind"] == FINISH_MAX_TOKENS:
