@@ -56,7 +56,7 @@ SIZES = [10, 300, 1500, 1500, 5000]
 
 _fraction = st.floats(0.0, 1.0)
 _call = st.tuples(
-    st.sampled_from(["sized"] * 8 + ["boom", "cancel", "hooked"]), st.sampled_from(SIZES)
+    st.sampled_from(["sized"] * 12 + ["boom"] * 2 + ["cancel", "hooked"]), st.sampled_from(SIZES)
 )
 _calls = st.tuples(st.just("calls"), st.lists(_call, min_size=1, max_size=3))
 _ending = st.one_of(
@@ -88,7 +88,7 @@ _compaction = st.fixed_dictionaries(
     }
 )
 _summaries = st.lists(
-    st.sampled_from(["ok", "ok", "ok", "fail", "cancel", "long"]), min_size=1, max_size=6
+    st.sampled_from(["ok"] * 6 + ["fail", "cancel", "long"]), min_size=1, max_size=6
 )
 
 
@@ -294,7 +294,7 @@ async def _scenario(
 
 
 @settings(
-    max_examples=50,
+    max_examples=60,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
