@@ -265,11 +265,12 @@ class Compactor:
         if prune and pruner is not None:
             protect = len(fold.nodes) - min(keep_from, _tail_start(fold.prices, retain))
             pruned = prune_session(self.session, pruner, protect=protect, estimate=estimate_message)
-            if pruned and fold.tokens() < threshold:
+            if pruned and self.fold.tokens() < threshold:  # fed: the prunes count
                 return self._result(trigger, None, 0, 0, pruned, before)
         result: CompactionResult | None = None
         attempts = self.config.compaction_retries + 1 if trigger == TRIGGER_PRESSURE else 1
         for _ in range(attempts):
+            fold = self.fold  # fed with the prunes and the previous attempt's checkpoint
             keep_from = protected_from(
                 fold.nodes,
                 self.session.events,
@@ -301,12 +302,12 @@ class Compactor:
                 before,
                 done.tokens_after,
             )
-            if trigger != TRIGGER_PRESSURE or fold.tokens() < threshold:
+            if trigger != TRIGGER_PRESSURE or self.fold.tokens() < threshold:
                 return result
         if result is not None and trigger == TRIGGER_PRESSURE:
             raise CompactionError(
                 f"compaction still above threshold after {attempts} compaction attempts "
-                f"({fold.tokens()} estimated tokens >= threshold {threshold})",
+                f"({self.fold.tokens()} estimated tokens >= threshold {threshold})",
                 code="pressure",
             )
         return result or (self._result(trigger, None, 0, 0, pruned, before) if pruned else None)

@@ -151,7 +151,7 @@ class Transaction:
             raise
         session.append(COMPACTION_END, lifecycle)
         return CompactionResult(
-            trigger, compaction_id, len(nodes), shadowed_tokens, 0, before, fold.tokens()
+            trigger, compaction_id, len(nodes), shadowed_tokens, 0, before, self._fold().tokens()
         )
 
     async def _summarize(self, nodes: Sequence[int], signal: CancelSignal) -> Any:
