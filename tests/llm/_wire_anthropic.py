@@ -24,11 +24,13 @@ import socket
 import struct
 import threading
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from ._wire_window import anthropic_overflow_error, request_tokens
 
 Event = dict[str, Any]
 
@@ -372,9 +374,25 @@ def _thinking_violations(body: Mapping[str, Any], messages: list[Any]) -> list[s
 
 
 class AnthropicWireServer:
-    """A threaded HTTP server replying with scripted Messages responses; validates requests."""
+    """A threaded HTTP server replying with scripted Messages responses; validates requests.
 
-    def __init__(self) -> None:
+    Args:
+        context_window: refuse a valid request longer than this many tokens (the server's
+            own count, `request_tokens`) with Anthropic's 400 "prompt is too long"; None for
+            no limit.
+        responder: builds the events of a reply from a request body when no reply is queued
+            (long scripted sessions); None answers an unqueued request with a 500.
+    """
+
+    def __init__(
+        self,
+        *,
+        context_window: int | None = None,
+        responder: Callable[[dict[str, Any]], list[Event]] | None = None,
+    ) -> None:
+        self.context_window = context_window
+        self.responder = responder
+        self.overflows = 0
         self.requests: list[RecordedRequest] = []
         self.violations: list[str] = []
         self._replies: deque[Reply] = deque()
@@ -429,8 +447,15 @@ class AnthropicWireServer:
         self.violations.extend(problems)
         if problems:
             return Reply(400, body=_envelope("invalid_request_error", problems[0]))
+        window = self.context_window
+        tokens = request_tokens(body) if window is not None else 0
+        if window is not None and tokens > window:
+            self.overflows += 1
+            return Reply(400, body=anthropic_overflow_error(tokens, window))
         if self._replies:
             return self._replies.popleft()
+        if self.responder is not None:
+            return Reply(actions=[("event", e) for e in self.responder(body)])
         return Reply(500, body=_envelope("api_error", "wire server: no reply queued"))
 
     def _answer(self, handler: BaseHTTPRequestHandler, reply: Reply, request_id: str) -> None:

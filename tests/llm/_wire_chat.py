@@ -21,10 +21,12 @@ import socket
 import struct
 import threading
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
+
+from ._wire_window import chat_overflow_error, request_tokens
 
 Dialect = Literal["openai", "deepseek"]
 MAX_TOOL_CALL_ID = 40  # OpenAI: "string too long. Expected a string with maximum length 40"
@@ -325,10 +327,24 @@ class WireChatServer:
     Args:
         dialect: `openai` or `deepseek`: which provider's rules requests are validated
             against and whose error body shape is used.
+        context_window: refuse a valid request longer than this many tokens (the server's
+            own count, `request_tokens`) with the provider's 400 `context_length_exceeded`;
+            None for no limit.
+        responder: builds the SSE frames of a reply from a request body when no reply is
+            queued (long scripted sessions); None answers an unqueued request with a 500.
     """
 
-    def __init__(self, dialect: Dialect = "openai") -> None:
+    def __init__(
+        self,
+        dialect: Dialect = "openai",
+        *,
+        context_window: int | None = None,
+        responder: Callable[[Any], Sequence[Frame]] | None = None,
+    ) -> None:
         self.dialect: Dialect = dialect
+        self.context_window = context_window
+        self.responder = responder
+        self.overflows = 0
         self.requests: list[RecordedRequest] = []
         self.violations: list[Violation] = []
         self.streamed_reasoning: dict[str, str] = {}
@@ -465,7 +481,7 @@ class WireChatServer:
                 found = self._violations_of(handler, body)
                 self.violations += [Violation(number, i, rule, detail) for i, rule, detail in found]
                 if not found:
-                    reply = self._replies.popleft() if self._replies else None
+                    reply = self._reply_to(body)
         if found:
             self._write_http(
                 handler, _Http(400, self._error_body(found[0][2]), "application/json", {})
@@ -479,6 +495,20 @@ class WireChatServer:
             _reset(handler)
         elif isinstance(reply, _Sse):
             self._write_sse(handler, reply)
+
+    def _reply_to(self, body: Any) -> _Reply | None:
+        """The reply to a valid request: an overflow, the queued one, or the responder's."""
+        window = self.context_window
+        tokens = request_tokens(body) if window is not None else 0
+        if window is not None and tokens > window:
+            self.overflows += 1
+            error = json.dumps(chat_overflow_error(tokens, window)).encode()
+            return _Http(400, error, "application/json", {})
+        if self._replies:
+            return self._replies.popleft()
+        if self.responder is not None:
+            return _Sse(list(self.responder(body)), True, "close", {})
+        return None
 
     def _violations_of(
         self, handler: BaseHTTPRequestHandler, body: Any
