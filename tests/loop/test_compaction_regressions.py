@@ -7,6 +7,8 @@
   time (C9), `CompactionResult.tokens_after` was the estimate before, and the second attempt
   chose its span on the old surface, so on the new one it could end between an assistant
   message's tool calls and their results (C29): the pre-send check then refused the step.
+- A manual compaction right after another summarized the lone checkpoint again, and failed
+  with "summary is not smaller" after writing a bracket each time (C39: nothing to compact).
 - `assert_log_valid` counted a pruned `tool/result` (a replacement, which an overflow writes
   inside the open step) as an answer of that step (C31).
 """
@@ -105,6 +107,19 @@ async def test_c39_manual_compaction_reports_the_estimate_after_it(tmp_path: Pat
     result = await loop.compact()
     assert result is not None and loop.compaction is not None
     assert result.tokens_after == loop.compaction.estimate() < result.tokens_before
+
+
+async def test_c39_a_manual_compaction_of_only_the_last_checkpoint_writes_nothing(
+    tmp_path: Path,
+) -> None:
+    script = [{"text": "a" * 2000}, {"text": "b" * 2000}]
+    session, _, loop = compacting_loop(tmp_path, script, window=None)
+    await loop.run_turn("x" * 2000)
+    await loop.run_turn("y" * 2000)
+    assert await loop.compact() is not None
+    written = len(session.events)
+    assert await loop.compact() is None
+    assert len(session.events) == written
 
 
 async def test_c31_a_prune_inside_an_overflow_step_answers_no_call(tmp_path: Path) -> None:

@@ -26,15 +26,14 @@ from dataclasses import dataclass, replace
 from typing import Any, Final, NoReturn
 
 from ..errors import InvariantError
+from ._compaction_fold import is_checkpoint
 from ._event import Event
 from ._json import is_safe_int
 from .vocabulary import (
-    COMPACT_PLUGIN,
     COMPACTION_END,
     COMPACTION_START,
     COMPACTION_SUMMARY,
     END_SEED,
-    SOURCE_PLUGIN,
     TURN_END,
     TURN_START,
     USER_MESSAGE,
@@ -69,20 +68,16 @@ class OpenBracket:
     summarized: bool = False
 
 
-def is_checkpoint(event: Event) -> bool:
+def is_checkpoint_event(event: Event) -> bool:
     """Return whether `event` is a compaction checkpoint (compaction-spec 2.3).
 
-    A checkpoint is a replacing `user/message` whose `source` is `{kind: "plugin", plugin:
-    "compact", ...}`.
+    A checkpoint is a replacing `user/message` (a `surfaceOp`) whose data `is_checkpoint`:
+    its `source` is `{kind: "plugin", plugin: "compact", ...}`.
     """
-    if event.type != USER_MESSAGE or not isinstance(event.surface_op, dict):
-        return False
-    data = event.data
-    source = data.get("source") if isinstance(data, dict) else None
     return (
-        isinstance(source, dict)
-        and source.get("kind") == SOURCE_PLUGIN
-        and source.get("plugin") == COMPACT_PLUGIN
+        event.type == USER_MESSAGE
+        and isinstance(event.surface_op, dict)
+        and is_checkpoint(event.data)
     )
 
 
@@ -130,7 +125,7 @@ class CompactionInvariants:
                 _fail(event, f"{kind} cannot cross an open {owner}")
             return
         if kind == USER_MESSAGE:
-            if is_checkpoint(event):
+            if is_checkpoint_event(event):
                 self._check_checkpoint(event)
             return
         if kind == END_SEED:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ._approvals import pending_approval
-from ._compaction_invariants import is_checkpoint
+from ._compaction_invariants import is_checkpoint_event
 from ._event import Event
 from ._pending import unanswered_tool_result
 from ._turns import TurnScan, open_turn_start, scan_turns
@@ -152,7 +152,7 @@ def torn_compaction(events: Sequence[Event]) -> tuple[dict[str, Any], bool] | No
             return data, compaction_id in summaries and compaction_id in checkpoints
         if kind == COMPACTION_SUMMARY and isinstance(data, dict):
             summaries.add(data.get("compactionId"))
-        elif is_checkpoint(event):
+        elif is_checkpoint_event(event):
             checkpoints.add(data["source"].get("compactionId"))
     return None
 

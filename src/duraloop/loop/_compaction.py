@@ -31,11 +31,12 @@ from ..log import (
     balanced_cuts,
     check_region,
     estimate_message,
+    is_checkpoint,
     protected_from,
     prune_session,
     select_range,
 )
-from ..log.vocabulary import TRIGGER_MANUAL, TRIGGER_OVERFLOW, TRIGGER_PRESSURE
+from ..log.vocabulary import TRIGGER_MANUAL, TRIGGER_OVERFLOW, TRIGGER_PRESSURE, USER_MESSAGE
 from ..tools import CancelSignal, TurnCancelled
 from ._compaction_config import CompactionConfig
 from ._compaction_run import CompactionResult, Transaction, check_lock
@@ -193,7 +194,9 @@ class Compactor:
         """Compact everything but the newest indivisible unit, between turns (manual).
 
         Returns:
-            The result, or None when there is nothing to compact (nothing is written).
+            The result, or None when there is nothing to compact (nothing is written): no
+            balanced cut leaves anything before the newest unit, or the only node it would
+            compact is the previous checkpoint.
 
         Raises:
             CompactionError: `busy` when a turn is open or another compaction holds the
@@ -283,7 +286,7 @@ class Compactor:
                 retain_tokens=retain,
                 keep_from=keep_from,
             )
-            if count is None:
+            if count is None or (trigger == TRIGGER_MANUAL and self._recompacts(count)):
                 break
             done = await self._transaction.run(
                 count,
@@ -311,6 +314,11 @@ class Compactor:
                 code="pressure",
             )
         return result or (self._result(trigger, None, 0, 0, pruned, before) if pruned else None)
+
+    def _recompacts(self, count: int) -> bool:
+        """Whether compacting `count` head nodes would only summarize the last checkpoint."""
+        head = self.session.events[self.fold.nodes[0]]
+        return count == 1 and head.type == USER_MESSAGE and is_checkpoint(head.data)
 
     def _result(
         self, trigger: str, cid: str | None, shadowed: int, tokens: int, pruned: int, before: int
