@@ -9,6 +9,9 @@
   message's tool calls and their results (C29): the pre-send check then refused the step.
 - A manual compaction right after another summarized the lone checkpoint again, and failed
   with "summary is not smaller" after writing a bracket each time (C39: nothing to compact).
+- While the retained tail alone stayed above the threshold, every step's pressure attempt
+  summarized the lone checkpoint again: a summary request, a failed bracket ("summary is not
+  smaller") and a warning per step (C9).
 - `assert_log_valid` counted a pruned `tool/result` (a replacement, which an overflow writes
   inside the open step) as an answer of that step (C31).
 """
@@ -85,6 +88,20 @@ async def test_c9_a_summary_that_relieves_the_pressure_is_not_repeated(tmp_path:
         after = next(e for e in between if e.type in (STEP_START, COMPACTION_START) and e != start)
         assert after.type == STEP_START
     check_pairing(session.derive_messages())
+
+
+async def test_c9_a_lone_checkpoint_is_not_summarized_again_under_pressure(
+    tmp_path: Path,
+) -> None:
+    summarizer = TestSummarizer()
+    session, _, loop = compacting_loop(
+        tmp_path, tool_script(5), window=8000, summarizer=summarizer, pruner=None, size=26_000
+    )
+    await loop.run_turn("read the pages one by one " * 20)  # worth more than a checkpoint
+    ends = of_type(session.events, COMPACTION_END)
+    assert ends and all("error" not in end.data for end in ends)
+    assert len(summarizer.requests) == len(ends)
+    assert_log_valid(session)
 
 
 async def test_c13_pruning_under_the_threshold_asks_no_summary(tmp_path: Path) -> None:

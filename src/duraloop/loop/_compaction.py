@@ -286,7 +286,7 @@ class Compactor:
                 retain_tokens=retain,
                 keep_from=keep_from,
             )
-            if count is None or (trigger == TRIGGER_MANUAL and self._recompacts(count)):
+            if count is None or self._recompacts(count):
                 break
             done = await self._transaction.run(
                 count,
