@@ -115,7 +115,13 @@ class Transaction:
         signal: CancelSignal,
         before: int,
     ) -> CompactionResult:
-        """Summarize `fold.nodes[:count]` and replace them by a checkpoint (compaction-spec 7)."""
+        """Summarize `fold.nodes[:count]` and replace them by a checkpoint (compaction-spec 7).
+
+        Raises:
+            TurnCancelled: at once, before anything is written, if `signal` is already
+                cancelled (C42); else as the transaction fails.
+        """
+        signal.throw_if_aborted()
         session, fold = self.session, self._fold()
         check_lock(fold)
         nodes, prices = list(fold.nodes[:count]), list(fold.prices[:count])
