@@ -21,7 +21,8 @@ DuraloopError
 │   ├── SessionNotFoundError (KeyError)
 │   ├── SessionExistsError
 │   ├── SessionLockedError              another process writes this session
-│   └── AppendConflictError             a batch whose first seq is not the stored next seq
+│   ├── AppendConflictError             a batch whose first seq is not the stored next seq
+│   └── WriterFencedError               this writer's lease was taken over: it writes no more
 ├── LlmError                            a model request failed (code + retryable)
 └── ToolError                           raised by a tool body: an error result with a code
 ```
@@ -113,9 +114,10 @@ class CompactionError(DuraloopError):
 
     A failed compaction leaves the surface unchanged (`compaction/end` records the error).
     `code`: `busy` (a compaction or turn in progress), `range` (no such span, or it would
-    split a call from its result), `no-capacity` (no context window known), `summary` (the
-    summarizer failed, or its summary is not smaller), `changed` (history changed during
-    the summary), `pressure` (still above the threshold), `commit` (an append failed).
+    split a call from its result), `summary` (the summarizer failed, or its summary is not
+    smaller), `changed` (history changed during the summary), `pressure` (still above the
+    threshold), `cancelled` (a manual compaction was cancelled). A failed flush of the bracket
+    raises the store's `StoreError` instead.
     """
 
     def __init__(self, message: str, *, code: str) -> None:
@@ -189,6 +191,35 @@ class SessionLockedError(StoreError):
 
 class AppendConflictError(StoreError):
     """Raised when a batch's first seq is not the stored next seq (a stale or second writer)."""
+
+
+class WriterFencedError(StoreError):
+    """Raised when a writer's lease of a session was taken by another writer (fencing).
+
+    The PostgreSQL store's appends verify the writer's fencing token in their transaction
+    (docs/store.md#leases): a writer that stalled past its lease (a pause, a partition)
+    and lost it writes nothing more, and its turn stops. The new holder has the session.
+
+    Args:
+        session_id: the session.
+        token: this writer's fencing token, or None if it held no lease.
+        holder: the owner holding the lease now, or None (free).
+        holder_token: the token it holds, or None.
+    """
+
+    def __init__(
+        self, *, session_id: str, token: int | None, holder: str | None, holder_token: int | None
+    ) -> None:
+        now = "is free now" if holder is None else f"is held by {holder} (token {holder_token})"
+        super().__init__(
+            f'session "{session_id}": this writer\'s lease (token {token}) was taken over and '
+            f"{now}; nothing more was written by this writer. Resume the session to continue "
+            "it, once no other writer runs it"
+        )
+        self.session_id = session_id
+        self.token = token
+        self.holder = holder
+        self.holder_token = holder_token
 
 
 class LlmError(DuraloopError):

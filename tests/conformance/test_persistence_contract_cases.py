@@ -40,10 +40,11 @@ from duraloop.log import Event, Session, SessionHeader, check_pairing
 from duraloop.log import vocabulary as v
 from duraloop.store import JsonlStore, MemoryStore, SessionStore, SqliteStore
 from store._builders import assistant, call_block, ev, meta, one_turn_log, se, ss, te, tool_call, ts
+from store._postgres import postgres_store
 from store._torn import append_torn_fragment
 
 
-@pytest.fixture(params=["memory", "jsonl", "jsonl-zstd", "sqlite"])
+@pytest.fixture(params=["memory", "jsonl", "jsonl-zstd", "sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
     """Every contract test runs on each backend (and on both JSONL encodings)."""
     if request.param == "memory":
@@ -52,9 +53,12 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionSto
         yield JsonlStore(tmp_path / "sessions")
     elif request.param == "jsonl-zstd":
         yield JsonlStore(tmp_path / "sessions", compression="zstd")
-    else:
+    elif request.param == "sqlite":
         with SqliteStore(tmp_path / "sessions.db") as sqlite_store:
             yield sqlite_store
+    else:
+        with postgres_store() as pg_store:
+            yield pg_store
 
 
 def test_case_71_round_trip_returns_identical_events_and_header(store: SessionStore) -> None:

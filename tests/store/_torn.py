@@ -34,4 +34,6 @@ def append_torn_fragment(store: SessionStore, session_id: str, seq: int) -> None
             )
         connection.close()
     else:
-        pytest.skip("the memory backend cannot hold a torn tail: every write is one atomic step")
+        pytest.skip(
+            f"{type(backend).__name__} cannot hold a torn tail: every write is one atomic step"
+        )

@@ -1,6 +1,7 @@
 """The `store` fixture.
 
-Every contract test runs on MemoryStore, JsonlStore (raw, zstd) and SqliteStore.
+Every contract test runs on MemoryStore, JsonlStore (raw, zstd), SqliteStore and
+PostgresStore (a real server, a fresh schema per test: `_postgres`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import pytest
 
 from duraloop.store import JsonlStore, MemoryStore, SessionStore, SqliteStore
 
+from ._postgres import postgres_store
 
-@pytest.fixture(params=["memory", "jsonl", "jsonl-zstd", "sqlite"])
+
+@pytest.fixture(params=["memory", "jsonl", "jsonl-zstd", "sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
     """Every contract test runs on each backend (and on both JSONL encodings)."""
     if request.param == "memory":
@@ -22,9 +25,12 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionSto
         yield JsonlStore(tmp_path / "sessions")
     elif request.param == "jsonl-zstd":
         yield JsonlStore(tmp_path / "sessions", compression="zstd")
-    else:
+    elif request.param == "sqlite":
         with SqliteStore(tmp_path / "sessions.db") as sqlite_store:
             yield sqlite_store
+    else:
+        with postgres_store() as pg_store:
+            yield pg_store
 
 
 @pytest.fixture(params=["streamed", "whole"])

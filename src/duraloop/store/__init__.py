@@ -1,4 +1,4 @@
-"""Persistence behind one SessionStore: memory, JSONL and SQLite backends.
+"""Persistence behind one SessionStore: memory, JSONL, SQLite and PostgreSQL backends.
 
 See docs/store.md#store-contract.
 """
@@ -20,6 +20,7 @@ if _lazy.TYPE_CHECKING:
     from ._sqlite._backend import SqliteBackend as SqliteBackend
     from ._stores import JsonlStore as JsonlStore
     from ._stores import MemoryStore as MemoryStore
+    from ._stores import PostgresStore as PostgresStore
     from ._stores import SqliteStore as SqliteStore
     from ._summary import SessionSummary as SessionSummary
     from ._tail import TornTail as TornTail
@@ -33,6 +34,7 @@ __all__ = [
     "LoadedSession",
     "MemoryBackend",
     "MemoryStore",
+    "PostgresStore",
     "RepairReport",
     "SessionStore",
     "SessionSummary",
@@ -66,6 +68,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "SqliteBackend": "._sqlite._backend",
             "JsonlStore": "._stores",
             "MemoryStore": "._stores",
+            "PostgresStore": "._stores",
             "SqliteStore": "._stores",
             "SessionSummary": "._summary",
             "TornTail": "._tail",

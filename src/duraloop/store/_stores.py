@@ -1,4 +1,4 @@
-"""The ready-made stores: a SessionStore over memory, JSONL files or one SQLite file.
+"""The ready-made stores: a SessionStore over memory, JSONL files, SQLite or PostgreSQL.
 
 See docs/store.md#store-contract.
 """
@@ -9,11 +9,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from duraloop.errors import ConfigError
+
 from ._jsonl._backend import Compression, JsonlBackend
 from ._memory import MemoryBackend
 from ._session_store import SessionStore
 
 if TYPE_CHECKING:
+    from ._postgres._backend import PostgresBackend
     from ._sqlite._backend import SqliteBackend
 
 
@@ -79,6 +82,71 @@ class SqliteStore(SessionStore):
         self.sqlite.close()
 
     def __enter__(self) -> SqliteStore:
+        """Return the store itself."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Close the store."""
+        self.close()
+
+
+class PostgresStore(SessionStore):
+    """A SessionStore of every session in one PostgreSQL database (docs/store.md#postgresql).
+
+    Needs the `postgres` extra (`pip install 'duraloop[postgres]'`: psycopg 3 and
+    psycopg_pool). The store's tables are created, in `schema`, when missing. The writer
+    lock is a lease with a fencing token, so one writer per session holds across machines
+    (docs/store.md#leases). Call `close()`, or use the store as a context manager.
+
+    Args:
+        url: a libpq connection string or URL, e.g. `postgresql://127.0.0.1:5432/app`.
+        schema: the PostgreSQL schema of the store's tables (default `duraloop`).
+        pack_chunks: store runs of >= 3 chunk events as one packed row.
+        lease_seconds: a lease's period: a writer that stops renewing (a crash, a pause)
+            loses its sessions this long after its last renewal.
+        pool_size: the most connections the store opens.
+
+    Raises:
+        ConfigError: if psycopg is not installed (the message names the extra).
+        StoreError: if the database cannot be reached, the tables cannot be created, or
+            `schema` holds a store of another schema version.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str = "duraloop",
+        pack_chunks: bool = True,
+        lease_seconds: float = 30.0,
+        pool_size: int = 4,
+    ) -> None:
+        try:
+            from ._postgres._backend import PostgresBackend
+        except ImportError as exc:
+            raise ConfigError(
+                f"the PostgreSQL store needs psycopg 3 and psycopg_pool ({exc}): install "
+                "them with `pip install 'duraloop[postgres]'`"
+            ) from exc
+        self.postgres: PostgresBackend = PostgresBackend(
+            url,
+            schema=schema,
+            pack_chunks=pack_chunks,
+            lease_seconds=lease_seconds,
+            pool_size=pool_size,
+        )
+        super().__init__(self.postgres)
+
+    def close(self) -> None:
+        """Stop renewing leases and close the connections; idempotent."""
+        self.postgres.close()
+
+    def __enter__(self) -> PostgresStore:
         """Return the store itself."""
         return self
 

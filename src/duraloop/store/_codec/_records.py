@@ -300,3 +300,25 @@ def encode_batch(events: Sequence[Event], *, pack_chunks: bool) -> bytes:
         _encoder.encode_into(item, buffer, len(buffer))
         buffer += b"\n"
     return bytes(buffer)
+
+
+def encode_records(events: Sequence[Event], *, pack_chunks: bool) -> list[tuple[int, int, bytes]]:
+    """Encode one written batch as storage records, one per event or packed chunk run.
+
+    Args:
+        events: the batch, contiguous seqs.
+        pack_chunks: store runs of >= 3 eligible `assistant/chunk` events as packed rows.
+
+    Returns:
+        `(first seq, last seq, line)` per record, in seq order; each line is what
+        `encode_batch` writes for it, without its newline (`decode_record` reads it).
+    """
+    records: list[tuple[int, int, bytes]] = []
+    items = pack_events(events) if pack_chunks else iter(events)
+    for item in items:
+        if isinstance(item, Event):
+            records.append((item.seq, item.seq, _encoder.encode(item)))
+        else:
+            first = item["seq0"]
+            records.append((first, first + len(item["data"]["dt"]), _encoder.encode(item)))
+    return records

@@ -1,0 +1,1 @@
+"""The PostgreSQL backend (docs/store.md#postgresql): imported only by `PostgresStore`."""
