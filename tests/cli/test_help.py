@@ -51,6 +51,7 @@ def test_every_command_appears_in_the_readme() -> None:
         "ls",
         "demo",
         "compact",
+        "db",
     }
     for name in names:
         assert f"`duraloop {name}" in README, name

@@ -26,6 +26,9 @@ from . import _approval_commands  # noqa: F401 - then pending, approve and deny
 from . import _compact_command  # noqa: F401 - then compact
 
 # isort: split
+from . import _db_command  # noqa: F401 - then db init
+
+# isort: split
 from ._console import app, err, out
 from ._options import (
     JsonOption,

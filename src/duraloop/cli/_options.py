@@ -59,7 +59,7 @@ StoreOption = Annotated[
         parser=store_option,
         metavar="STORE",
         help="Session store: jsonl:DIR (or DIR; an existing root keeps its encoding, a new one "
-        "is raw), jsonl+zstd:DIR or sqlite:PATH "
+        "is raw), jsonl+zstd:DIR, sqlite:PATH or postgresql://HOST/DB[?schema=NAME] "
         "[default: $DURALOOP_HOME/sessions, ~/.duraloop/sessions].",
     ),
 ]

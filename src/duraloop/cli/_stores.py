@@ -7,8 +7,12 @@ Syntax, `KIND:PATH` or a plain path:
   new root is raw.
 - `jsonl+zstd:DIR`: a JSONL root whose new logs are zstd-framed (dsh's default encoding).
 - `sqlite:PATH`: a SQLite database file.
+- `postgresql://USER@HOST:PORT/DB?schema=NAME` (or `postgres://`): a PostgreSQL store
+  (docs/store.md#postgresql; the `postgres` extra), its tables in schema NAME (default
+  `duraloop`). A password is best kept out of the URL (`PGPASSWORD` or `~/.pgpass`);
+  one in it is never printed.
 
-A prefix is a kind only when it is one of these three, so `./my:dir` or `/a:b` is a path;
+A prefix is a kind only when it is one of these, so `./my:dir` or `/a:b` is a path;
 any other `word:` prefix is refused as an unknown kind rather than guessed to be a
 directory. With no `--store` the root is `$DURALOOP_HOME/sessions` (`~/.duraloop/sessions`).
 """
@@ -32,13 +36,14 @@ from ..store import LOG_FILE_NAME, ZSTD_LOG_FILE_NAME
 if TYPE_CHECKING:
     from ..store import SessionStore
 
-StoreKind = Literal["jsonl", "jsonl+zstd", "sqlite"]
+StoreKind = Literal["jsonl", "jsonl+zstd", "sqlite", "postgresql"]
 """The kinds `--store` accepts before a colon."""
 
 _KINDS: tuple[StoreKind, ...] = ("jsonl", "jsonl+zstd", "sqlite")
+_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+._-]*):(.*)", re.DOTALL)
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-_SYNTAX = "jsonl:DIR (or a plain DIR), jsonl+zstd:DIR or sqlite:PATH"
+_SYNTAX = "jsonl:DIR (or a plain DIR), jsonl+zstd:DIR, sqlite:PATH or postgresql://HOST/DB"
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +52,20 @@ class StoreSpec:
 
     Args:
         kind: the store kind.
-        path: the JSONL root directory or the SQLite file (`~` expanded).
+        path: the JSONL root directory or the SQLite file (`~` expanded); unused for
+            `postgresql`.
+        url: the PostgreSQL URL as given (`postgresql` only).
     """
 
     kind: StoreKind
     path: Path
+    url: str = ""
 
     def __str__(self) -> str:
+        if self.kind == "postgresql":
+            from ._postgres_url import without_password
+
+            return without_password(self.url)
         return f"{self.kind}:{self.path}"
 
 
@@ -69,6 +81,8 @@ def parse_store_spec(text: str) -> StoreSpec:
     Raises:
         ConfigError: if the value is empty, names an unknown kind, or has an empty path.
     """
+    if text.startswith(_POSTGRES_SCHEMES):
+        return StoreSpec("postgresql", Path(), url=text)
     kind: StoreKind = "jsonl"
     rest = text
     match = _SCHEME.fullmatch(text)
@@ -113,6 +127,8 @@ def no_sessions_text(spec: StoreSpec | None) -> str:
         `no sessions in KIND:PATH`, plus `(PATH does not exist)` when it does not.
     """
     spec = spec if spec is not None else default_store_spec()
+    if spec.kind == "postgresql":
+        return f"no sessions in {spec}"
     missing = "" if spec.path.exists() else f" ({spec.path} does not exist)"
     return f"no sessions in {spec}{missing}"
 
@@ -163,11 +179,13 @@ def open_store(spec: StoreSpec | None) -> SessionStore:
         spec: the parsed `--store`/`DURALOOP_STORE` value; None means the default root.
 
     Returns:
-        A `JsonlStore` in the root's encoding, or a SQLite store.
+        A `JsonlStore` in the root's encoding, a SQLite store or a PostgreSQL store.
 
     Raises:
         UsageError: if a JSONL root is a file, a zstd root would be mixed into a raw one, or
             SQLite stores are not available in this build.
+        ConfigError: if a PostgreSQL URL is malformed or psycopg is not installed.
+        StoreError: if the PostgreSQL server cannot be reached.
     """
     from ..store import JsonlStore  # `--help` and `show FILE` never load the store
 
@@ -176,6 +194,10 @@ def open_store(spec: StoreSpec | None) -> SessionStore:
     spec = spec if spec is not None else default_store_spec()
     if spec.kind == "sqlite":
         return _sqlite_store(spec.path)
+    if spec.kind == "postgresql":
+        from ._postgres_url import postgres_store
+
+        return postgres_store(spec.url)
     if spec.path.is_file():
         hint = (
             f"; it is a SQLite database: pass --store sqlite:{spec.path}"

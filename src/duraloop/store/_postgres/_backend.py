@@ -104,7 +104,9 @@ class PostgresBackend:
             with psycopg.connect(url, connect_timeout=10) as connection:
                 self.store_id = ensure_schema(connection, self.schema)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot open the PostgreSQL store {self._where}: {exc}") from exc
+            raise StoreError(
+                f"cannot open the PostgreSQL store {self._where}: {_one_line(exc)}"
+            ) from exc
         self._pool: ConnectionPool[Any] = ConnectionPool(
             url, min_size=1, max_size=pool_size, open=True, timeout=10, name="duraloop"
         )
@@ -130,7 +132,9 @@ class PostgresBackend:
             with self._pool.connection() as connection, connection.transaction():
                 yield connection
         except (psycopg.Error, PoolTimeout) as exc:
-            raise StoreError(f"PostgreSQL store {self._where}: cannot {what}: {exc}") from exc
+            raise StoreError(
+                f"PostgreSQL store {self._where}: cannot {what}: {_one_line(exc)}"
+            ) from exc
 
     def _q(self, text: str) -> Any:
         return statement(text, self.schema)
@@ -338,3 +342,8 @@ def _redacted(url: str) -> str:
         return "(an unparsable connection string)"
     host = parts.get("host", "localhost")
     return f"postgresql://{host}:{parts.get('port', 5432)}/{parts.get('dbname', '')}"
+
+
+def _one_line(exc: BaseException) -> str:
+    """The error's message on one line (libpq's span several)."""
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -108,7 +108,10 @@ def ensure_schema(connection: psycopg.Connection[Any], schema: str) -> str:
                     ("schema_version", rows["schema_version"], "store_id", rows["store_id"]),
                 )
     except psycopg.Error as exc:
-        raise StoreError(f"cannot create the duraloop tables in schema {schema!r}: {exc}") from exc
+        detail = " ".join(str(exc).split())
+        raise StoreError(
+            f"cannot create the duraloop tables in schema {schema!r}: {detail}"
+        ) from exc
     version = rows.get("schema_version")
     if version != str(SCHEMA_VERSION):
         raise StoreError(
