@@ -139,4 +139,4 @@ def test_fork_of_a_session_whose_only_turn_is_open_suggests_how_to_find_a_bounda
 def test_help_shows_option_defaults_in_brackets(cli: Cli) -> None:
     env = clean_env(cli.tmp, COLUMNS="300")  # one line per option
     result = ok(cli("run", "--help", store=False, cwd=False, env=env))
-    assert "or sqlite:PATH [default: $DURALOOP_HOME/sessions" in result.stdout
+    assert "postgresql://HOST/DB[?schema=NAME] [default: $DURALOOP_HOME/sessions" in result.stdout
