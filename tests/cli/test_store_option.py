@@ -122,7 +122,9 @@ def test_store_spec_syntax(text: str, expected: StoreSpec) -> None:
     "text", ["", "jsonl:", "sqlite:", "postgres:db", "SQLite:x.db", "zstd:/var/s"]
 )
 def test_store_spec_refusals(text: str) -> None:
-    with pytest.raises(ConfigError, match=r"jsonl:DIR .*jsonl\+zstd:DIR or sqlite:PATH"):
+    with pytest.raises(
+        ConfigError, match=r"jsonl:DIR .*jsonl\+zstd:DIR, sqlite:PATH or postgresql://HOST/DB"
+    ):
         parse_store_spec(text)
 
 
