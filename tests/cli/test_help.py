@@ -52,6 +52,8 @@ def test_every_command_appears_in_the_readme() -> None:
         "demo",
         "compact",
         "db",
+        "submit",
+        "worker",
     }
     for name in names:
         assert f"`duraloop {name}" in README, name

@@ -29,6 +29,9 @@ from . import _compact_command  # noqa: F401 - then compact
 from . import _db_command  # noqa: F401 - then db init
 
 # isort: split
+from . import _worker_commands  # noqa: F401 - then submit and worker
+
+# isort: split
 from ._console import app, err, out
 from ._options import (
     JsonOption,

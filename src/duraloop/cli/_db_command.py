@@ -33,12 +33,10 @@ def init(store: StoreOption = None) -> None:
             "db init is for a PostgreSQL store: pass --store postgresql://HOST/DB (JSONL and "
             "SQLite stores need no init)"
         )
-    from ..store._postgres._schema import SCHEMA_VERSION
-
     opened = postgres_store(store.url)
     out.print(
         f"PostgreSQL store {store} ready: schema {opened.postgres.schema!r}, "
-        f"version {SCHEMA_VERSION}, store id {opened.postgres.store_id}",
+        f"version {opened.SCHEMA_VERSION}, store id {opened.postgres.store_id}",
         markup=False,
         highlight=False,
     )

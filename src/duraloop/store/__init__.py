@@ -12,10 +12,12 @@ if _lazy.TYPE_CHECKING:
     from ._jsonl._backend import JsonlBackend as JsonlBackend
     from ._jsonl._paths import LOG_FILE_NAME as LOG_FILE_NAME
     from ._jsonl._paths import ZSTD_LOG_FILE_NAME as ZSTD_LOG_FILE_NAME
+    from ._jsonl._paths import check_session_id as check_session_id
     from ._loaded import LoadedSession as LoadedSession
     from ._loaded import RepairReport as RepairReport
     from ._loose_file import read_log_file as read_log_file
     from ._memory import MemoryBackend as MemoryBackend
+    from ._postgres._schema import postgres_statement as postgres_statement
     from ._session_store import SessionStore as SessionStore
     from ._sqlite._backend import SqliteBackend as SqliteBackend
     from ._stores import JsonlStore as JsonlStore
@@ -47,6 +49,8 @@ __all__ = [
     "WriteReceipt",
     "WriterStatistics",
     "ZSTD_LOG_FILE_NAME",
+    "check_session_id",
+    "postgres_statement",
     "read_log_file",
 ]
 
@@ -63,7 +67,9 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "LoadedSession": "._loaded",
             "RepairReport": "._loaded",
             "read_log_file": "._loose_file",
+            "check_session_id": "._jsonl._paths",
             "MemoryBackend": "._memory",
+            "postgres_statement": "._postgres._schema",
             "SessionStore": "._session_store",
             "SqliteBackend": "._sqlite._backend",
             "JsonlStore": "._stores",

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from duraloop.errors import ConfigError
 
 from ._jsonl._backend import Compression, JsonlBackend
 from ._memory import MemoryBackend
+from ._postgres._schema import SCHEMA_VERSION
 from ._session_store import SessionStore
 
 if TYPE_CHECKING:
@@ -110,12 +111,16 @@ class PostgresStore(SessionStore):
         lease_seconds: a lease's period: a writer that stops renewing (a crash, a pause)
             loses its sessions this long after its last renewal.
         pool_size: the most connections the store opens.
+        owner: the name the store's leases carry (default `host:pid:random`).
 
     Raises:
         ConfigError: if psycopg is not installed (the message names the extra).
         StoreError: if the database cannot be reached, the tables cannot be created, or
             `schema` holds a store of another schema version.
     """
+
+    SCHEMA_VERSION: ClassVar[int] = SCHEMA_VERSION
+    """The version of the tables this duraloop creates and reads."""
 
     def __init__(
         self,
@@ -125,6 +130,7 @@ class PostgresStore(SessionStore):
         pack_chunks: bool = True,
         lease_seconds: float = 30.0,
         pool_size: int = 4,
+        owner: str | None = None,
     ) -> None:
         try:
             from ._postgres._backend import PostgresBackend
@@ -139,6 +145,7 @@ class PostgresStore(SessionStore):
             pack_chunks=pack_chunks,
             lease_seconds=lease_seconds,
             pool_size=pool_size,
+            owner=owner,
         )
         super().__init__(self.postgres)
 

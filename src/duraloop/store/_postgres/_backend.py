@@ -46,7 +46,7 @@ from .._codec._records import (
 )
 from .._writer import check_batch
 from ._lease import Lease, Renewer, acquire, fence, release
-from ._schema import check_schema_name, ensure_schema, statement
+from ._schema import check_schema_name, ensure_schema, postgres_statement
 
 if TYPE_CHECKING:
     import psycopg
@@ -77,6 +77,8 @@ class PostgresBackend:
         lease_seconds: the lease period (`DEFAULT_LEASE_SECONDS`); a writer renews it a
             few times per period and at every append.
         pool_size: the most connections the store opens.
+        owner: the name its leases carry (default `host:pid:random`; a worker passes its
+            DBOS executor id, so a lease names the worker that holds it).
 
     Raises:
         StoreError: if the database cannot be reached, the tables cannot be created, or the
@@ -91,6 +93,7 @@ class PostgresBackend:
         pack_chunks: bool = True,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         pool_size: int = 4,
+        owner: str | None = None,
     ) -> None:
         import psycopg
         from psycopg_pool import ConnectionPool
@@ -98,7 +101,7 @@ class PostgresBackend:
         self.schema = check_schema_name(schema)
         self.pack_chunks = pack_chunks
         self.lease_seconds = lease_seconds
-        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._where = _redacted(url)
         try:  # one direct connection first: an unreachable server fails at once, by name
             with psycopg.connect(url, connect_timeout=10) as connection:
@@ -136,8 +139,14 @@ class PostgresBackend:
                 f"PostgreSQL store {self._where}: cannot {what}: {_one_line(exc)}"
             ) from exc
 
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """Lend a pooled connection (the worker layer's tables share the store's database)."""
+        with self._pool.connection() as connection:
+            yield connection
+
     def _q(self, text: str) -> Any:
-        return statement(text, self.schema)
+        return postgres_statement(text, self.schema)
 
     def read(self, session_id: str) -> StoredLog:
         """Read a session's header and records in one transaction; see `StorageBackend.read`."""

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from duraloop.errors import SessionLockedError, WriterFencedError
 
-from ._schema import statement
+from ._schema import postgres_statement
 
 if TYPE_CHECKING:
     import psycopg
@@ -84,9 +84,12 @@ def acquire(
     """
     with connection.transaction():
         row = connection.execute(
-            statement(_ACQUIRE, schema), {"id": session_id, "owner": owner, "seconds": seconds}
+            postgres_statement(_ACQUIRE, schema),
+            {"id": session_id, "owner": owner, "seconds": seconds},
         ).fetchone()
-        holder = None if row else connection.execute(statement(_HOLDER, schema), (session_id,))
+        holder = (
+            None if row else connection.execute(postgres_statement(_HOLDER, schema), (session_id,))
+        )
         held = holder.fetchone() if holder is not None else None
     if row is not None:
         return Lease(session_id, owner, int(row[0]))
@@ -117,7 +120,9 @@ def fence(
         SessionLockedError: if this process holds no lease and another writer holds one.
     """
     if lease is None:
-        held = connection.execute(statement(_HOLDER + " FOR UPDATE", schema), (session_id,))
+        held = connection.execute(
+            postgres_statement(_HOLDER + " FOR UPDATE", schema), (session_id,)
+        )
         row = held.fetchone()
         if row is not None and row[0] is not None and row[2] > 0:
             raise SessionLockedError(
@@ -126,7 +131,7 @@ def fence(
         return
     if lease.lost:
         raise _fenced(connection, schema, lease, seconds)
-    row = connection.execute(statement(_RENEW, schema), lease.params(seconds)).fetchone()
+    row = connection.execute(postgres_statement(_RENEW, schema), lease.params(seconds)).fetchone()
     if row is None:
         lease.lost = True
         raise _fenced(connection, schema, lease, seconds)
@@ -136,7 +141,7 @@ def _fenced(
     connection: psycopg.Connection[Any], schema: str, lease: Lease, seconds: float
 ) -> WriterFencedError:
     del seconds
-    held = connection.execute(statement(_HOLDER, schema), (lease.session_id,)).fetchone()
+    held = connection.execute(postgres_statement(_HOLDER, schema), (lease.session_id,)).fetchone()
     return WriterFencedError(
         session_id=lease.session_id,
         token=lease.token,
@@ -148,7 +153,7 @@ def _fenced(
 def release(connection: psycopg.Connection[Any], schema: str, lease: Lease) -> None:
     """Free the lease if this process still holds it (the token stays, to keep growing)."""
     with connection.transaction():
-        connection.execute(statement(_RELEASE, schema), lease.params(0))
+        connection.execute(postgres_statement(_RELEASE, schema), lease.params(0))
 
 
 class Renewer:
@@ -208,7 +213,7 @@ class Renewer:
                 with self._pool.connection() as connection:
                     for lease in leases:
                         renewed = connection.execute(
-                            statement(_RENEW, self._schema), lease.params(self._seconds)
+                            postgres_statement(_RENEW, self._schema), lease.params(self._seconds)
                         ).fetchone()
                         connection.commit()
                         if renewed is None:

@@ -73,7 +73,7 @@ def check_schema_name(schema: str) -> str:
     return schema
 
 
-def statement(text: str, schema: str) -> Composed:
+def postgres_statement(text: str, schema: str) -> Composed:
     """Return `text` with `{s}` replaced by the quoted identifier of `schema`."""
     from psycopg import sql
 
@@ -97,14 +97,16 @@ def ensure_schema(connection: psycopg.Connection[Any], schema: str) -> str:
         with connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
             for text in _DDL:
-                connection.execute(statement(text, schema))
-            found = connection.execute(statement("SELECT key, value FROM {s}.meta", schema))
+                connection.execute(postgres_statement(text, schema))
+            found = connection.execute(
+                postgres_statement("SELECT key, value FROM {s}.meta", schema)
+            )
             rows = {str(key): str(value) for key, value in found.fetchall()}
             if not rows:
                 rows = {"schema_version": str(SCHEMA_VERSION), "store_id": str(uuid.uuid4())}
                 insert = "INSERT INTO {s}.meta (key, value) VALUES (%s, %s), (%s, %s)"
                 connection.execute(
-                    statement(insert, schema),
+                    postgres_statement(insert, schema),
                     ("schema_version", rows["schema_version"], "store_id", rows["store_id"]),
                 )
     except psycopg.Error as exc:

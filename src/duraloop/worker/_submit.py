@@ -1,0 +1,51 @@
+"""`submit`: queue a turn of a session for the workers (docs/workers.md#submit).
+
+The prompt is recorded in the store's `submissions` table, durably, before the drive of its
+session is enqueued on DBOS's queue (partitioned by session id); both are done when
+`submit` returns. A crash between the two leaves a queued row that a worker's sweep
+enqueues a takeover period later; one drive runs every queued submission of its session.
+The session need not exist yet: the first drive creates it.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from ..errors import StoreError
+from ..store import PostgresStore, check_session_id
+from ._dbos_client import enqueue_drive, migrate
+from ._tables import ensure_tables, insert_submission
+
+
+def submit(url: str, session_id: str, prompt: str, *, schema: str = "duraloop") -> str:
+    """Queue one turn of `session_id` with `prompt`; return the submission id.
+
+    Args:
+        url: the PostgreSQL URL of the store (libpq form).
+        session_id: the session (created by its first drive if it does not exist).
+        prompt: the user's prompt for the turn.
+        schema: the store's PostgreSQL schema.
+
+    Raises:
+        UsageError: if the session id or the prompt is invalid (empty).
+        StoreError: if the database cannot be reached.
+    """
+    import psycopg
+
+    from ..errors import UsageError
+
+    check_session_id(session_id)
+    if not prompt.strip():
+        raise UsageError("the prompt is empty: give the turn something to do")
+    submission_id = str(uuid.uuid4())
+    with PostgresStore(url, schema=schema, pool_size=1) as store:
+        try:
+            with store.postgres.connection() as connection:
+                ensure_tables(connection, schema)
+                insert_submission(connection, schema, submission_id, session_id, prompt)
+        except psycopg.Error as exc:
+            detail = " ".join(str(exc).split())
+            raise StoreError(f"cannot record the submission: {detail}") from exc
+    migrate(url, schema)
+    enqueue_drive(url, schema, session_id, workflow_id=f"duraloop-{submission_id}")
+    return submission_id

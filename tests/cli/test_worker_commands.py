@@ -1,0 +1,74 @@
+"""`duraloop submit` and `duraloop worker` as a user runs them (docs/workers.md).
+
+A real worker process on a fresh schema of the local PostgreSQL, with a scripted model,
+runs two submitted turns of a new session, prints its progress, and drains on SIGTERM
+(exit 0). Both commands refuse a store that is not PostgreSQL in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from store._postgres import POSTGRES_URL, drop_schema, fresh_schema, require_postgres
+
+from ._support import COMMAND, Cli, clean_env, ok
+
+
+@pytest.fixture
+def cli(tmp_path: Path) -> Cli:
+    return Cli(tmp_path)
+
+
+@pytest.fixture
+def spec() -> Iterator[str]:
+    require_postgres()
+    schema = fresh_schema()
+    try:
+        yield f"{POSTGRES_URL}?schema={schema}"
+    finally:
+        drop_schema(schema)
+        drop_schema(f"{schema}_dbos")
+
+
+def test_a_worker_runs_submitted_turns_and_drains_on_sigterm(cli: Cli, spec: str) -> None:
+    model = cli.script([{"text": "first answer"}, {"text": "second answer"}])
+    worker = subprocess.Popen(
+        [*COMMAND, "worker", "--store", spec, "--model", model, "--cwd", str(cli.cwd)],
+        env=clean_env(cli.tmp),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        first = ok(cli("submit", "w1", "Say one thing.", "--store", spec, store=False, cwd=False))
+        ok(cli("submit", "w1", "Say another.", "--store", spec, store=False, cwd=False))
+        assert len(first.stdout.strip()) == 36  # a submission id (UUID)
+        deadline = time.monotonic() + 60
+        shown = ""
+        while time.monotonic() < deadline:
+            shown = cli("show", "w1", "--store", spec, store=False, cwd=False).stdout
+            if "second answer" in shown:  # (`show` exits 1 until the worker creates w1)
+                break
+            time.sleep(0.5)
+        assert "first answer" in shown and "second answer" in shown
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        stdout, stderr = worker.communicate(timeout=60)
+    assert worker.returncode == 0, stderr
+    assert "worker stopped" in stderr and "finished 2" in stderr
+    listed = json.loads(ok(cli("ls", "--json", "--store", spec, store=False, cwd=False)).stdout)
+    assert [row["id"] for row in listed] == ["w1"]
+
+
+@pytest.mark.parametrize("command", [["submit", "s", "hi"], ["worker"]])
+def test_submit_and_worker_need_a_postgresql_store(cli: Cli, command: list[str]) -> None:
+    result = cli(*command, "--store", str(cli.store), store=False, cwd=False)
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.startswith(f"UsageError: {command[0]} needs a PostgreSQL store")
