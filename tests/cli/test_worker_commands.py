@@ -67,6 +67,43 @@ def test_a_worker_runs_submitted_turns_and_drains_on_sigterm(cli: Cli, spec: str
     assert [row["id"] for row in listed] == ["w1"]
 
 
+def test_an_approval_decided_on_any_machine_is_continued_by_a_worker(cli: Cli, spec: str) -> None:
+    call = {"id": "b1", "name": "bash", "arguments": {"command": "echo ran >> ran.txt"}}
+    model = cli.script([{"tool_calls": [call]}, {"text": "after the approval"}])
+    worker = subprocess.Popen(
+        [*COMMAND, "worker", "--store", spec, "--model", model, "--cwd", str(cli.cwd)]
+        + ["--ask-before", "bash"],
+        env=clean_env(cli.tmp),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ok(cli("submit", "a1", "Run it.", "--store", spec, store=False, cwd=False))
+        deadline = time.monotonic() + 60
+        pending: list[dict[str, object]] = []
+        while time.monotonic() < deadline and not pending:
+            listed = cli("pending", "--json", "--store", spec, store=False, cwd=False).stdout
+            pending = json.loads(listed) if listed.strip() else []
+            time.sleep(0.3)
+        assert [row["session"] for row in pending] == ["a1"]
+        assert not (cli.cwd / "ran.txt").exists()
+        approved = ok(cli("approve", "a1", "--store", spec, store=False, cwd=False)).stdout
+        assert "queued the turn's continuation for the workers" in approved
+        while time.monotonic() < deadline and not (cli.cwd / "ran.txt").exists():
+            time.sleep(0.3)
+        shown = ""
+        while time.monotonic() < deadline and "after the approval" not in shown:
+            shown = cli("show", "a1", "--store", spec, store=False, cwd=False).stdout
+            time.sleep(0.3)
+        assert "after the approval" in shown
+        assert (cli.cwd / "ran.txt").read_text() == "ran\n"  # the body ran once
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=60)
+    assert worker.returncode == 0, stderr
+
+
 @pytest.mark.parametrize("command", [["submit", "s", "hi"], ["worker"]])
 def test_submit_and_worker_need_a_postgresql_store(cli: Cli, command: list[str]) -> None:
     result = cli(*command, "--store", str(cli.store), store=False, cwd=False)

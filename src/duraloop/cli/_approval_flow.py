@@ -292,9 +292,22 @@ def decide(
             how = continue_with(turn, None)
         loop, _repair = _resume(session_id, setup)
         with loop:
-            return anyio.run(_decide_live, loop, call_id, allow, feedback, keep_going, how)
+            code = anyio.run(_decide_live, loop, call_id, allow, feedback, keep_going, how)
+        if not keep_going and store is not None and store.kind == "postgresql":
+            _queue_continuation(store, session_id)
+        return code
     except ApprovalError as exc:
         usage_exit(exc)
+
+
+def _queue_continuation(store: StoreSpec, session_id: str) -> None:
+    """On a PostgreSQL store the workers carry the decision out: queue the continuation."""
+    from ..worker import submit_continuation
+    from ._postgres_url import split_schema
+
+    url, schema = split_schema(store.url)
+    submission = submit_continuation(url, session_id, schema=schema)
+    out.print(safe(f"queued the turn's continuation for the workers (submission {submission})"))
 
 
 async def _decide_live(

@@ -9,6 +9,7 @@ whenever the counts change.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -134,9 +135,23 @@ def worker(
     url, schema = _postgres(store, "worker")
     turn = TurnOptions.of_command(locals())
 
+    from ._config import build_model
+
+    # Built now, so a bad spec fails at start. An offline model (scripted:, replay:) is one
+    # for the whole worker, its script going on from drive to drive; a provider's is built
+    # per drive, its HTTP client living on that drive's event loop.
+    first = build_model(
+        turn.model,
+        env=os.environ,
+        base_url=turn.base_url,
+        max_tokens=turn.max_tokens,
+        reasoning_effort=turn.reasoning_effort,
+    )
+    shared = first if first.provider in ("scripted", "replay") else None
+
     def setup(opened: PostgresStore, session_id: str) -> SessionSetup:
         known = session_id if opened.backend.exists(session_id) else None
-        return turn.session_setup(opened, cwd=cwd, session_id=known)
+        return turn.session_setup(opened, cwd=cwd, session_id=known, model=shared)
 
     shown: list[tuple[int, int, int, int]] = []
 

@@ -14,9 +14,18 @@ if _lazy.TYPE_CHECKING:
     from ._run import WorkerConfig as WorkerConfig
     from ._run import run_worker as run_worker
     from ._submit import submit as submit
+    from ._submit import submit_continuation as submit_continuation
     from ._tables import Submission as Submission
 
-__all__ = ["TAKEOVER_TEXT", "DriveReport", "Submission", "WorkerConfig", "run_worker", "submit"]
+__all__ = [
+    "TAKEOVER_TEXT",
+    "DriveReport",
+    "Submission",
+    "WorkerConfig",
+    "run_worker",
+    "submit",
+    "submit_continuation",
+]
 
 if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
     __getattr__, __dir__ = _lazy.lazy_exports(
@@ -27,6 +36,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "WorkerConfig": "._run",
             "run_worker": "._run",
             "submit": "._submit",
+            "submit_continuation": "._submit",
             "Submission": "._tables",
         },
     )

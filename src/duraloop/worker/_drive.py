@@ -14,7 +14,10 @@ worker died, so this is written to be re-executed at any point:
      `continued`; with `stop` it is done as `interrupted`. If T never reached the log
      (the worker died between marking and writing), it runs now as a fresh turn.
    - `queued`: it is marked `running` with the next turn number (under the lease, so no
-     other writer can take that number), then the turn runs, then it is marked done.
+     other writer can take that number), then the turn runs, then it is marked done; a
+     `continue` submission continues the paused turn instead (its approval was decided),
+     or is done as `not-paused` when nothing waits. A turn that pauses on an approval is
+     done as `paused`: the session is closed, so a paused session holds no lease.
 3. release the lease.
 
 Marking `running` before the turn and `done` after it, both under the lease, is what makes
@@ -153,20 +156,27 @@ async def _run(
             if on_takeover == "stop":
                 return REASON_INTERRUPTED, 0, 0
             return await _turn(loop, TAKEOVER_TEXT, continued="continued"), 1, 1
+    if submission.kind == "continue":
+        if loop.paused is None:  # continued already (by `approve --continue`, or before)
+            return "not-paused", 0, 0
+        mark(connection, schema, submission.id, state="running", turn=loop.last_turn)
+        return await _turn(loop, None), 1, 0
     turn = loop.last_turn + 1
     mark(connection, schema, submission.id, state="running", turn=turn, executor=executor)
     return await _turn(loop, submission.prompt), 1, 0
 
 
-async def _turn(loop: AgentLoop, prompt: str, *, continued: str | None = None) -> str:
-    """Run one turn; return its end kind (`continued` for a continuation that ended).
+async def _turn(loop: AgentLoop, prompt: str | None, *, continued: str | None = None) -> str:
+    """Run one turn, or continue the paused one (`prompt` None); return its end kind.
+
+    `continued` replaces the kind of a takeover's continuation turn that ended.
 
     A failure the turn recorded (a provider error, a budget) ends the submission as
     `error`; a store failure (a fenced or lost writer) propagates: the workflow fails and
     the session's next drive finds the turn in the log.
     """
     try:
-        result = await loop.run_turn(prompt)
+        result = await (loop.continue_turn() if prompt is None else loop.run_turn(prompt))
     except StoreError:
         raise
     except DuraloopError as exc:

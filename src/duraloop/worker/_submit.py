@@ -30,19 +30,36 @@ def submit(url: str, session_id: str, prompt: str, *, schema: str = "duraloop") 
         UsageError: if the session id or the prompt is invalid (empty).
         StoreError: if the database cannot be reached.
     """
-    import psycopg
-
     from ..errors import UsageError
 
-    check_session_id(session_id)
     if not prompt.strip():
         raise UsageError("the prompt is empty: give the turn something to do")
+    return _queue(url, session_id, prompt, "turn", schema)
+
+
+def submit_continuation(url: str, session_id: str, *, schema: str = "duraloop") -> str:
+    """Queue the continuation of a paused turn whose approval was decided; return its id.
+
+    A worker continues the turn (`AgentLoop.continue_turn`): the decided call runs or gets
+    its rejection, and the turn goes on. Nothing happens if the turn was continued before.
+
+    Raises:
+        UsageError: if the session id is invalid.
+        StoreError: if the database cannot be reached.
+    """
+    return _queue(url, session_id, "", "continue", schema)
+
+
+def _queue(url: str, session_id: str, prompt: str, kind: str, schema: str) -> str:
+    import psycopg
+
+    check_session_id(session_id)
     submission_id = str(uuid.uuid4())
     with PostgresStore(url, schema=schema, pool_size=1) as store:
         try:
             with store.postgres.connection() as connection:
                 ensure_tables(connection, schema)
-                insert_submission(connection, schema, submission_id, session_id, prompt)
+                insert_submission(connection, schema, submission_id, session_id, prompt, kind)
         except psycopg.Error as exc:
             detail = " ".join(str(exc).split())
             raise StoreError(f"cannot record the submission: {detail}") from exc

@@ -1,6 +1,7 @@
 """The worker layer's tables, beside the PostgreSQL store's (docs/workers.md#tables).
 
-- `submissions`: one row per submitted turn: its `id`, `session_id`, the `prompt` text, a
+- `submissions`: one row per submitted turn: its `id`, `session_id`, the `prompt` text, its
+  `kind` (`turn`, or `continue`: carry out a decided approval of a paused turn), a
   `state` (`queued`, then `running` with the `turn` number it got, then `done` with the
   turn's `outcome`), the `executor` that ran it, and when it was created. A submission is
   durable here before `submit` returns; the DBOS workflow that drives its session is
@@ -27,6 +28,7 @@ _DDL: Final = (
         id text PRIMARY KEY,
         session_id text NOT NULL,
         prompt text NOT NULL,
+        kind text NOT NULL DEFAULT 'turn',
         state text NOT NULL DEFAULT 'queued',
         turn bigint,
         outcome text,
@@ -50,7 +52,9 @@ class Submission:
     Args:
         id: the submission id (also its DBOS workflow id's suffix).
         session_id: the session it is a turn of.
-        prompt: the user's prompt.
+        prompt: the user's prompt (empty for a continuation).
+        kind: `turn` (run a turn with the prompt) or `continue` (continue the paused turn,
+            whose waiting call was decided).
         state: `queued`, `running` or `done`.
         turn: the turn number it got when it started running, or None.
         outcome: for `done`: the turn's end (`completed`, `aborted`, ...), or `continued`
@@ -60,6 +64,7 @@ class Submission:
     id: str
     session_id: str
     prompt: str
+    kind: str
     state: str
     turn: int | None
     outcome: str | None
@@ -79,14 +84,17 @@ def insert_submission(
     submission_id: str,
     session_id: str,
     prompt: str,
+    kind: str = "turn",
 ) -> None:
     """Record a queued submission durably (committed when this returns)."""
     with connection.transaction():
         connection.execute(
             statement(
-                "INSERT INTO {s}.submissions (id, session_id, prompt) VALUES (%s, %s, %s)", schema
+                "INSERT INTO {s}.submissions (id, session_id, prompt, kind) "
+                "VALUES (%s, %s, %s, %s)",
+                schema,
             ),
-            (submission_id, session_id, prompt),
+            (submission_id, session_id, prompt, kind),
         )
 
 
@@ -96,14 +104,16 @@ def unfinished(
     """The session's submissions not done yet, oldest first."""
     rows = connection.execute(
         statement(
-            "SELECT id, session_id, prompt, state, turn, outcome FROM {s}.submissions "
+            "SELECT id, session_id, prompt, kind, state, turn, outcome FROM {s}.submissions "
             "WHERE session_id = %s AND state <> 'done' ORDER BY ordinal",
             schema,
         ),
         (session_id,),
     ).fetchall()
     connection.commit()
-    return [Submission(str(r[0]), str(r[1]), str(r[2]), str(r[3]), r[4], r[5]) for r in rows]
+    return [
+        Submission(str(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), r[5], r[6]) for r in rows
+    ]
 
 
 def mark(
