@@ -17,6 +17,7 @@ from ._session_store import SessionStore
 
 if TYPE_CHECKING:
     from ._postgres._backend import PostgresBackend
+    from ._postgres._schema import Payload
     from ._sqlite._backend import SqliteBackend
 
 
@@ -110,6 +111,8 @@ class PostgresStore(SessionStore):
         lease_seconds: a lease's period: a writer that stops renewing (a crash, a pause)
             loses its sessions this long after its last renewal.
         pool_size: the most connections the store opens.
+        payload: private, for the benchmarks (issue 14): the record column's type, `"bytea"`
+            (the default) or `"jsonb"`; see `PostgresBackend`.
 
     Raises:
         ConfigError: if psycopg is not installed (the message names the extra).
@@ -125,6 +128,7 @@ class PostgresStore(SessionStore):
         pack_chunks: bool = True,
         lease_seconds: float = 30.0,
         pool_size: int = 4,
+        payload: Payload = "bytea",
     ) -> None:
         try:
             from ._postgres._backend import PostgresBackend
@@ -139,6 +143,7 @@ class PostgresStore(SessionStore):
             pack_chunks=pack_chunks,
             lease_seconds=lease_seconds,
             pool_size=pool_size,
+            payload=payload,
         )
         super().__init__(self.postgres)
 
