@@ -272,13 +272,21 @@ async def run_steps(
     durable: bool = True,
     estimate_tokens: bool = False,
     compression: str = "none",
+    store_factory: Callable[[Path], SessionStore] | None = None,
 ) -> StepRun:
-    """Run scenario S once: one turn of `steps` tool steps (+ a final text step)."""
+    """Run scenario S once: one turn of `steps` tool steps (+ a final text step).
+
+    `store_factory(root)`, when given, makes the store instead (e.g. a `PostgresStore`,
+    bench_postgres.py); its caller closes it. File and snapshot bytes are a JSONL store's only.
+    """
     workspace = root / "ws"
     workspace.mkdir(parents=True, exist_ok=True)
-    store: SessionStore = (
-        JsonlStore(root / "store", compression=compression) if durable else MemoryStore()
-    )
+    store: SessionStore
+    if store_factory is not None:
+        store = store_factory(root)
+    else:
+        store = JsonlStore(root / "store", compression=compression) if durable else MemoryStore()
+    on_disk = durable and isinstance(store, JsonlStore)
     model = EncodingModel(step_script(steps), estimate_tokens=estimate_tokens)
     counter = FsyncCounter()
     with counter.installed():
@@ -300,8 +308,8 @@ async def run_steps(
     if result.kind != "completed" or result.steps != steps + 1:
         raise RuntimeError(f"scenario S turn ended {result.reason} after {result.steps} steps")
     stats = writer.statistics() if writer is not None and hasattr(writer, "statistics") else None
-    file_bytes = log_path(store, loop.session.id).stat().st_size if durable else 0
-    snapshot = log_path(store, loop.session.id).parent / "session.snapshot" if durable else None
+    file_bytes = log_path(store, loop.session.id).stat().st_size if on_disk else 0
+    snapshot = log_path(store, loop.session.id).parent / "session.snapshot" if on_disk else None
     snapshot_bytes = snapshot.stat().st_size if snapshot is not None and snapshot.exists() else 0
     return StepRun(
         steps=steps,

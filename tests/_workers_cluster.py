@@ -38,12 +38,13 @@ class Cluster:
         self.logs = tmp
         self._files: list[Any] = []
         self.concurrency = 4
+        self.takeover_seconds = TAKEOVER_SECONDS
 
     def start(self, count: int, *, tool_seconds: float = 0.5) -> None:
         env = dict(
             os.environ,
             DURALOOP_TOOL_SECONDS=str(tool_seconds),
-            DURALOOP_TAKEOVER_SECONDS=str(TAKEOVER_SECONDS),
+            DURALOOP_TAKEOVER_SECONDS=str(self.takeover_seconds),
         )
         for index in range(count):
             log = (self.logs / f"worker-{len(self.workers)}-{index}.log").open("wb")

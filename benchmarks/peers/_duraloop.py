@@ -55,3 +55,32 @@ def parallel(root: Path) -> dict[str, Any]:
     span = bench_parallel.run(durable=True, seconds=0.1, steps=1)[0] * 1000
     noop = bench_parallel.run(durable=True, seconds=0.0, steps=c.P_NOOP_STEPS)
     return {"span_ms": span, "per_call_us": statistics.median(noop) * 1e6 / c.P_CALLS}
+
+
+async def pgsteps(n: int, root: Path) -> dict[str, Any]:
+    """Scenario S on PostgreSQL: `_scenario.run_steps` on a `PostgresStore` in a fresh schema."""
+    import _pg
+
+    from duraloop.store import PostgresStore, SessionStore
+
+    schema = _pg.fresh_schema()
+    made: list[PostgresStore] = []
+
+    def store(_: Path) -> SessionStore:
+        made.append(PostgresStore(_pg.URL, schema=schema))
+        return made[-1]
+
+    try:
+        run = await sc.run_steps(n, root, store_factory=store)
+        stored = _pg.schema_bytes(schema)
+    finally:
+        for opened in made:
+            opened.close()
+        _pg.drop_schema(schema)
+    return {
+        "ms_per_step": run.ms_per_step,
+        "cpu_ms_per_step": run.cpu_ms_per_step,
+        "requests": len(run.request_times),
+        "last_request_bytes": run.last_request_bytes,
+        "disk_bytes": stored,
+    }

@@ -150,6 +150,29 @@ async def steps(n: int, root: Path) -> dict[str, Any]:
     return c.steps_result(n, t1 - t0, cpu1 - cpu0, clock, root)
 
 
+async def pgsteps(n: int, root: Path) -> dict[str, Any]:
+    """Scenario S on PostgreSQL: `PostgresSaver` in a fresh schema, `durability="sync"`."""
+    import _pg
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    schema = _pg.fresh_schema()
+    try:
+        clock = c.Clock()
+        with PostgresSaver.from_conn_string(_pg.conninfo(schema)) as saver:
+            saver.setup()
+            graph = _graph(steps_script(n), NOOP_TOOLS, clock, saver, encode=True)
+            t0, cpu0 = c.timed()
+            result = _run(graph, c.PROMPT, n)
+            t1, cpu1 = c.timed()
+        if result["messages"][-1].content != c.FINAL_TEXT or len(clock.requests) != n + 1:
+            raise RuntimeError("langgraph run did not end with the final text")
+        figures = c.steps_result(n, t1 - t0, cpu1 - cpu0, clock, root)
+        figures["disk_bytes"] = _pg.schema_bytes(schema)
+    finally:
+        _pg.drop_schema(schema)
+    return figures
+
+
 def history(n: int) -> list[AnyMessage]:
     """Return the messages scenario S's run of `n` steps leaves in the graph's state."""
     messages: list[AnyMessage] = [HumanMessage(c.PROMPT)]

@@ -170,6 +170,36 @@ async def steps(n: int, root: Path) -> dict[str, Any]:
     return c.steps_result(n, t1 - t0, cpu1 - cpu0, clock, root)
 
 
+async def pgsteps(n: int, root: Path) -> dict[str, Any]:
+    """Scenario S on PostgreSQL: `SQLAlchemySession` (async engine, psycopg 3), fresh schema."""
+    import _pg
+    from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    schema = _pg.fresh_schema()
+    engine = create_async_engine(
+        _pg.sqlalchemy_url(), connect_args={"options": f"-c search_path={schema}"}
+    )
+    try:
+        clock = c.Clock()
+        session = SQLAlchemySession(SESSION_ID, engine=engine, create_tables=True)
+        agent = _agent(ScriptedModel(steps_script(n), clock), NOOP_TOOLS)
+        t0, cpu0 = c.timed()
+        result = await Runner.run(agent, c.PROMPT, session=session, max_turns=n + 2)
+        t1, cpu1 = c.timed()
+        if result.final_output != c.FINAL_TEXT or len(clock.requests) != n + 1:
+            raise RuntimeError(f"openai-agents run ended with {result.final_output!r}")
+        stored = len(await session.get_items())
+        if stored != len(history(n)):
+            raise RuntimeError(f"the SQLAlchemy session holds {stored} items")
+        figures = c.steps_result(n, t1 - t0, cpu1 - cpu0, clock, root)
+        figures["disk_bytes"] = _pg.schema_bytes(schema)
+    finally:
+        await engine.dispose()
+        _pg.drop_schema(schema)
+    return figures
+
+
 def history(n: int) -> list[dict[str, Any]]:
     """Return the session items the SDK stores for scenario S's run of `n` steps."""
     items: list[dict[str, Any]] = [{"content": c.PROMPT, "role": "user"}]

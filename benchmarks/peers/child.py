@@ -1,7 +1,8 @@
 """One measurement in a fresh process: `child.py DRIVER SCENARIO ROOT [N]`, prints one JSON line.
 
 DRIVER is `openai_agents`, `langgraph`, `pydantic_ai` or `duraloop` (the module `_DRIVER.py`
-beside this file); SCENARIO is `import`, `steps`, `build`, `resume` or `parallel`. The
+beside this file); SCENARIO is `import`, `steps`, `pgsteps` (S on PostgreSQL, `_pg.py`),
+`build`, `resume` or `parallel`. The
 `import` scenario times importing the framework's modules before anything else is loaded.
 """
 
@@ -46,10 +47,10 @@ def main(argv: list[str]) -> None:
         return
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     module = importlib.import_module(f"_{driver}")
-    if scenario not in ("steps", "build", "resume", "parallel"):
+    if scenario not in ("steps", "pgsteps", "build", "resume", "parallel"):
         raise SystemExit(f"unknown scenario {scenario!r}")
     function = getattr(module, scenario)
-    args = (size, root) if scenario in ("steps", "build") else (root,)
+    args = (size, root) if scenario in ("steps", "pgsteps", "build") else (root,)
     if inspect.iscoroutinefunction(function):
         import anyio
 

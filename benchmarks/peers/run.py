@@ -11,6 +11,14 @@ fsyncs (counted by strace, when installed) and bytes on disk at the largest N; R
 process resumes the 1000-step session until the model receives the next request (after
 imports), and the import of the framework; P = 30 tools x 100 ms with a cap of 10 (tool
 span) and 10 steps of 30 x 0 ms tools (per call). Figures are median (min-max) over runs.
+
+    python benchmarks/peers/run.py --store postgres [--runs 3] [--sizes 100,1000]
+
+runs only scenario S with every framework's PostgreSQL store on one server
+(`PEERS_POSTGRES_URL`, default `postgresql://127.0.0.1:5432/test`; a fresh schema per run,
+dropped after, see `_pg.py`): LangGraph's `PostgresSaver`, the Agents SDK's
+`SQLAlchemySession` (async engine over psycopg 3) and duraloop's `PostgresStore`.
+pydantic-ai has no store of its own and sits this variant out.
 """
 
 from __future__ import annotations
@@ -38,6 +46,9 @@ PEERS = {"openai_agents": "OpenAI Agents", "langgraph": "LangGraph", "pydantic_a
 DURALOOP = "duraloop"
 R_STEPS = 1000
 DISTS = ("openai-agents", "langgraph", "langgraph-checkpoint-sqlite", "pydantic-ai-slim")
+PG_PEERS = ("openai_agents", "langgraph")
+"""The peers with a PostgreSQL store (the `--store postgres` variant)."""
+PG_DISTS = ("langgraph-checkpoint-postgres", "sqlalchemy", "psycopg")
 
 
 def setup(venv: Path) -> Path:
@@ -46,7 +57,8 @@ def setup(venv: Path) -> Path:
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     requirements = HERE / "requirements.txt"
-    pip = [str(python), "-m", "pip", "install", "-q", "-r", str(requirements), "-e", str(WORKTREE)]
+    duraloop = f"{WORKTREE}[postgres]"
+    pip = [str(python), "-m", "pip", "install", "-q", "-r", str(requirements), "-e", duraloop]
     subprocess.run(pip, check=True)
     subprocess.run([str(python), "-m", "pip", "check"], check=True)
     return python
@@ -104,6 +116,38 @@ def measure(python: str, drivers: list[str], sizes: list[int], runs: int) -> Fig
                 for driver in (peer, DURALOOP):
                     started = time.perf_counter()
                     one_run(python, driver, figures, work, pristine[driver], sizes, largest)
+                    elapsed = time.perf_counter() - started
+                    print(f"  run {run}: {driver} done in {elapsed:.0f} s", file=sys.stderr)
+            print(f"after run {run}:\n{render(figures, drivers)}", file=sys.stderr, flush=True)
+    return figures
+
+
+def measure_postgres(python: str, drivers: list[str], sizes: list[int], runs: int) -> Figures:
+    """Scenario S on PostgreSQL, `runs` times, each peer's sizes followed by duraloop's."""
+    figures = Figures()
+    largest = max(sizes)
+    with tempfile.TemporaryDirectory(prefix="duraloop-peers-pg-") as tmp:
+        for run in range(1, runs + 1):
+            for peer in drivers:
+                for driver in (peer, DURALOOP):
+                    started = time.perf_counter()
+                    for n in sizes:
+                        with tempfile.TemporaryDirectory(dir=tmp) as root:
+                            result = child(python, driver, "pgsteps", Path(root), n)
+                        figures.add(
+                            f"S (PostgreSQL): ms/step at N = {n}", driver, result["ms_per_step"]
+                        )
+                        if n == largest:
+                            figures.add(
+                                f"S (PostgreSQL): CPU ms/step at N = {n}",
+                                driver,
+                                result["cpu_ms_per_step"],
+                            )
+                            figures.add(
+                                f"S (PostgreSQL): MB stored at N = {n}",
+                                driver,
+                                result["disk_bytes"] / 1e6,
+                            )
                     elapsed = time.perf_counter() - started
                     print(f"  run {run}: {driver} done in {elapsed:.0f} s", file=sys.stderr)
             print(f"after run {run}:\n{render(figures, drivers)}", file=sys.stderr, flush=True)
@@ -193,11 +237,11 @@ def render(figures: Figures, drivers: list[str]) -> str:
     return "\n".join(lines)
 
 
-def versions(python: str) -> str:
+def versions(python: str, dists: tuple[str, ...] = DISTS) -> str:
     """Return the installed versions of the peers in the venv of `python`."""
     code = (
         "import importlib.metadata as m, sys\n"
-        f"print(', '.join(f'{{d}} {{m.version(d)}}' for d in {DISTS!r}))"
+        f"print(', '.join(f'{{d}} {{m.version(d)}}' for d in {dists!r}))"
     )
     return subprocess.run(
         [python, "-c", code], check=True, capture_output=True, text=True
@@ -211,20 +255,36 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="S at N = 10 / 100 / 300")
     parser.add_argument("--sizes", help="S sizes, comma-separated (default 10,100,1000)")
-    parser.add_argument("--peers", default=",".join(PEERS), help="a subset of " + ",".join(PEERS))
+    parser.add_argument("--peers", help="a subset of " + ",".join(PEERS))
+    parser.add_argument(
+        "--store",
+        choices=("disk", "postgres"),
+        default="disk",
+        help="disk: scenarios S, R, P on each framework's own on-disk store (the default); "
+        "postgres: scenario S on each one's PostgreSQL store (PEERS_POSTGRES_URL)",
+    )
     args = parser.parse_args(argv)
     if args.setup:
         print(f"peers' python: {setup(Path(args.setup))}")
         return
     if not Path(args.python).exists():
         raise SystemExit(f"no {args.python}: run `python {sys.argv[0]} --setup` first")
+    postgres = args.store == "postgres"
+    default_sizes = "100,1000" if postgres else "10,100,1000"
     sizes = [
-        int(x) for x in (args.sizes or ("10,100,300" if args.quick else "10,100,1000")).split(",")
+        int(x) for x in (args.sizes or ("10,100,300" if args.quick else default_sizes)).split(",")
     ]
-    drivers = [d for d in args.peers.split(",") if d]
+    drivers = [d for d in (args.peers or ",".join(PG_PEERS if postgres else PEERS)).split(",") if d]
+    if postgres and set(drivers) - set(PG_PEERS):
+        raise SystemExit(
+            f"--store postgres runs only {', '.join(PG_PEERS)} (pydantic-ai has no store)"
+        )
     load_before = os.getloadavg()
     started = time.perf_counter()
-    figures = measure(args.python, drivers, sizes, args.runs)
+    if postgres:
+        figures = measure_postgres(args.python, drivers, sizes, args.runs)
+    else:
+        figures = measure(args.python, drivers, sizes, args.runs)
     elapsed = time.perf_counter() - started
     load_after = os.getloadavg()
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -241,6 +301,15 @@ def main(argv: list[str] | None = None) -> None:
         f"after each peer's run ({len(drivers) * args.runs} runs)"
     )
     print(f"Versions: {versions(args.python)}, duraloop from {WORKTREE}")
+    if postgres:
+        server = subprocess.run(
+            [args.python, "-c", "import _pg; print(_pg.server())"],
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=HERE,
+        ).stdout.strip()
+        print(f"PostgreSQL: {versions(args.python, PG_DISTS)}; server {server}")
     print(render(figures, drivers))
 
 

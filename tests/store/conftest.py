@@ -16,7 +16,7 @@ from duraloop.store import JsonlStore, MemoryStore, SessionStore, SqliteStore
 from ._postgres import postgres_store
 
 
-@pytest.fixture(params=["memory", "jsonl", "jsonl-zstd", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "jsonl", "jsonl-zstd", "sqlite", "postgres", "postgres-jsonb"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionStore]:
     """Every contract test runs on each backend (and on both JSONL encodings)."""
     if request.param == "memory":
@@ -28,8 +28,11 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SessionSto
     elif request.param == "sqlite":
         with SqliteStore(tmp_path / "sessions.db") as sqlite_store:
             yield sqlite_store
-    else:
+    elif request.param == "postgres":
         with postgres_store() as pg_store:
+            yield pg_store
+    else:
+        with postgres_store(payload="jsonb") as pg_store:
             yield pg_store
 
 

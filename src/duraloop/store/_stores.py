@@ -18,6 +18,7 @@ from ._session_store import SessionStore
 
 if TYPE_CHECKING:
     from ._postgres._backend import PostgresBackend
+    from ._postgres._schema import Payload
     from ._sqlite._backend import SqliteBackend
 
 
@@ -112,6 +113,8 @@ class PostgresStore(SessionStore):
             loses its sessions this long after its last renewal.
         pool_size: the most connections the store opens.
         owner: the name the store's leases carry (default `host:pid:random`).
+        payload: private, for the benchmarks (issue 14): the record column's type, `"bytea"`
+            (the default) or `"jsonb"`; see `PostgresBackend`.
 
     Raises:
         ConfigError: if psycopg is not installed (the message names the extra).
@@ -131,6 +134,7 @@ class PostgresStore(SessionStore):
         lease_seconds: float = 30.0,
         pool_size: int = 4,
         owner: str | None = None,
+        payload: Payload = "bytea",
     ) -> None:
         try:
             from ._postgres._backend import PostgresBackend
@@ -146,6 +150,7 @@ class PostgresStore(SessionStore):
             lease_seconds=lease_seconds,
             pool_size=pool_size,
             owner=owner,
+            payload=payload,
         )
         super().__init__(self.postgres)
 

@@ -46,7 +46,7 @@ from .._codec._records import (
 )
 from .._writer import check_batch
 from ._lease import Lease, Renewer, acquire, fence, release
-from ._schema import check_schema_name, ensure_schema, postgres_statement
+from ._schema import Payload, check_payload, check_schema_name, ensure_schema, postgres_statement
 
 if TYPE_CHECKING:
     import psycopg
@@ -62,6 +62,11 @@ _INSERT_SESSION: Final = (
 _INSERT_RECORD: Final = (
     "INSERT INTO {s}.events (session_id, seq, last_seq, writer_token, record) "
     "VALUES (%s, %s, %s, %s, %s)"
+)
+_INSERT_JSONB: Final = _INSERT_RECORD.replace("%s)", "%s::text::jsonb)")
+_SELECT_RECORDS: Final = (
+    "SELECT seq, record FROM {s}.events WHERE session_id = %s ORDER BY seq",
+    "SELECT seq, record::text FROM {s}.events WHERE session_id = %s ORDER BY seq",
 )
 _LOCK_SESSION: Final = "SELECT next_seq FROM {s}.sessions WHERE id = %s FOR UPDATE"
 _ADVANCE: Final = "UPDATE {s}.sessions SET next_seq = %s, revision = revision + 1 WHERE id = %s"
@@ -79,10 +84,13 @@ class PostgresBackend:
         pool_size: the most connections the store opens.
         owner: the name its leases carry (default `host:pid:random`; a worker passes its
             DBOS executor id, so a lease names the worker that holds it).
+        payload: private (the benchmarks' comparison, issue 14): the type of the record
+            column, `"bytea"` (the JSONL line's bytes, the default) or `"jsonb"` (the line
+            sent as JSON text, read back as `record::text`). A store keeps its type in `meta`.
 
     Raises:
         StoreError: if the database cannot be reached, the tables cannot be created, or the
-            schema holds a store of another version.
+            schema holds a store of another version or payload type.
     """
 
     def __init__(
@@ -94,18 +102,20 @@ class PostgresBackend:
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         pool_size: int = 4,
         owner: str | None = None,
+        payload: Payload = "bytea",
     ) -> None:
         import psycopg
         from psycopg_pool import ConnectionPool
 
         self.schema = check_schema_name(schema)
+        self.payload: Payload = check_payload(payload)
         self.pack_chunks = pack_chunks
         self.lease_seconds = lease_seconds
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._where = _redacted(url)
         try:  # one direct connection first: an unreachable server fails at once, by name
             with psycopg.connect(url, connect_timeout=10) as connection:
-                self.store_id = ensure_schema(connection, self.schema)
+                self.store_id = ensure_schema(connection, self.schema, self.payload)
         except psycopg.Error as exc:
             raise StoreError(
                 f"cannot open the PostgreSQL store {self._where}: {_one_line(exc)}"
@@ -157,8 +167,7 @@ class PostgresBackend:
             if row is None:
                 raise SessionNotFoundError(session_id)
             records = connection.execute(
-                self._q("SELECT seq, record FROM {s}.events WHERE session_id = %s ORDER BY seq"),
-                (session_id,),
+                self._q(_SELECT_RECORDS[self.payload == "jsonb"]), (session_id,)
             ).fetchall()
         header = decode_header(bytes(row[0]), path=self._where)
         return StoredLog(header, self._decoded(session_id, records))
@@ -167,7 +176,9 @@ class PostgresBackend:
         events: list[Event] = []
         for seq, record in records:
             try:
-                decoded = decode_record(bytes(record))
+                decoded = decode_record(
+                    record.encode() if isinstance(record, str) else bytes(record)
+                )
             except RecordError as exc:
                 raise CorruptLogError(
                     f'session "{session_id}": the record at seq {seq} cannot be read ({exc})',
@@ -257,10 +268,14 @@ class PostgresBackend:
         lease = self._renewer.held(session_id)
         token = 0 if lease is None else lease.token
         records = encode_records(batch, pack_chunks=self.pack_chunks)
+        jsonb = self.payload == "jsonb"
         with connection.cursor() as cursor:
             cursor.executemany(
-                self._q(_INSERT_RECORD),
-                [(session_id, first, last, token, line) for first, last, line in records],
+                self._q(_INSERT_JSONB if jsonb else _INSERT_RECORD),
+                [
+                    (session_id, first, last, token, line.decode() if jsonb else line)
+                    for first, last, line in records
+                ],
             )
         connection.execute(self._q(_ADVANCE), (at + len(batch), session_id))
         return sum(len(line) for _, _, line in records)
