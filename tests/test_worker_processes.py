@@ -102,3 +102,23 @@ def test_chaos_reduced_random_kills_and_pauses_break_no_law(cluster: Cluster) ->
     counts = check_cluster(cluster, sessions, 3)
     assert faults["kills"] + faults["pauses"] >= 3
     assert counts["turns"] == 24 + counts["interrupted"]
+
+
+def test_sigterm_drains_a_running_turn_to_its_end_and_the_worker_is_not_taken_over(
+    cluster: Cluster,
+) -> None:
+    cluster.start(1, tool_seconds=1.5)
+    cluster.submit("d0", "one slow turn")
+    pid = cluster.first_start_pid()
+    (worker,) = cluster.workers
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=30) == 0
+    ends = [line for line in cluster.ledger_lines() if line[0] == "end"]
+    assert [line[3] for line in ends] == [str(pid)]  # the body finished in the draining worker
+    assert cluster.rows("SELECT state, outcome, executor FROM {s}.submissions")[0][:2] == (
+        "done",
+        "completed",
+    )
+    assert cluster.rows("SELECT stopped FROM {s}.workers") == [(True,)]
+    counts = check_cluster(cluster, ["d0"], 1)
+    assert counts == {"interrupted": 0, "unknown": 0, "turns": 1}
