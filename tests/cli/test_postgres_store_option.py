@@ -7,7 +7,6 @@ drives the other kinds; a password in the URL is never printed.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ import pytest
 from duraloop.cli._postgres_url import split_schema, without_password
 from duraloop.cli._stores import parse_store_spec
 from duraloop.errors import ConfigError
-from store._postgres import POSTGRES_URL, drop_schema, fresh_schema, require_postgres
 
 from ._support import Cli, ok
 from .test_store_option import _at, _every_command
@@ -27,13 +25,8 @@ def cli(tmp_path: Path) -> Cli:
 
 
 @pytest.fixture
-def spec() -> Iterator[str]:
-    require_postgres()
-    schema = fresh_schema()
-    try:
-        yield f"{POSTGRES_URL}?schema={schema}"
-    finally:
-        drop_schema(schema)
+def spec(postgres_spec: str) -> str:
+    return postgres_spec
 
 
 def test_a_postgresql_url_is_a_store_kind_printed_without_its_password() -> None:

@@ -11,12 +11,9 @@ import json
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from store._postgres import POSTGRES_URL, drop_schema, fresh_schema, require_postgres
 
 from ._support import COMMAND, Cli, clean_env, ok
 
@@ -27,14 +24,8 @@ def cli(tmp_path: Path) -> Cli:
 
 
 @pytest.fixture
-def spec() -> Iterator[str]:
-    require_postgres()
-    schema = fresh_schema()
-    try:
-        yield f"{POSTGRES_URL}?schema={schema}"
-    finally:
-        drop_schema(schema)
-        drop_schema(f"{schema}_dbos")
+def spec(postgres_spec: str) -> str:
+    return postgres_spec
 
 
 def test_a_worker_runs_submitted_turns_and_drains_on_sigterm(cli: Cli, spec: str) -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from duraloop.store import JsonlStore, MemoryStore, SessionStore, SqliteStore
 
-from ._postgres import postgres_store
+from ._postgres import drop_schema, fresh_schema, postgres_store, require_postgres
 
 
 @pytest.fixture(params=["memory", "jsonl", "jsonl-zstd", "sqlite", "postgres", "postgres-jsonb"])
@@ -45,3 +45,14 @@ def snapshot_read(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     if request.param == "streamed":
         monkeypatch.setattr(_snapshot_read, "SMALL_SNAPSHOT_BYTES", 0)
     return str(request.param)
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    """A fresh PostgreSQL schema name for the test (the server required), dropped after."""
+    require_postgres()
+    name = fresh_schema()
+    try:
+        yield name
+    finally:
+        drop_schema(name)

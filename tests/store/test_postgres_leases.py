@@ -10,7 +10,6 @@ database's clock shows a writer that stalled (SIGSTOP, a partition) past its per
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -22,17 +21,12 @@ from duraloop.log import Session
 from duraloop.store import PostgresStore
 
 from ._builders import meta, one_turn_log, te, ts
-from ._postgres import POSTGRES_URL, drop_schema, fresh_schema, require_postgres
+from ._postgres import POSTGRES_URL, require_postgres
 
 
 @pytest.fixture
-def schema() -> Iterator[str]:
-    require_postgres()
-    name = fresh_schema()
-    try:
-        yield name
-    finally:
-        drop_schema(name)
+def schema(pg_schema: str) -> str:
+    return pg_schema
 
 
 def _store(schema: str, **options: Any) -> PostgresStore:

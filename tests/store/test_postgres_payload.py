@@ -10,7 +10,6 @@ records its type in `meta` (key `payload`) and a store of the other type is refu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -23,20 +22,15 @@ from duraloop.store import PostgresStore
 from duraloop.store._codec._records import encode_records
 
 from ._builders import ev, meta, one_turn_log, se, ss, te, text_chunk, ts
-from ._postgres import POSTGRES_URL, drop_schema, fresh_schema, require_postgres
+from ._postgres import POSTGRES_URL
 
 # Values whose JSON text a reparse may change: key order, -0.0, a float beyond 2**53.
 TRICKY: dict[str, Any] = {"b": 1, "a": [{"z": 0, "y": 1}], "neg": -0.0, "big": 1e300}
 
 
 @pytest.fixture
-def schema() -> Iterator[str]:
-    require_postgres()
-    name = fresh_schema()
-    try:
-        yield name
-    finally:
-        drop_schema(name)
+def schema(pg_schema: str) -> str:
+    return pg_schema
 
 
 def _sql(schema: str, text: str) -> list[tuple[Any, ...]]:

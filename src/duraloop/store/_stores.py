@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Self
 
 from duraloop.errors import ConfigError
 
@@ -51,7 +51,28 @@ class JsonlStore(SessionStore):
         super().__init__(JsonlBackend(root, pack_chunks=pack_chunks, compression=compression))
 
 
-class SqliteStore(SessionStore):
+class _ClosingStore(SessionStore):
+    """A store holding a database connection: `close()` it, or use it as a context manager."""
+
+    def close(self) -> None:
+        """Close the store's connections; idempotent."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        """Return the store itself."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Close the store."""
+        self.close()
+
+
+class SqliteStore(_ClosingStore):
     """A SessionStore of every session in one SQLite database (schema 17, dsh-compatible).
 
     The database is opened at construction, and a missing one created (mode 0600) then, or,
@@ -83,21 +104,8 @@ class SqliteStore(SessionStore):
         """Close the database connection; idempotent."""
         self.sqlite.close()
 
-    def __enter__(self) -> SqliteStore:
-        """Return the store itself."""
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        """Close the store."""
-        self.close()
-
-
-class PostgresStore(SessionStore):
+class PostgresStore(_ClosingStore):
     """A SessionStore of every session in one PostgreSQL database (docs/store.md#postgresql).
 
     Needs the `postgres` extra (`pip install 'duraloop[postgres]'`: psycopg 3 and
@@ -157,16 +165,3 @@ class PostgresStore(SessionStore):
     def close(self) -> None:
         """Stop renewing leases and close the connections; idempotent."""
         self.postgres.close()
-
-    def __enter__(self) -> PostgresStore:
-        """Return the store itself."""
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        """Close the store."""
-        self.close()
