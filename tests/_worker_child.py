@@ -15,18 +15,17 @@ import tempfile
 import time
 from typing import Any
 
-import anyio
-
 from duraloop.llm import ScriptedModel
 from duraloop.loop import SessionSetup
 from duraloop.store import PostgresStore
-from duraloop.tools import Tool, ToolContext
+from duraloop.tools import ToolContext, tool
 from duraloop.worker import WorkerConfig, run_worker
 
 URL, SCHEMA, LEDGER = sys.argv[1], sys.argv[2], sys.argv[3]
 CONCURRENCY = int(sys.argv[4]) if len(sys.argv) > 4 else 4
 SECONDS = float(os.environ.get("DURALOOP_TOOL_SECONDS", "0.3"))
 TAKEOVER = float(os.environ.get("DURALOOP_TAKEOVER_SECONDS", "3"))
+DRAIN = float(os.environ.get("DURALOOP_DRAIN_SECONDS", "5"))
 WORKSPACE = tempfile.mkdtemp(prefix="duraloop-worker-")
 
 
@@ -38,21 +37,13 @@ def _write(line: str) -> None:
         os.close(fd)
 
 
-async def _body(args: Any, ctx: ToolContext) -> str:
+@tool
+def slow_ledger(ctx: ToolContext) -> str:
+    """Record one side effect slowly (a sync body: it runs in a thread and cannot be stopped)."""
     _write(f"start {ctx.session_id} {ctx.call_id} {os.getpid()}")
-    await anyio.to_thread.run_sync(time.sleep, SECONDS)  # a slow side effect to die in
+    time.sleep(SECONDS)
     _write(f"end {ctx.session_id} {ctx.call_id} {os.getpid()}")
     return "recorded"
-
-
-LEDGER_TOOL = Tool(
-    name="slow_ledger",
-    description="Record one side effect slowly.",
-    parameters={"type": "object", "properties": {}},
-    validator=lambda arguments: arguments,
-    body=_body,
-    parallel=False,
-)
 
 
 def setup(store: PostgresStore, session_id: str) -> SessionSetup:
@@ -63,7 +54,7 @@ def setup(store: PostgresStore, session_id: str) -> SessionSetup:
         call = {"id": f"c{stamp}-{turn}", "name": "slow_ledger", "arguments": {}}
         script += [{"tool_calls": [call]}, {"text": f"turn done {turn}"}]
     return SessionSetup(
-        store=store, model=ScriptedModel(script), tools=[LEDGER_TOOL], cwd=WORKSPACE
+        store=store, model=ScriptedModel(script), tools=[slow_ledger], cwd=WORKSPACE
     )
 
 
@@ -76,7 +67,7 @@ if __name__ == "__main__":
             schema=SCHEMA,
             concurrency=CONCURRENCY,
             takeover_seconds=TAKEOVER,
-            drain_seconds=5,
+            drain_seconds=DRAIN,
         )
     )
     print(f"worker {os.getpid()} stopped", flush=True)

@@ -79,7 +79,7 @@ class Cluster:
         """How many submissions are done."""
         return int(self.rows("SELECT count(*) FROM {s}.submissions WHERE state = 'done'")[0][0])
 
-    def wait_done(self, count: int, timeout: float = 90) -> float:
+    def wait_done(self, count: int, timeout: float = 180) -> float:
         started = time.monotonic()
         while time.monotonic() - started < timeout:
             done = self.rows("SELECT count(*) FROM {s}.submissions WHERE state = 'done'")[0][0]
@@ -94,7 +94,7 @@ class Cluster:
             return []
         return [line.split() for line in self.ledger.read_text().splitlines()]
 
-    def first_start_pid(self, timeout: float = 30) -> int:
+    def first_start_pid(self, timeout: float = 120) -> int:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             starts = [line for line in self.ledger_lines() if line[0] == "start"]

@@ -24,7 +24,10 @@ from pathlib import Path
 import pytest
 
 from _workers_cluster import Cluster, check_cluster, run_chaos
-from store._postgres import drop_schema, fresh_schema, require_postgres
+from store._postgres import POSTGRES_URL, drop_schema, fresh_schema, require_postgres
+
+# Each test starts worker processes on a fresh DBOS schema (its migrations alone take ~20 s).
+pytestmark = pytest.mark.timeout(600)
 
 
 @pytest.fixture
@@ -82,7 +85,7 @@ def test_a_paused_worker_that_wakes_after_the_takeover_writes_nothing(cluster: C
     victim = cluster.first_start_pid()
     cluster.start(1, tool_seconds=0.1)
     os.kill(victim, signal.SIGSTOP)
-    cluster.wait_done(1, timeout=60)  # taken over while the first worker sleeps
+    cluster.wait_done(1, timeout=120)  # taken over while the first worker sleeps
     stored = cluster.rows(
         "SELECT seq, writer_token FROM {s}.events WHERE session_id = 'p0' ORDER BY seq"
     )
@@ -112,7 +115,7 @@ def test_sigterm_drains_a_running_turn_to_its_end_and_the_worker_is_not_taken_ov
     pid = cluster.first_start_pid()
     (worker,) = cluster.workers
     worker.send_signal(signal.SIGTERM)
-    assert worker.wait(timeout=30) == 0
+    assert worker.wait(timeout=90) == 0
     ends = [line for line in cluster.ledger_lines() if line[0] == "end"]
     assert [line[3] for line in ends] == [str(pid)]  # the body finished in the draining worker
     assert cluster.rows("SELECT state, outcome, executor FROM {s}.submissions")[0][:2] == (
@@ -122,3 +125,31 @@ def test_sigterm_drains_a_running_turn_to_its_end_and_the_worker_is_not_taken_ov
     assert cluster.rows("SELECT stopped FROM {s}.workers") == [(True,)]
     counts = check_cluster(cluster, ["d0"], 1)
     assert counts == {"interrupted": 0, "unknown": 0, "turns": 1}
+
+
+def test_a_turn_longer_than_the_drain_is_cancelled_durably_and_ends_aborted(
+    cluster: Cluster,
+) -> None:
+    cluster.start(1, tool_seconds=60.0)  # a body that ignores cancellation, past any drain
+    cluster.submit("l0", "one turn too long for the drain")
+    cluster.submit("l0", "a turn the drain leaves queued")
+    cluster.first_start_pid()
+    (worker,) = cluster.workers
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=90) == 0
+    rows = cluster.rows("SELECT state, outcome FROM {s}.submissions ORDER BY ordinal")
+    assert rows == [("done", "aborted"), ("queued", None)]
+    from duraloop.store import PostgresStore
+
+    with PostgresStore(POSTGRES_URL, schema=cluster.schema) as store:
+        events = store.backend.read("l0").events
+        assert store.check("l0").valid
+    (end,) = [e for e in events if e.type == "turn/end"]
+    assert end.data["reason"]["kind"] == "aborted"
+    unknown = [
+        e
+        for e in events
+        if e.type == "tool/result"
+        and (e.data.get("error") or {}).get("code") == "TOOL_OUTCOME_UNKNOWN"
+    ]
+    assert len(unknown) == 1  # the body that outlived the grace: never run again

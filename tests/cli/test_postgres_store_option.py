@@ -34,6 +34,8 @@ def test_a_postgresql_url_is_a_store_kind_printed_without_its_password() -> None
     assert parsed.kind == "postgresql"
     assert str(parsed) == "postgresql://app@db.example:5433/agents?schema=team"
     assert parse_store_spec("postgres://db/x").kind == "postgresql"
+    with_query = parse_store_spec("postgresql://h/db?schema=s&password=QSecret1&sslpassword=k2")
+    assert str(with_query) == "postgresql://h/db?schema=s"  # libpq's query form, dropped too
 
 
 def test_the_schema_parameter_is_taken_out_of_the_libpq_url() -> None:

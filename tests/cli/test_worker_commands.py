@@ -17,6 +17,9 @@ import pytest
 
 from ._support import COMMAND, Cli, clean_env, ok
 
+# Each test starts worker processes on a fresh DBOS schema (its migrations alone take ~20 s).
+pytestmark = pytest.mark.timeout(600)
+
 
 @pytest.fixture
 def cli(tmp_path: Path) -> Cli:
@@ -93,6 +96,18 @@ def test_an_approval_decided_on_any_machine_is_continued_by_a_worker(cli: Cli, s
         worker.send_signal(signal.SIGTERM)
         _, stderr = worker.communicate(timeout=60)
     assert worker.returncode == 0, stderr
+
+
+def test_a_worker_refuses_a_missing_workspace_at_start(cli: Cli, spec: str) -> None:
+    model = cli.script([{"text": "x"}])
+    missing = cli.tmp / "nowhere"
+    result = cli(
+        "worker", "--store", spec, "--model", model, "--cwd", str(missing), store=False, cwd=False
+    )
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"UsageError: workspace {missing} is not a directory; create it or pass another --cwd"
+    )
 
 
 @pytest.mark.parametrize("command", [["submit", "s", "hi"], ["worker"]])

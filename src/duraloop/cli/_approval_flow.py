@@ -292,8 +292,9 @@ def decide(
             how = continue_with(turn, None)
         loop, _repair = _resume(session_id, setup)
         with loop:
-            code = anyio.run(_decide_live, loop, call_id, allow, feedback, keep_going, how)
-        if not keep_going and store is not None and store.kind == "postgresql":
+            workers = not keep_going and store is not None and store.kind == "postgresql"
+            code = anyio.run(_decide_live, loop, call_id, allow, feedback, keep_going, how, workers)
+        if workers and store is not None:
             _queue_continuation(store, session_id)
         return code
     except ApprovalError as exc:
@@ -317,6 +318,7 @@ async def _decide_live(
     feedback: str | None,
     keep_going: bool,
     how: ContinueWith,
+    workers_continue: bool = False,
 ) -> int:
     session_id = loop.session.id
     pending = loop.paused
@@ -345,7 +347,8 @@ async def _decide_live(
         )
     )
     if not keep_going:
-        out.print(styled("continue the turn with: ", resume_command(session_id, how)))
+        if not workers_continue:  # on a PostgreSQL store a worker continues it (queued next)
+            out.print(styled("continue the turn with: ", resume_command(session_id, how)))
         return 0
     return await continue_live(loop, how)
 

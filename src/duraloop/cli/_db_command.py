@@ -33,10 +33,16 @@ def init(store: StoreOption = None) -> None:
             "db init is for a PostgreSQL store: pass --store postgresql://HOST/DB (JSONL and "
             "SQLite stores need no init)"
         )
+    from ..worker import prepare_database
+    from ._postgres_url import split_schema
+
     opened = postgres_store(store.url)
+    url, schema = split_schema(store.url)
+    dbos_schema = prepare_database(url, schema=schema)  # DBOS's too: none waits on them later
     out.print(
         f"PostgreSQL store {store} ready: schema {opened.postgres.schema!r}, "
-        f"version {opened.SCHEMA_VERSION}, store id {opened.postgres.store_id}",
+        f"version {opened.SCHEMA_VERSION}, store id {opened.postgres.store_id}; DBOS tables "
+        f"in {dbos_schema!r}",
         markup=False,
         highlight=False,
     )

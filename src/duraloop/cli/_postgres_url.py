@@ -39,17 +39,29 @@ def split_schema(url: str) -> tuple[str, str]:
     return urlunsplit(parts._replace(query=rest)), schemas[0] if schemas else DEFAULT_SCHEMA
 
 
+_SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+"""libpq parameters whose value is a secret, dropped from every URL the CLI prints."""
+
+
 def without_password(url: str) -> str:
-    """Return `url` with any password removed (`user:secret@host` -> `user@host`)."""
+    """Return `url` without any password.
+
+    `user:secret@host` becomes `user@host`; the `password` and `sslpassword` query
+    parameters are dropped.
+    """
     try:
         parts = urlsplit(url)
         netloc = parts.netloc
+        query = parse_qsl(parts.query, keep_blank_values=True)
     except ValueError:
         return "postgresql://(an unparsable URL)"
-    if "@" not in netloc:
-        return url
-    user, _, host = netloc.rpartition("@")
-    return urlunsplit(parts._replace(netloc=f"{user.partition(':')[0]}@{host}"))
+    if "@" in netloc:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user.partition(':')[0]}@{host}"
+    kept = [(key, value) for key, value in query if key not in _SECRET_PARAMETERS]
+    if len(kept) != len(query):
+        parts = parts._replace(query=urlencode(kept))
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def postgres_store(url: str) -> PostgresStore:

@@ -4,7 +4,8 @@
 id; `worker --store postgresql://... --concurrency N` runs queued turns until SIGTERM or
 Ctrl-C (then drains), with the model and loop options of `run`, printing one progress line
 (drives running here, submissions queued in the store, finished and taken over here)
-whenever the counts change.
+whenever the counts change. A second SIGINT or SIGTERM exits at once (status 130): the
+running turns are then taken over by another worker, as after a crash.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from ._options import (
     TurnOptions,
 )
 from ._render import safe
+from ._runner import system_prompt
 
 if TYPE_CHECKING:
     from ..loop import SessionSetup
@@ -134,6 +136,9 @@ def worker(
     policy: Literal["continue", "stop"] = "continue" if on_takeover == "continue" else "stop"
     url, schema = _postgres(store, "worker")
     turn = TurnOptions.of_command(locals())
+    if cwd is not None and not cwd.is_dir():  # checked now: each drive would fail on it
+        raise UsageError(f"workspace {cwd} is not a directory; create it or pass another --cwd")
+    system_prompt(turn.system)  # reads a `--system @FILE` now, for the same reason
 
     from ._config import build_model
 
@@ -165,8 +170,8 @@ def worker(
         running, queued, finished, taken = counts
         err.print(
             safe(
-                f"{time.strftime('%H:%M:%S')} running {running}, queued {queued}, "
-                f"finished {finished}, taken over {taken}"
+                f"{time.strftime('%H:%M:%S')} running {running}, unfinished in the store "
+                f"{queued}, finished {finished}, taken over {taken}"
             )
         )
 

@@ -13,6 +13,7 @@ if _lazy.TYPE_CHECKING:
     from ._drive import DriveReport as DriveReport
     from ._run import WorkerConfig as WorkerConfig
     from ._run import run_worker as run_worker
+    from ._submit import prepare_database as prepare_database
     from ._submit import submit as submit
     from ._submit import submit_continuation as submit_continuation
     from ._tables import Submission as Submission
@@ -22,6 +23,7 @@ __all__ = [
     "DriveReport",
     "Submission",
     "WorkerConfig",
+    "prepare_database",
     "run_worker",
     "submit",
     "submit_continuation",
@@ -35,6 +37,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "DriveReport": "._drive",
             "WorkerConfig": "._run",
             "run_worker": "._run",
+            "prepare_database": "._submit",
             "submit": "._submit",
             "submit_continuation": "._submit",
             "Submission": "._tables",

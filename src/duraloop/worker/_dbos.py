@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 from dbos import DBOS
 
-from ._drive import SetupFactory, drive_session
+from ._drive import DriveControl, SetupFactory, drive_session
 
 if TYPE_CHECKING:
     from ..store import PostgresStore
@@ -55,6 +55,7 @@ class Runtime:
     continued: int = 0
     taken_over: int = 0
     queued: int = 0
+    control: DriveControl = field(default_factory=DriveControl)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def report(self) -> None:
@@ -92,6 +93,7 @@ def run_queued_turns(session_id: str) -> dict[str, Any]:
                     runtime.setup,
                     executor=runtime.executor,
                     on_takeover=runtime.on_takeover,
+                    control=runtime.control,
                 )
             )
     finally:

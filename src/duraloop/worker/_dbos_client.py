@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import time
+from typing import TYPE_CHECKING, Any
+
 from ..errors import StoreError
+
+if TYPE_CHECKING:
+    import psycopg
 
 QUEUE = "duraloop-turns"
 WORKFLOW = "duraloop.drive_session"
@@ -14,18 +20,50 @@ def system_schema(schema: str) -> str:
     return f"{schema}_dbos"
 
 
+_MIGRATION_LOCK = 0x64626F73  # "dbos": DBOS's migrations are not safe to run concurrently
+
+
 def migrate(url: str, schema: str) -> None:
-    """Create or migrate DBOS's system tables for the store (idempotent).
+    """Create or migrate DBOS's system tables for the store, one process at a time.
+
+    DBOS's migrations fail when two processes run them at once (`tuple concurrently
+    updated`), as a `submit` and a starting worker would: a session-level advisory lock
+    serializes them; workers then launch DBOS without migrating. The lock is polled with
+    `pg_try_advisory_lock`, never waited for in SQL: a statement blocked on it keeps a
+    snapshot open, and DBOS's `CREATE INDEX CONCURRENTLY` waits for every older snapshot,
+    so the holder would wait on the waiter forever.
 
     Raises:
         StoreError: if DBOS cannot reach or migrate the database.
     """
+    import psycopg
     from dbos import DBOS
 
     try:
-        DBOS.migrate(url, schema=system_schema(schema))
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as connection:
+            _lock(connection)
+            try:
+                DBOS.migrate(url, schema=system_schema(schema))
+            finally:
+                connection.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
     except Exception as exc:
         raise StoreError(f"cannot prepare DBOS's tables: {' '.join(str(exc).split())}") from exc
+
+
+def _lock(connection: psycopg.Connection[Any], timeout: float = 300.0) -> None:
+    """Take the migration lock, polling (see `migrate`).
+
+    Raises:
+        StoreError: if another process holds it for `timeout` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        row = connection.execute("SELECT pg_try_advisory_lock(%s)", (_MIGRATION_LOCK,)).fetchone()
+        if row is not None and row[0]:
+            return
+        if time.monotonic() > deadline:
+            raise StoreError(f"DBOS's migrations are held by another process for {timeout:.0f} s")
+        time.sleep(0.2)
 
 
 def enqueue_drive(url: str, schema: str, session_id: str, *, workflow_id: str) -> None:

@@ -28,10 +28,15 @@ submission it was.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
 
 from ..errors import DuraloopError, SessionLockedError, SessionNotFoundError, StoreError
 from ..log.vocabulary import REASON_INTERRUPTED, TURN_END
@@ -59,6 +64,46 @@ SetupFactory = Callable[["PostgresStore", str], SessionSetup]
 """Builds the `SessionSetup` (model, tools, workspace, config) a worker runs a session with."""
 
 
+@dataclass
+class DriveControl:
+    """How a worker stops its drives, from any thread.
+
+    `stopping` set means no new turn starts; `cancel_all` cancels the running turns
+    durably (they end `aborted`, recorded).
+    """
+
+    stopping: threading.Event = field(default_factory=threading.Event)
+    _loops: dict[int, tuple[object, AgentLoop]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def enter(self, loop: AgentLoop) -> int:
+        """Register a drive's loop (called on its event loop); return its key."""
+        with self._lock:
+            key = id(loop)
+            self._loops[key] = (anyio.lowlevel.current_token(), loop)
+            return key
+
+    def leave(self, key: int) -> None:
+        """Forget a drive's loop."""
+        with self._lock:
+            self._loops.pop(key, None)
+
+    def cancel_all(self) -> int:
+        """Cancel every registered drive's running turn; return how many were asked."""
+        with self._lock:
+            loops = list(self._loops.values())
+        for token, loop in loops:
+            try:
+                anyio.from_thread.run_sync(
+                    loop.cancel,
+                    {"kind": "worker-drain"},
+                    token=token,  # type: ignore[arg-type]
+                )
+            except RuntimeError:  # its event loop already ended: nothing runs there
+                continue
+        return len(loops)
+
+
 @dataclass(frozen=True)
 class DriveReport:
     """What one drive did: turns run, takeovers continued, submissions finished."""
@@ -76,6 +121,7 @@ async def drive_session(
     *,
     executor: str,
     on_takeover: Literal["continue", "stop"] = "continue",
+    control: DriveControl | None = None,
 ) -> DriveReport:
     """Run the session's unfinished submissions under its lease (see the module docstring).
 
@@ -89,11 +135,17 @@ async def drive_session(
     pending = unfinished(connection, schema, session_id)
     if not pending:
         return DriveReport()
+    control = control or DriveControl()
+    if control.stopping.is_set():
+        return DriveReport()  # draining: the submissions stay queued for another worker
     built = setup(store, session_id)
     loop = _open(store, session_id, built)
+    key = control.enter(loop)
     turns = continued = finished = 0
     try:
         for submission in pending:
+            if control.stopping.is_set():
+                break
             outcome, ran, took_over = await _run(
                 loop, submission, on_takeover, connection, schema, executor
             )
@@ -102,6 +154,7 @@ async def drive_session(
             continued += took_over
             finished += 1
     finally:
+        control.leave(key)
         loop.close()
         aclose = getattr(built.model, "aclose", None)
         if aclose is not None:  # the adapters' HTTP clients belong to this drive's event loop

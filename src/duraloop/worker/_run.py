@@ -12,10 +12,11 @@ heartbeat thread that, every `takeover_seconds / 3`:
 - re-enqueues the drive of a session with unfinished submissions and no live workflow
   (a `submit` that died between its row and its enqueue).
 
-A stop (SIGTERM, SIGINT, or `stop.set()`) drains: no new drive is dequeued, running drives
-get `drain_seconds` to finish their turns, then DBOS is shut down (a drive still running is
-recovered by another worker, as a crash is: repair, then its continuation), the heartbeat
-is marked stopped and the leases released.
+A stop (SIGTERM, SIGINT, or `stop.set()`) drains: no new turn starts (a drive dequeued now
+leaves its submissions queued, and another worker's sweep re-enqueues them), running turns
+get `drain_seconds` to finish, then are cancelled durably (they end `aborted`, recorded),
+DBOS is shut down, the heartbeat is marked stopped and the leases released. A second
+SIGTERM/SIGINT exits at once (status 130), as a crash: the others take the drives over.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..store import PostgresStore
 from ._dbos import APPLICATION, QUEUE, Runtime, install, system_schema
+from ._dbos_client import migrate
 from ._drive import SetupFactory
 from ._tables import (
     beat,
@@ -107,6 +109,7 @@ def run_worker(config: WorkerConfig, *, stop: threading.Event | None = None) -> 
         store, config.setup, config.executor_id, config.on_takeover, progress=config.progress
     )
     install(runtime)
+    migrate(config.url, config.schema)  # serialized with other workers' and submits'
     DBOS(
         config={
             "name": APPLICATION,
@@ -114,6 +117,7 @@ def run_worker(config: WorkerConfig, *, stop: threading.Event | None = None) -> 
             "dbos_system_schema": system_schema(config.schema),
             "executor_id": config.executor_id,
             "log_level": "WARNING",
+            "run_migrations": False,
         }
     )
     DBOS.launch()
@@ -137,19 +141,27 @@ def run_worker(config: WorkerConfig, *, stop: threading.Event | None = None) -> 
     heart.join(timeout=5)
     if runtime.running:  # not stopped cleanly: the others take these drives over
         logger.warning("worker stopping with %d drives still running", runtime.running)
-    else:
-        with store.postgres.connection() as connection:
-            stop_beating(connection, config.schema, config.executor_id)
+        return  # the store stays open under them until the process exits
+    with store.postgres.connection() as connection:
+        stop_beating(connection, config.schema, config.executor_id)
     store.close()
 
 
 def _drain(config: WorkerConfig, runtime: Runtime) -> None:
+    """Stop starting turns, give running ones `drain_seconds`, then cancel them durably."""
     from dbos import DBOS
 
+    runtime.control.stopping.set()
     deadline = time.monotonic() + config.drain_seconds
-    DBOS.destroy(workflow_completion_timeout_sec=int(config.drain_seconds))
     while runtime.running and time.monotonic() < deadline:
         time.sleep(0.05)
+    if runtime.running:
+        asked = runtime.control.cancel_all()
+        logger.warning("drain: cancelling %d running turns (they end aborted)", asked)
+        cancelled = time.monotonic() + 10
+        while runtime.running and time.monotonic() < cancelled:
+            time.sleep(0.05)
+    DBOS.destroy(workflow_completion_timeout_sec=1)
 
 
 def _heartbeat(config: WorkerConfig, runtime: Runtime, stop: threading.Event) -> None:
@@ -205,8 +217,14 @@ def _signals(stop: threading.Event) -> Iterator[None]:
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    def on_signal(*_: object) -> None:
+        if stop.is_set():  # the second one: leave now (others take the drives over)
+            os._exit(130)
+        stop.set()
+
     for sig in previous:
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     try:
         yield
     finally:

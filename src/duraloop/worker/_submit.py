@@ -13,7 +13,7 @@ import uuid
 
 from ..errors import StoreError
 from ..store import PostgresStore, check_session_id
-from ._dbos_client import enqueue_drive, migrate
+from ._dbos_client import enqueue_drive, migrate, system_schema
 from ._tables import ensure_tables, insert_submission
 
 
@@ -66,3 +66,19 @@ def _queue(url: str, session_id: str, prompt: str, kind: str, schema: str) -> st
     migrate(url, schema)
     enqueue_drive(url, schema, session_id, workflow_id=f"duraloop-{submission_id}")
     return submission_id
+
+
+def prepare_database(url: str, *, schema: str = "duraloop") -> str:
+    """Create the store's, the workers' and DBOS's tables if missing; return DBOS's schema.
+
+    `duraloop db init` runs it, so the first `submit` or worker does not wait on DBOS's
+    migrations (many, about a second each on a new database).
+
+    Raises:
+        StoreError: if the database cannot be reached or a schema holds another version.
+    """
+    with PostgresStore(url, schema=schema, pool_size=1) as store:
+        with store.postgres.connection() as connection:
+            ensure_tables(connection, schema)
+    migrate(url, schema)
+    return system_schema(schema)
