@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, ClassVar, Self
+from typing import TYPE_CHECKING, ClassVar, Protocol, Self, cast
 
 from duraloop.errors import ConfigError
 
+from ._backend import StorageBackend
 from ._jsonl._backend import Compression, JsonlBackend
 from ._memory import MemoryBackend
 from ._postgres._schema import SCHEMA_VERSION
@@ -51,12 +52,24 @@ class JsonlStore(SessionStore):
         super().__init__(JsonlBackend(root, pack_chunks=pack_chunks, compression=compression))
 
 
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
 class _ClosingStore(SessionStore):
-    """A store holding a database connection: `close()` it, or use it as a context manager."""
+    """A store over a backend holding connections: `close()` it, or use it as a context manager.
+
+    Args:
+        backend: the storage; its `close()` is the store's.
+    """
+
+    def __init__(self, backend: StorageBackend) -> None:
+        super().__init__(backend)
+        self._closable = cast(_Closable, backend)
 
     def close(self) -> None:
-        """Close the store's connections; idempotent."""
-        raise NotImplementedError
+        """Close the store's connections (and stop its lease renewals); idempotent."""
+        self._closable.close()
 
     def __enter__(self) -> Self:
         """Return the store itself."""
@@ -99,10 +112,6 @@ class SqliteStore(_ClosingStore):
             path, pack_chunks=pack_chunks, create_on_open=create_on_open
         )
         super().__init__(self.sqlite)
-
-    def close(self) -> None:
-        """Close the database connection; idempotent."""
-        self.sqlite.close()
 
 
 class PostgresStore(_ClosingStore):
@@ -161,7 +170,3 @@ class PostgresStore(_ClosingStore):
             payload=payload,
         )
         super().__init__(self.postgres)
-
-    def close(self) -> None:
-        """Stop renewing leases and close the connections; idempotent."""
-        self.postgres.close()

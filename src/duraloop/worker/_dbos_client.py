@@ -20,6 +20,11 @@ def system_schema(schema: str) -> str:
     return f"{schema}_dbos"
 
 
+def one_line(exc: BaseException) -> str:
+    """An error's message on one line (libpq's and SQLAlchemy's span several)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 _MIGRATION_LOCK = 0x64626F73  # "dbos": DBOS's migrations are not safe to run concurrently
 
 
@@ -47,7 +52,7 @@ def migrate(url: str, schema: str) -> None:
             finally:
                 connection.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
     except Exception as exc:
-        raise StoreError(f"cannot prepare DBOS's tables: {' '.join(str(exc).split())}") from exc
+        raise StoreError(f"cannot prepare DBOS's tables: {one_line(exc)}") from exc
 
 
 def _lock(connection: psycopg.Connection[Any], timeout: float = 300.0) -> None:
@@ -90,6 +95,6 @@ def enqueue_drive(url: str, schema: str, session_id: str, *, workflow_id: str) -
             session_id,
         )
     except Exception as exc:
-        raise StoreError(f"cannot enqueue the turn: {' '.join(str(exc).split())}") from exc
+        raise StoreError(f"cannot enqueue the turn: {one_line(exc)}") from exc
     finally:
         client.destroy()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import signal
 import socket
@@ -169,6 +170,7 @@ def _heartbeat(config: WorkerConfig, runtime: Runtime, stop: threading.Event) ->
     from dbos import DBOS
 
     period = config.takeover_seconds / 3
+    swept: dict[str, float] = {}
     while True:
         try:
             with runtime.store.postgres.connection() as connection:
@@ -183,7 +185,7 @@ def _heartbeat(config: WorkerConfig, runtime: Runtime, stop: threading.Event) ->
                     with runtime.lock:
                         runtime.taken_over += len(handles)
                     forget_worker(connection, config.schema, dead)
-                _requeue_lost(connection, config)
+                _requeue_lost(connection, config, swept)
                 runtime.queued = count_queued(connection, config.schema)
         except psycopg.Error as exc:  # the next beat retries; a missed one only delays takeover
             logger.warning("worker heartbeat failed: %s", exc)
@@ -192,11 +194,15 @@ def _heartbeat(config: WorkerConfig, runtime: Runtime, stop: threading.Event) ->
             return
 
 
-def _requeue_lost(connection: psycopg.Connection[Any], config: WorkerConfig) -> None:
+def _requeue_lost(
+    connection: psycopg.Connection[Any], config: WorkerConfig, swept: dict[str, float]
+) -> None:
     """Enqueue a drive for sessions whose queued submissions waited a whole takeover period.
 
     A `submit` that died between its row and its enqueue leaves such a row; an extra drive
     is harmless (one per session runs at a time; one with nothing queued does nothing).
+    A row also waits that long when every worker is busy: `swept` (session -> when) keeps
+    this worker from enqueueing more than one extra drive per session per period.
     """
     from dbos import DBOS, SetEnqueueOptions
 
@@ -205,7 +211,11 @@ def _requeue_lost(connection: psycopg.Connection[Any], config: WorkerConfig) -> 
     queue = DBOS.retrieve_queue(QUEUE)
     if queue is None:  # registered at launch; None only while shutting down
         return
+    now = time.monotonic()
     for session_id in queued_sessions(connection, config.schema, config.takeover_seconds):
+        if now - swept.get(session_id, -math.inf) < config.takeover_seconds:
+            continue
+        swept[session_id] = now
         with SetEnqueueOptions(queue_partition_key=session_id):
             queue.enqueue(drive_session_workflow, session_id)
 

@@ -13,7 +13,7 @@ import uuid
 
 from ..errors import StoreError
 from ..store import PostgresStore, check_session_id
-from ._dbos_client import enqueue_drive, migrate, system_schema
+from ._dbos_client import enqueue_drive, migrate, one_line, system_schema
 from ._tables import ensure_tables, insert_submission
 
 
@@ -61,8 +61,7 @@ def _queue(url: str, session_id: str, prompt: str, kind: str, schema: str) -> st
                 ensure_tables(connection, schema)
                 insert_submission(connection, schema, submission_id, session_id, prompt, kind)
         except psycopg.Error as exc:
-            detail = " ".join(str(exc).split())
-            raise StoreError(f"cannot record the submission: {detail}") from exc
+            raise StoreError(f"cannot record the submission: {one_line(exc)}") from exc
     migrate(url, schema)
     enqueue_drive(url, schema, session_id, workflow_id=f"duraloop-{submission_id}")
     return submission_id
