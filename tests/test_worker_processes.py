@@ -153,3 +153,15 @@ def test_a_turn_longer_than_the_drain_is_cancelled_durably_and_ends_aborted(
         and (e.data.get("error") or {}).get("code") == "TOOL_OUTCOME_UNKNOWN"
     ]
     assert len(unknown) == 1  # the body that outlived the grace: never run again
+
+
+def test_a_second_sigterm_during_the_drain_exits_at_once_with_130(cluster: Cluster) -> None:
+    cluster.start(1, tool_seconds=30.0)
+    cluster.submit("x0", "a turn longer than the test waits")
+    cluster.first_start_pid()
+    (worker,) = cluster.workers
+    worker.send_signal(signal.SIGTERM)
+    time.sleep(1.0)
+    assert worker.poll() is None  # draining
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=10) == 130

@@ -138,7 +138,11 @@ def run_worker(config: WorkerConfig, *, stop: threading.Event | None = None) -> 
         )
         heart.start()
         stop.wait()
-    _drain(config, runtime)
+        logger.warning(
+            "worker stopping: no new turns; running turns get %.0f s (a second signal exits now)",
+            config.drain_seconds,
+        )
+        _drain(config, runtime)  # inside: a second signal during the drain exits at once
     heart.join(timeout=5)
     if runtime.running:  # not stopped cleanly: the others take these drives over
         logger.warning("worker stopping with %d drives still running", runtime.running)
