@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from ..errors import UsageError
 from ..log import Session
@@ -19,13 +19,20 @@ from ..log import Session
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
-    from ..loop import AgentLoop
-
 logger = logging.getLogger(__name__)
 
 CAPTURE_CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 """The standard GenAI switch: `true` turns content capture on when `capture_content` is None."""
 TRACER_NAME: Final = "duraloop"
+
+
+class LoopLike(Protocol):
+    """What `instrument` reads of an `AgentLoop`: its session (and its `model`, if any)."""
+
+    @property
+    def session(self) -> Session:
+        """The loop's session."""
+        ...
 
 
 def _detach_nothing() -> None:
@@ -42,7 +49,7 @@ def capture_from_env(env: Mapping[str, str]) -> bool:
 
 
 def instrument(
-    target: AgentLoop | Session,
+    target: LoopLike | Session,
     *,
     tracer_provider: TracerProvider | None = None,
     capture_content: bool | None = None,
