@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from ..log import PendingApproval
     from ..loop import AgentLoop, SessionSetup, TurnResult
     from ..store import RepairReport, SessionStore
+    from ._otel import Tracing
 
 EXIT_USAGE = 2
 
@@ -170,7 +171,12 @@ async def continue_live(loop: AgentLoop, how: ContinueWith | None = None) -> int
 
 
 def resume_paused(
-    session_id: str, *, turn: TurnOptions, sessions: SessionStore, cwd: Path | None
+    session_id: str,
+    *,
+    turn: TurnOptions,
+    sessions: SessionStore,
+    cwd: Path | None,
+    tracing: Tracing | None = None,
 ) -> int:
     """`duraloop resume ID` of a paused session: go on if it can, else show what waits.
 
@@ -183,6 +189,7 @@ def resume_paused(
         turn: the command's options.
         sessions: the store.
         cwd: `--cwd`.
+        tracing: traces the loop (`--otel`), or None.
 
     Returns:
         `EXIT_PAUSED` while a person must answer, else the continued turn's status.
@@ -194,6 +201,8 @@ def resume_paused(
     placeholder = None if turn.model_given() else NoModel()
     setup = turn.session_setup(sessions, cwd=cwd, session_id=session_id, model=placeholder)
     loop, repair = _resume(session_id, setup)
+    if tracing is not None:
+        tracing.attach(loop)
     with loop:
         goes_on = loop.paused is not None and not loop.pending_approvals()
         if goes_on and placeholder is not None:

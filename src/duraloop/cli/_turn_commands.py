@@ -34,6 +34,7 @@ from ._options import (
     SystemOption,
     TurnOptions,
 )
+from ._otel import OtelOption, otel_export
 from ._render import ident, repair_text, safe, styled
 from ._runner import require_prompt, run_turn_live
 from ._stores import open_store
@@ -69,6 +70,7 @@ def run(
     ask_before: AskBeforeOption = None,
     approval_policy: ApprovalPolicyOption = None,
     auto_approve: AutoApproveOption = None,
+    otel: OtelOption = False,
 ) -> None:
     """Run one turn and print the session id; exit 0 when the turn completes.
 
@@ -79,25 +81,29 @@ def run(
 
     require_prompt(prompt)
     turn = TurnOptions.of_command(locals())
-    setup = turn.session_setup(store, cwd=cwd, session_id=session)
-    how = continue_with(turn, setup)
-    if session is None:
-        loop = _loop.start_session(setup)
-    else:
-        # An existing session keeps its recorded workspace unless --cwd says otherwise.
-        loop, repair = _loop.open_session(session, setup)
-        if repair is not None and repair.closers:
-            err.print(safe(f"repaired {ident(loop.session.id)}: {repair_text(repair)}", "yellow"))
-    with loop:
-        refuse_prompt_while_paused(loop, how)
-        try:
-            result = anyio.run(
-                functools.partial(run_turn_live, loop, prompt, console=out, errors=err)
-            )
-            code = finish_turn(loop, result, how)
-        finally:
-            out.print(styled("session: ", ident(loop.session.id)))
-    raise typer.Exit(code)
+    with otel_export(otel) as tracing:
+        setup = turn.session_setup(store, cwd=cwd, session_id=session)
+        how = continue_with(turn, setup)
+        if session is None:
+            loop = _loop.start_session(setup)
+        else:
+            # An existing session keeps its recorded workspace unless --cwd says otherwise.
+            loop, repair = _loop.open_session(session, setup)
+            if repair is not None and repair.closers:
+                err.print(
+                    safe(f"repaired {ident(loop.session.id)}: {repair_text(repair)}", "yellow")
+                )
+        tracing.attach(loop)
+        with loop:
+            refuse_prompt_while_paused(loop, how)
+            try:
+                result = anyio.run(
+                    functools.partial(run_turn_live, loop, prompt, console=out, errors=err)
+                )
+                code = finish_turn(loop, result, how)
+            finally:
+                out.print(styled("session: ", ident(loop.session.id)))
+        raise typer.Exit(code)
 
 
 @app.command(
@@ -136,6 +142,7 @@ def chat(
     ask_before: AskBeforeOption = None,
     approval_policy: ApprovalPolicyOption = None,
     auto_approve: AutoApproveOption = None,
+    otel: OtelOption = False,
 ) -> None:
     """Chat interactively: a line starts a turn, typing during a turn steers it.
 
@@ -147,31 +154,33 @@ def chat(
     from ._chat_approvals import InlineApprover
 
     turn = TurnOptions.of_command(locals())
-    approver = InlineApprover(out)
-    setup = turn.session_setup(store, cwd=cwd, approver=approver, session_id=session)
-    how = continue_with(turn, setup)
-    repair = None
-    if session is None:
-        loop = _loop.start_session(setup)
-    else:
-        loop, repair = _loop.open_session(session, setup)
-    with loop:
-        out.print(styled("session: ", ident(loop.session.id)))
-        if repair is not None:
-            err.print(safe(f"resumed {ident(loop.session.id)}: {repair_text(repair)}"))
-        chat_turns = functools.partial(
-            run_chat,
-            loop,
-            setup.store,
-            console=out,
-            errors=err,
-            resumed=repair is not None,
-            approver=approver,
-            asks=turn.approval.asks_a_person(how.ask_before or frozenset()),
-            how=how,
-        )
-        code = anyio.run(chat_turns)
-    raise typer.Exit(code)
+    with otel_export(otel) as tracing:
+        approver = InlineApprover(out)
+        setup = turn.session_setup(store, cwd=cwd, approver=approver, session_id=session)
+        how = continue_with(turn, setup)
+        repair = None
+        if session is None:
+            loop = _loop.start_session(setup)
+        else:
+            loop, repair = _loop.open_session(session, setup)
+        tracing.attach(loop)
+        with loop:
+            out.print(styled("session: ", ident(loop.session.id)))
+            if repair is not None:
+                err.print(safe(f"resumed {ident(loop.session.id)}: {repair_text(repair)}"))
+            chat_turns = functools.partial(
+                run_chat,
+                loop,
+                setup.store,
+                console=out,
+                errors=err,
+                resumed=repair is not None,
+                approver=approver,
+                asks=turn.approval.asks_a_person(how.ask_before or frozenset()),
+                how=how,
+            )
+            code = anyio.run(chat_turns)
+        raise typer.Exit(code)
 
 
 @app.command()
@@ -200,6 +209,7 @@ def resume(
     ask_before: AskBeforeOption = None,
     approval_policy: ApprovalPolicyOption = None,
     auto_approve: AutoApproveOption = None,
+    otel: OtelOption = False,
 ) -> None:
     """Load a session with crash repair, say what repair did, optionally run a turn.
 
@@ -217,28 +227,34 @@ def resume(
     )
 
     turn = TurnOptions.of_command(locals())
-    sessions = open_store(store)
-    if prompt is None:
-        try:
-            turn.refuse_model_flags()
-        except UsageError:  # refused before anything is written, unless a decided turn goes on
-            if pending_approval(sessions.read(session_id)[1]) is None:
-                raise
-        loaded = sessions.prepare(session_id)[0]  # repair only: the prefix stays on disk
-        paused = pending_approval(loaded.events)
-        if paused is not None:
-            code = resume_paused(session_id, turn=turn, sessions=sessions, cwd=cwd)
-            raise typer.Exit(code)
-        out.print(safe(f"{ident(session_id)}: {repair_text(loaded.repair)}"))
-        return
-    require_prompt(prompt)
-    setup = turn.session_setup(sessions, cwd=cwd, session_id=session_id)
-    how = continue_with(turn, setup)
-    loop, repair = _loop.resume_session(session_id, setup)
-    with loop:
-        refuse_prompt_while_paused(loop, how)
-        err.print(safe(f"{ident(session_id)}: {repair_text(repair)}"))
-        result = anyio.run(functools.partial(run_turn_live, loop, prompt, console=out, errors=err))
-        code = finish_turn(loop, result, how)
-        out.print(styled("session: ", ident(session_id)))
-    raise typer.Exit(code)
+    with otel_export(otel) as tracing:
+        sessions = open_store(store)
+        if prompt is None:
+            try:
+                turn.refuse_model_flags()
+            except UsageError:  # refused before anything is written, unless a decided turn goes on
+                if pending_approval(sessions.read(session_id)[1]) is None:
+                    raise
+            loaded = sessions.prepare(session_id)[0]  # repair only: the prefix stays on disk
+            paused = pending_approval(loaded.events)
+            if paused is not None:
+                code = resume_paused(
+                    session_id, turn=turn, sessions=sessions, cwd=cwd, tracing=tracing
+                )
+                raise typer.Exit(code)
+            out.print(safe(f"{ident(session_id)}: {repair_text(loaded.repair)}"))
+            return
+        require_prompt(prompt)
+        setup = turn.session_setup(sessions, cwd=cwd, session_id=session_id)
+        how = continue_with(turn, setup)
+        loop, repair = _loop.resume_session(session_id, setup)
+        tracing.attach(loop)
+        with loop:
+            refuse_prompt_while_paused(loop, how)
+            err.print(safe(f"{ident(session_id)}: {repair_text(repair)}"))
+            result = anyio.run(
+                functools.partial(run_turn_live, loop, prompt, console=out, errors=err)
+            )
+            code = finish_turn(loop, result, how)
+            out.print(styled("session: ", ident(session_id)))
+        raise typer.Exit(code)
