@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 DOC_FILES = sorted(DOCS.glob("*.md"))
-PACKAGES = ("cli", "llm", "log", "loop", "store", "testing", "tools")
+PACKAGES = ("cli", "llm", "log", "loop", "store", "telemetry", "testing", "tools")
 _CODE_SPAN = re.compile(r"`([^`\n]+)`")
 _PATH = re.compile(
     r"^(?:src/duraloop/|duraloop/|tests/|(?:"

@@ -42,6 +42,7 @@ LAZY_PACKAGES = (
     "duraloop.tools",
     "duraloop.loop",
     "duraloop.testing",
+    "duraloop.telemetry",
     "duraloop.llm._anthropic",
     "duraloop.llm._chat_completions",
 )

@@ -20,6 +20,7 @@ PUBLIC = [
     "duraloop.tools",
     "duraloop.loop",
     "duraloop.testing",
+    "duraloop.telemetry",
 ]
 
 
