@@ -211,3 +211,37 @@ async def test_cancelled_turn_ends_invoke_agent_with_error_type_aborted(
     assert tools["c3"]["error.type"] == "ABORTED_BEFORE_DISPATCH"
     assert all(not t["duraloop.recovery"] for t in tools.values())
     assert all(span.end_time is not None for span in spans), "no span is left open"
+
+
+@pytest.mark.anyio
+async def test_paused_turn_is_left_open_then_continued_in_a_new_turn_span(
+    tmp_path: Path, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    from loop._approval_support import counting_tool
+
+    runs: list[str] = []
+    danger = counting_tool("danger", runs, requires_approval=True)
+    _session, _model, loop = make_loop(
+        tmp_path, [tools_step(call("c1", "danger")), {"text": "done"}], [danger]
+    )
+    detach = instrument(loop, tracer_provider=provider)
+    paused = await loop.run_turn("go")
+    assert paused.kind == "paused"
+    detach()  # the process that paused exits: its open spans end, marked
+    first = exporter.get_finished_spans()
+    assert {s.name: attrs(s).get("duraloop.left_open") for s in first} == {
+        "invoke_agent": True,
+        "chat scripted": None,
+    }
+    exporter.clear()
+    instrument(loop, tracer_provider=provider)  # a later process continues the turn
+    await loop.decide("c1", allow=True)
+    result = await loop.continue_turn()
+    assert result.kind == "completed" and runs == ["danger:c1"]
+    spans = exporter.get_finished_spans()
+    turn = turn_span(spans)
+    assert attrs(turn)["duraloop.turn.continued"] is True
+    assert attrs(turn)["duraloop.turn.reason"] == "completed"
+    assert children(spans, turn) == ["execute_tool danger", "chat scripted"]
+    assert tool_spans(spans)["c1"]["duraloop.step"] == 1
+    assert tool_spans(spans)["c1"]["duraloop.tool.outcome"] == "ok"

@@ -159,7 +159,10 @@ class SessionTracer:
         turn = self._turn
         if turn is not None and turn.number == number:
             return turn
-        return self._open_turn(number, continued=True)
+        turn = self._open_turn(number, continued=True)
+        step = event.data.get("step")
+        turn.step = step if isinstance(step, int) and not isinstance(step, bool) else 0
+        return turn
 
     def _turn_start(self, event: Event) -> None:
         number = event.data.get("turn")
