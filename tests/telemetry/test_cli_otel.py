@@ -7,6 +7,7 @@ command runs offline (a scripted model) in a subprocess, configured only by the 
 
 from __future__ import annotations
 
+import subprocess
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -166,6 +167,25 @@ def test_resume_otel_names_the_service_from_otel_service_name(
     assert sorted(name for name, _a in spans) == ["chat script-2", "invoke_agent"]
     ((_name, turn),) = [(n, a) for n, a in spans if n == "invoke_agent"]
     assert (turn["service.name"], turn["duraloop.turn"]) == ("my-agent", 2)
+
+
+def test_chat_otel_exports_one_turn_span_per_piped_line(cli: Cli, collector: Collector) -> None:
+    script = cli.script([{"text": "one"}, {"text": "two"}])
+    result = subprocess.run(
+        cli.argv("chat", "--model", script, "--otel"),
+        input="first\nsecond\n",
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=_otel_env(cli, collector),
+        cwd=cli.tmp,
+        timeout=90,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    turns = sorted(a["duraloop.turn"] for n, a in collector.spans() if n == "invoke_agent")
+    assert turns == [1, 2]
+    assert all("left_open" not in repr(a) for _n, a in collector.spans())
 
 
 def test_run_without_otel_exports_nothing(cli: Cli, collector: Collector) -> None:
