@@ -37,7 +37,7 @@ _KEY_HEX_DIGITS = 32
 def idempotency_key(session_id: str, call_id: str) -> str:
     """Return the idempotency key of one tool call (docs/recovery.md#idempotency-keys).
 
-    `"dl1-" + sha256(session_id + "\\0" + call_id)`, the first 32 hex digits: 36 ASCII
+    `"dl1-"` + the SHA-256 of `session_id`, a NUL and `call_id`, its first 32 hex digits: 36 ASCII
     characters of `[a-z0-9-]`, accepted by the APIs that take idempotency keys (Stripe
     allows 255 characters, most cloud APIs 64 or more). Deterministic: no clock, no salt.
 
