@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -42,7 +43,7 @@ async def charge(ctx: ToolContext, cents: int) -> str:
 
 async def main(phase: str, store_dir: str, workspace: str) -> None:
     global _block
-    script = [
+    script: list[dict[str, Any]] = [
         {"text": "", "tool_calls": [{"id": "c1", "name": "charge", "arguments": {"cents": 5}}]},
         {"text": "never reached"},
     ]
@@ -66,4 +67,4 @@ async def main(phase: str, store_dir: str, workspace: str) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, *sys.argv[1:4])
+    anyio.run(main, sys.argv[1], sys.argv[2], sys.argv[3])

@@ -121,6 +121,7 @@ async def test_only_idempotent_calls_are_rerun_with_the_same_key_and_linked(
     assert recorder.keys == [("idem", idempotency_key("s", "c1"))]  # side never ran
     (rerun,) = report.reruns
     assert report.turn is not None and report.turn.kind == "completed"
+    assert rerun.call_seq is not None and rerun.result_seq is not None
     events = loop.session.events
     retry_call = events[rerun.call_seq]
     assert retry_call.type == "tool/call"
@@ -222,7 +223,7 @@ async def test_a_fork_reruns_an_inherited_call_with_the_parent_key_and_keys_its_
 ) -> None:
     store, recorder = MemoryStore(), Recorder()
     _crashed(store, tmp_path, "parent")
-    script = [
+    script: list[dict[str, Any]] = [
         {"text": "", "tool_calls": [{"id": "c9", "name": "idem", "arguments": {"x": 2}}]},
         {"text": "done"},
     ]
