@@ -15,6 +15,7 @@ import anyio
 from rich.text import Text
 
 from .. import loop as _loop
+from ..errors import UsageError
 from ..log import UnknownCall
 from ..loop import AgentLoop, Rerun, RerunDecision, RerunReport, TurnResult
 from ..store import RepairReport, SessionStore
@@ -100,7 +101,8 @@ def _run_reruns(loop: AgentLoop, prompt: str | None) -> tuple[TurnResult, RerunR
     async def turn() -> TurnResult:
         report = await loop.retry_unknown_calls(prompt, continue_with_model=prompt is not None)
         reports.append(report)
-        assert report.turn is not None  # some call was chosen: a turn ran
+        if report.turn is None:  # chosen a moment ago under this process's writer lock
+            raise UsageError(f"session {ident(loop.session.id)} has no call left to re-run")
         return report.turn
 
     if prompt is None:  # no model request: nothing streams, so nothing to render live
