@@ -59,9 +59,7 @@ def resume_retrying(
         turn.refuse_model_flags()
         from ..tools import builtin_tools
 
-        setup = _loop.SessionSetup(
-            store=sessions, model=NoModel(), tools=builtin_tools(), cwd=cwd
-        )
+        setup = _loop.SessionSetup(store=sessions, model=NoModel(), tools=builtin_tools(), cwd=cwd)
         how = continue_with(turn, None)
     else:
         require_prompt(prompt)

@@ -230,9 +230,7 @@ def resume(
     if retry_unknown:
         from ._retry_unknown import resume_retrying
 
-        raise typer.Exit(
-            resume_retrying(session_id, prompt, turn=turn, sessions=sessions, cwd=cwd)
-        )
+        raise typer.Exit(resume_retrying(session_id, prompt, turn=turn, sessions=sessions, cwd=cwd))
     if prompt is None:
         try:
             turn.refuse_model_flags()
