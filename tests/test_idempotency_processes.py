@@ -65,7 +65,10 @@ def test_key_is_equal_across_sigkill_and_a_rerun_records_the_link(tmp_path: Path
     first = next(e for e in events if e.type == "tool/call")
     again = events[int(call_seq)]
     assert again.type == "tool/call" and again.data[RETRY_OF] == first.seq
-    assert (again.data["callId"], again.data["arguments"]) == ("c1", first.data["arguments"])
+    assert (again.data["callId"], again.data["arguments"]) == (
+        "c1-rerun-1",
+        first.data["arguments"],
+    )
     replacement = events[int(result_seq)]
     assert replacement.source_event_seqs is not None and again.seq in replacement.source_event_seqs
     assert "charged 5" in str(replacement.data["message"]["content"])

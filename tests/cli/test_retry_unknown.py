@@ -74,9 +74,9 @@ def test_retry_unknown_reruns_only_idempotent_calls_and_records_the_link(cli: Cl
     ), result.stdout
     assert lines[-1] == f"session: {session_id}"
     events = cli.events(session_id)
-    calls = [e for e in events if e["type"] == "tool/call" and e["data"]["callId"] == "r1"]
-    first, again = calls
-    assert again["data"]["retryOf"] == first["seq"]
+    first = next(e for e in events if e["type"] == "tool/call" and e["data"]["callId"] == "r1")
+    (again,) = [e for e in events if e["type"] == "tool/call" and "retryOf" in e["data"]]
+    assert (again["data"]["retryOf"], again["data"]["callId"]) == (first["seq"], "r1-rerun-1")
     replaced = [
         e for e in events if e["type"] == "tool/result" and isinstance(e["surfaceOp"], dict)
     ]

@@ -128,7 +128,7 @@ async def test_only_idempotent_calls_are_rerun_with_the_same_key_and_linked(
     assert retry_call.data == {
         "turn": 2,
         "step": 1,
-        "callId": "c1",
+        "callId": "c1-rerun-1",  # an id of its own: dsh's view refuses a repeated one
         "name": "idem",
         "arguments": '{"x": 1}',
         RETRY_OF: 4,
@@ -210,6 +210,7 @@ async def test_a_crash_during_the_rerun_keeps_the_unknown_result_and_allows_anot
         assert text == OUTCOME_UNKNOWN_TEXT
         (again, _) = loop.unknown_calls()
         assert again.rerun  # a re-run that did not finish may be run again
+        assert again.call.rerun_call_id == "c1-rerun-2"  # the crashed attempt was the first
         report = await loop.retry_unknown_calls(continue_with_model=False)
         assert report.reruns[0].result_seq is not None
         assert_log_valid(loop.session)

@@ -23,6 +23,7 @@ from ._messages import result_call_id
 from .vocabulary import (
     BLOCK_TEXT,
     IDEMPOTENCY_KEY_PREFIX,
+    RERUN_CALL_ID_INFIX,
     RETRY_OF,
     SURFACE_APPEND,
     TOOL_CALL,
@@ -85,6 +86,7 @@ class UnknownCall:
         origin_session_id: the session whose key the call uses (`call_origin`).
         current: whether the result is still a surface node (not compacted or replaced).
         rerun_seq: the seq of the re-run `tool/call` whose result replaced it, or None.
+        attempts: the re-run `tool/call`s recorded for it so far (finished or not).
     """
 
     result_seq: int
@@ -95,11 +97,22 @@ class UnknownCall:
     origin_session_id: str
     current: bool
     rerun_seq: int | None
+    attempts: int = 0
 
     @property
     def idempotency_key(self) -> str:
         """The call's key (`idempotency_key` of its origin session and call id)."""
         return idempotency_key(self.origin_session_id, self.call_id)
+
+    @property
+    def rerun_call_id(self) -> str:
+        """The `callId` of the next re-run's `tool/call`: `<callId>-rerun-<attempt>`.
+
+        A re-run's `tool/call` needs an id of its own: dsh's conversation view refuses a
+        second `tool/call` with an id it has seen
+        (docs/recovery.md#re-running-outcome-unknown-calls).
+        """
+        return f"{self.call_id}{RERUN_CALL_ID_INFIX}{self.attempts + 1}"
 
 
 def outcome_unknown_calls(
@@ -121,12 +134,14 @@ def outcome_unknown_calls(
     """
     current = set(surface_nodes)
     retry_calls: dict[int, object] = {}
+    attempts: dict[object, int] = {}
     reruns: dict[int, int] = {}
     found: list[tuple[Event, Event]] = []
     for event in events:
         data: Any = event.data
         if event.type == TOOL_CALL and isinstance(data, dict) and RETRY_OF in data:
             retry_calls[event.seq] = data[RETRY_OF]
+            attempts[data[RETRY_OF]] = attempts.get(data[RETRY_OF], 0) + 1
         elif event.type != TOOL_RESULT or not isinstance(data, dict):
             continue
         elif event.surface_op == SURFACE_APPEND:
@@ -148,6 +163,7 @@ def outcome_unknown_calls(
             origin_session_id=call_origin(header, call.seq),
             current=result.seq in current,
             rerun_seq=reruns.get(result.seq),
+            attempts=attempts.get(call.seq, 0),
         )
         for result, call in found
     ]

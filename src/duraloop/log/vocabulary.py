@@ -241,6 +241,8 @@ IDEMPOTENCY_KEY_ENV: _Final = "DURALOOP_IDEMPOTENCY_KEY"
 """The environment variable the built-in `bash` tool exports the call's key in."""
 RETRY_OF: _Final = "retryOf"
 """The `tool/call` data field of a re-run: the seq of the earlier `tool/call` it repeats."""
+RERUN_CALL_ID_INFIX: _Final = "-rerun-"
+"""A re-run's `tool/call` id is the call's id, this, and the attempt number (1, 2, ...)."""
 
 KNOWN_EVENT_TYPES: _Final = frozenset(
     {

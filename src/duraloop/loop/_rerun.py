@@ -153,7 +153,7 @@ async def _rerun_one(
     data = {
         "turn": turn,
         "step": step,
-        "callId": call.call_id,
+        "callId": call.rerun_call_id,  # an id of its own: UnknownCall.rerun_call_id
         "name": call.name,
         "arguments": call.arguments,
         RETRY_OF: call.call_seq,
