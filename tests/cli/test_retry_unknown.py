@@ -96,3 +96,22 @@ def test_retry_unknown_with_no_unknown_call_says_so(cli: Cli) -> None:
     session_id = session_id_of(ok(cli("run", "Hi.", "--model", cli.script([{"text": "Hi."}]))))
     result = ok(cli("resume", session_id, "--retry-unknown"))
     assert "no call has an unknown outcome: nothing to re-run" in result.stdout
+
+
+def test_retry_unknown_with_a_prompt_lets_the_model_see_the_rerun_then_the_prompt(
+    cli: Cli,
+) -> None:
+    session_id = _crashed_session(cli)
+    script = cli.script([{"text": "Read it: alpha."}])
+    result = ok(cli("resume", session_id, "And now?", "--retry-unknown", "--model", script))
+    assert "re-run read_file call r1" in result.stdout, result.stdout
+    assert "Read it: alpha." in result.stdout
+    events = cli.events(session_id)
+    start = max(e["seq"] for e in events if e["type"] == "turn/start")
+    turn = [e for e in events if e["seq"] >= start]
+    steps = [e["data"]["step"] for e in turn if e["type"] == "step/start"]
+    assert steps == [1, 2]  # the re-run step, then the model's step with the prompt
+    kinds = [e["type"] for e in turn if e["type"] in ("tool/call", "user/message", "turn/end")]
+    assert kinds == ["tool/call", "user/message", "turn/end"]
+    assert turn[-1]["data"]["reason"] == {"kind": "completed"}
+    ok(cli("check", session_id))

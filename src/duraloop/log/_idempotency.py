@@ -221,6 +221,6 @@ def rerun_text(key: str, *, failed: bool) -> dict[str, str]:
     return {
         "type": BLOCK_TEXT,
         "text": "The outcome of this tool call was unknown (it was interrupted after it was "
-        "recorded), so it was re-run by `duraloop resume --retry-unknown` with the same "
-        f"idempotency key {key}; the tool is declared idempotent. {how}",
+        "recorded), so it was re-run on request (`duraloop resume --retry-unknown`) with the "
+        f"same idempotency key {key}; the tool is declared idempotent. {how}",
     }
