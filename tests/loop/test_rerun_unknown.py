@@ -247,3 +247,31 @@ async def test_rerun_refuses_a_prompt_that_the_model_would_never_see(tmp_path: P
     with loop, pytest.raises(UsageError, match="continue_with_model=False"):
         await loop.retry_unknown_calls("hi", continue_with_model=False)
     assert recorder.keys == []
+
+
+@pytest.mark.anyio
+async def test_a_rerun_a_pre_execute_hook_denies_is_not_run_and_keeps_its_unknown_result(
+    tmp_path: Path,
+) -> None:
+    from dataclasses import replace
+
+    from duraloop.tools import Deny, ToolCallRequest, ToolHooks
+
+    def deny(call: ToolCallRequest) -> Deny:
+        return Deny(f"no re-runs of {call.name}")
+
+    store, recorder = MemoryStore(), Recorder()
+    _crashed(store, tmp_path)
+    setup = replace(_setup(store, recorder, []), tool_hooks=ToolHooks(pre_execute=[deny]))
+    loop, _ = resume_session("s", setup)
+    with loop:
+        report = await loop.retry_unknown_calls(continue_with_model=False)
+        (rerun,) = report.reruns
+        assert (rerun.call_seq, rerun.reason) == (
+            None,
+            "a pre-execute hook refused it: Error: no re-runs of idem",
+        )
+        assert _tool_result_text(loop.session.messages, "c1") == OUTCOME_UNKNOWN_TEXT
+        assert not any(e.type == "tool/call" and RETRY_OF in e.data for e in loop.session.events)
+        assert_log_valid(loop.session)
+    assert recorder.keys == []
