@@ -275,3 +275,20 @@ async def test_a_rerun_a_pre_execute_hook_denies_is_not_run_and_keeps_its_unknow
         assert not any(e.type == "tool/call" and RETRY_OF in e.data for e in loop.session.events)
         assert_log_valid(loop.session)
     assert recorder.keys == []
+
+
+@pytest.mark.anyio
+async def test_a_rerun_the_cancel_reaches_writes_no_replacement(tmp_path: Path) -> None:
+    store, recorder = MemoryStore(), Recorder()
+    _crashed(store, tmp_path)
+    loop, _ = resume_session("s", _setup(store, recorder, []))
+    with loop:
+        recorder.on_idem = lambda: loop.cancel()  # the person presses Ctrl-C during the body
+        report = await loop.retry_unknown_calls(continue_with_model=False)
+        (rerun,) = report.reruns
+        assert rerun.call_seq is not None and rerun.result_seq is None
+        assert report.turn is not None and report.turn.kind == "aborted"
+        assert _tool_result_text(loop.session.messages, "c1") == OUTCOME_UNKNOWN_TEXT
+        (again, _) = loop.unknown_calls()
+        assert again.rerun and again.call.rerun_call_id == "c1-rerun-2"
+        assert_log_valid(loop.session)

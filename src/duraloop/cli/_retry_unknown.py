@@ -130,7 +130,7 @@ def _skipped_line(decision: RerunDecision) -> Text:
 
 def _rerun_line(rerun: Rerun) -> Text:
     label = f"{_call_label(rerun.call)} (seq {rerun.call.call_seq})"
-    if rerun.call_seq is None:
+    if rerun.result_seq is None:
         reason = safe(rerun.reason, limit=_MAX_REASON_CHARS).plain
         return styled(("not re-run ", "yellow"), f"{label}: {reason}")
     how = "it failed again" if rerun.failed else "it succeeded"

@@ -28,6 +28,9 @@ from ..log.vocabulary import (
 from ..tools import CancelSignal, ToolCallRequest, ToolRegistry
 from ._state import TurnDeps
 
+CANCELLED_RERUN = "the turn was cancelled during the re-run; its outcome is still unknown"
+"""The reason of a re-run the turn's cancellation reached (its unknown result is kept)."""
+
 
 @dataclass(frozen=True)
 class RerunDecision:
@@ -53,9 +56,10 @@ class Rerun:
         call: the call re-run.
         call_seq: the seq of the re-run's `tool/call`, or None when a pre-execute hook (or
             an approval the tool asks for) kept it from running.
-        result_seq: the seq of the replacing `tool/result`, or None.
-        failed: whether the re-run's own result is an error.
-        reason: why it did not run, when `call_seq` is None.
+        result_seq: the seq of the replacing `tool/result`, or None when none was written
+            (not run, or cancelled during the body: the unknown result stays).
+        failed: whether the re-run's own result is an error (True when cancelled).
+        reason: why no result was written, when `result_seq` is None.
     """
 
     call: UnknownCall
@@ -162,6 +166,8 @@ async def _rerun_one(
     await deps.durability.ensure_durable(call_seq)  # law 5: recorded before the body runs
     outcome = await pipeline.dispatch(request, signal)
     outcome = await pipeline.finalize(request, outcome, signal)
+    if signal.aborted:  # cancelled during the body: its outcome is as unknown as before
+        return Rerun(call, call_seq, failed=True, reason=CANCELLED_RERUN)
     original = session.events[call.result_seq].data
     content = [rerun_text(call.idempotency_key, failed=outcome.is_error), *outcome.content]
     result = session.append(

@@ -276,8 +276,9 @@ class Turn:
                 return
         first_step = 0
         if self.rerun is not None:  # docs/recovery.md#re-running-outcome-unknown-calls
-            await run_rerun_step(deps, self.rerun, turn=self.turn, step=1, signal=signal)
             self.steps = first_step = 1
+            await run_rerun_step(deps, self.rerun, turn=self.turn, step=1, signal=signal)
+            signal.throw_if_aborted()
             if not self.rerun.continue_with_model:
                 self.reason = {"kind": REASON_COMPLETED}
                 return
