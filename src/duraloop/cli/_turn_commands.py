@@ -210,6 +210,15 @@ def resume(
     approval_policy: ApprovalPolicyOption = None,
     auto_approve: AutoApproveOption = None,
     otel: OtelOption = False,
+    retry_unknown: Annotated[
+        bool,
+        typer.Option(
+            "--retry-unknown",
+            help="Re-run the calls whose outcome is unknown (TOOL_OUTCOME_UNKNOWN) if their "
+            "tool is idempotent (read_file, list_dir, grep), with the same idempotency key, as "
+            "the first step of a new turn; prints each call re-run or skipped.",
+        ),
+    ] = False,
 ) -> None:
     """Load a session with crash repair, say what repair did, optionally run a turn.
 
@@ -229,6 +238,13 @@ def resume(
     turn = TurnOptions.of_command(locals())
     with otel_export(otel) as tracing:
         sessions = open_store(store)
+        if retry_unknown:
+            from ._retry_unknown import resume_retrying
+
+            code = resume_retrying(
+                session_id, prompt, turn=turn, sessions=sessions, cwd=cwd, tracing=tracing
+            )
+            raise typer.Exit(code)
         if prompt is None:
             try:
                 turn.refuse_model_flags()

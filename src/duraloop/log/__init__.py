@@ -43,6 +43,12 @@ if _lazy.TYPE_CHECKING:
     from ._fork import fork_seed as fork_seed
     from ._header import SESSION_FORMAT_VERSION as SESSION_FORMAT_VERSION
     from ._header import SessionHeader as SessionHeader
+    from ._idempotency import UnknownCall as UnknownCall
+    from ._idempotency import call_origin as call_origin
+    from ._idempotency import idempotency_key as idempotency_key
+    from ._idempotency import outcome_unknown_calls as outcome_unknown_calls
+    from ._idempotency import rerun_result_data as rerun_result_data
+    from ._idempotency import rerun_text as rerun_text
     from ._invariants import InvariantChecker as InvariantChecker
     from ._json import MAX_JSON_DEPTH as MAX_JSON_DEPTH
     from ._json import JsonObject as JsonObject
@@ -147,6 +153,12 @@ __all__ = [
     "SESSION_FORMAT_VERSION",
     "Session",
     "SessionHeader",
+    "UnknownCall",
+    "call_origin",
+    "idempotency_key",
+    "outcome_unknown_calls",
+    "rerun_result_data",
+    "rerun_text",
     "TOOL_RESULTS_NOT_FIRST",
     "TOOL_RESULT_ORDER",
     "ToolCallBlock",
@@ -274,6 +286,12 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "CallGroup": "._pairing",
             "PairingCheck": "._pairing",
             "check_pairing": "._pairing",
+            "UnknownCall": "._idempotency",
+            "call_origin": "._idempotency",
+            "idempotency_key": "._idempotency",
+            "outcome_unknown_calls": "._idempotency",
+            "rerun_result_data": "._idempotency",
+            "rerun_text": "._idempotency",
             "PendingCall": "._pending",
             "PendingToolCalls": "._pending",
             "RecoveryResult": "._pending",

@@ -234,6 +234,16 @@ without waiting for it, so a cancelled turn (and a SIGTERMed process) ends in bo
 
 RECOVERY_MESSAGE_ID_PREFIX: _Final = "interrupted-tool-result-"
 
+# Idempotency keys and the re-run of outcome-unknown calls (docs/recovery.md#idempotency-keys).
+IDEMPOTENCY_KEY_PREFIX: _Final = "dl1-"
+"""The version prefix of every idempotency key (`idempotency_key`)."""
+IDEMPOTENCY_KEY_ENV: _Final = "DURALOOP_IDEMPOTENCY_KEY"
+"""The environment variable the built-in `bash` tool exports the call's key in."""
+RETRY_OF: _Final = "retryOf"
+"""The `tool/call` data field of a re-run: the seq of the earlier `tool/call` it repeats."""
+RERUN_CALL_ID_INFIX: _Final = "-rerun-"
+"""A re-run's `tool/call` id is the call's id, this, and the attempt number (1, 2, ...)."""
+
 KNOWN_EVENT_TYPES: _Final = frozenset(
     {
         "agent-preset/selected",

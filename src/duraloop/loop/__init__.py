@@ -24,6 +24,9 @@ if _lazy.TYPE_CHECKING:
     from ._open import start_session as start_session
     from ._prompt import default_system_prompt as default_system_prompt
     from ._recovery import StepRecovery as StepRecovery
+    from ._rerun import Rerun as Rerun
+    from ._rerun import RerunDecision as RerunDecision
+    from ._rerun_methods import RerunReport as RerunReport
     from ._result import TurnResult as TurnResult
     from ._summarizer import ModelSummarizer as ModelSummarizer
     from ._summarizer import Summarizer as Summarizer
@@ -51,6 +54,9 @@ __all__ = [
     "StepContext",
     "StepRecovery",
     "TurnResult",
+    "Rerun",
+    "RerunDecision",
+    "RerunReport",
     "default_system_prompt",
     "fork_session",
     "new_session_id",
@@ -89,5 +95,8 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "default_system_prompt": "._prompt",
             "StepRecovery": "._recovery",
             "TurnResult": "._result",
+            "Rerun": "._rerun",
+            "RerunDecision": "._rerun",
+            "RerunReport": "._rerun_methods",
         },
     )

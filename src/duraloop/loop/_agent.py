@@ -3,17 +3,18 @@
 See docs/loop.md#vocabulary, #send-and-cancel, #the-agent-loop, docs/recovery.md#resume, #fork.
 
 The public surface: `send` (and `followup`, `steer`, `inject`), `cancel`, `dispose`,
-`run_turn`/`run_pending`, `wait_idle`, `events`, `usage`, `flush`, `close`, and the approval
-methods (`pending_approvals`, `decide`, `continue_turn`, docs/approvals.md). The loop owns the
-state its turns share (`LoopState`) and builds what each turn depends on (`TurnDeps`); the
-turn algorithm is `_turn.Turn`, who runs turns is `_driver.TurnDriver`, durable flushes are
-`_durability.GroupCommit`. Turns run awaited (`await loop.run_turn(prompt)`, in the caller's
-task; sends only queue) or in the background inside `async with loop:`: a waking send from
-idle opens the turn before it returns (docs/loop.md#send-and-cancel), the driver drains
-queued follow-ups while turns end `completed`/`max-tokens`, a waking send after `cancel()` is
-latched until the aborted turn has closed (B30; `cancel()` without `keep_inbox` clears the
-latch, disposal is never latched), and `wait_idle()` returns the turns finished since.
-`dispose()` is dsh's disposal (F17) minus the inbox discard: pending messages stay durable.
+`run_turn`/`run_pending`, `wait_idle`, `events`, `usage`, `flush`, `close`, the approval methods
+(`pending_approvals`, `decide`, `continue_turn`, docs/approvals.md) and `retry_unknown_calls`
+(docs/recovery.md#re-running-outcome-unknown-calls). The loop owns the state its turns share
+(`LoopState`) and builds what each turn depends on (`TurnDeps`); the turn algorithm is
+`_turn.Turn`, who runs turns `_driver.TurnDriver`, durable flushes `_durability.GroupCommit`.
+Turns run awaited (`await loop.run_turn(prompt)`, in the caller's task; sends only queue) or in
+the background inside `async with loop:`: a waking send from idle opens the turn before it
+returns (docs/loop.md#send-and-cancel), the driver drains queued follow-ups while turns end
+`completed`/`max-tokens`, a waking send after `cancel()` is latched until the aborted turn has
+closed (B30; `cancel()` without `keep_inbox` clears the latch, disposal is never latched), and
+`wait_idle()` returns the turns finished since. `dispose()` is dsh's disposal (F17) minus the
+inbox discard: pending messages stay durable.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ._durability import Durability, GroupCommit
 from ._events import session_events
 from ._hooks import LoopHooks
 from ._inbox import Inbox
+from ._rerun_methods import RerunMethods
 from ._result import TurnResult
 from ._sends import NamedSends, SendTarget
 from ._snapshot import Snapshots
@@ -47,7 +49,7 @@ from ._state import LoopState, TurnDeps
 from ._turn import Turn
 
 
-class AgentLoop(NamedSends, ApprovalMethods, CompactionMethods):
+class AgentLoop(NamedSends, ApprovalMethods, CompactionMethods, RerunMethods):
     """Drive a model through turns and steps over a session, running the tools it calls.
 
     Args:
@@ -271,13 +273,6 @@ class AgentLoop(NamedSends, ApprovalMethods, CompactionMethods):
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise UsageError(
-                f"this AgentLoop for session {self.session.id} is closed (its writer is released, "
-                "so nothing would be persisted); open the session again with resume_session()"
-            )
-
     async def run_turn(self, prompt: str | Message | None = None) -> TurnResult:
         """Run one turn in this task and close it durably, whatever happens.
 
@@ -394,6 +389,8 @@ class AgentLoop(NamedSends, ApprovalMethods, CompactionMethods):
             compaction=self._compaction,
         )
         if self._paused.pending is None:
-            return Turn.open(deps, self._state, prompt, signal)
+            turn = Turn.open(deps, self._state, prompt, signal)
+            turn.rerun, self._rerun_next = self._rerun_next, None
+            return turn
         pending = self._paused.check_can_continue(prompt, answerable=self._answers_itself())
         return Turn.continue_paused(deps, self._state, pending, signal)

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ..errors import UsageError
-from ..log import PendingApproval
+from ..log import PendingApproval, Session
 from ..log.vocabulary import POLICY_NEVER
 from ..tools import Approver
 from ._approvals import PausedTurn
@@ -23,7 +21,8 @@ class ApprovalMethods:
     config: LoopConfig
     approver: Approver | None
     _state: LoopState
-    _check_open: Callable[[], None]
+    _closed: bool
+    session: Session
 
     @property
     def paused(self) -> PendingApproval | None:
@@ -100,6 +99,13 @@ class ApprovalMethods:
         if result.error is not None:
             raise result.error
         return result
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UsageError(
+                f"this AgentLoop for session {self.session.id} is closed (its writer is released, "
+                "so nothing would be persisted); open the session again with resume_session()"
+            )
 
     def _check_idle(self) -> None:
         self._check_open()

@@ -46,6 +46,7 @@ from ..tools import CancelSignal, TurnCancelled, tool_workers
 from ._budget import model_key
 from ._hooks import Reject, StepContext, call_hook, entering_messages
 from ._prompt import default_system_prompt
+from ._rerun import RerunOrder, run_rerun_step
 from ._result import TurnResult
 from ._state import LoopState, StepSettings, TurnDeps
 from ._step import PAUSED, Step
@@ -88,6 +89,8 @@ class Turn:
         """The decided ask a continued turn starts from (`continue_paused`)."""
         self.paused: PendingApproval | None = None
         """The ask the turn paused on, once it has."""
+        self.rerun: RerunOrder | None = None
+        """The outcome-unknown calls the turn re-runs first (`AgentLoop.retry_unknown_calls`)."""
         self._usage = UsageFold(deps.config.prices, model=model_key(deps.model))
         self._fed = len(deps.session.events) - 1  # from the turn's `turn/start` on
 
@@ -271,6 +274,14 @@ class Turn:
             if await self._stops(turn_ends):
                 self.reason = {"kind": turn_ends}
                 return
+        first_step = 0
+        if self.rerun is not None:  # docs/recovery.md#re-running-outcome-unknown-calls
+            self.steps = first_step = 1
+            await run_rerun_step(deps, self.rerun, turn=self.turn, step=1, signal=signal)
+            signal.throw_if_aborted()
+            if not self.rerun.continue_with_model:
+                self.reason = {"kind": REASON_COMPLETED}
+                return
         while True:
             signal.throw_if_aborted()
             if self.steps >= max_steps:
@@ -285,7 +296,7 @@ class Turn:
                 self.reason = {"kind": REASON_BLOCKED, "message": blocked}
                 return
             step = self.steps + 1
-            first = self.steps == 0
+            first = self.steps == first_step
             if first:
                 claimed, self.first_claim = self.first_claim, []
             else:
@@ -298,7 +309,7 @@ class Turn:
                 return
             if turn_ends is not None and not entering:
                 break
-            if first and not entering:
+            if first and not entering and not first_step:
                 self.reason = {"kind": REASON_COMPLETED}
                 return
             signal.throw_if_aborted()

@@ -5,7 +5,9 @@ and stdin closed, in a new session, so it and every process it starts share one 
 group. When the command exits, times out, or the turn is cancelled, the WHOLE group is
 terminated (SIGTERM, then SIGKILL after a grace period), so no background child outlives
 the call. Output is stdout and stderr combined, decoded as UTF-8 (undecodable bytes shown
-as U+FFFD), and capped in bytes.
+as U+FFFD), and capped in bytes. The command's environment is the process's plus
+`DURALOOP_IDEMPOTENCY_KEY`, the call's `ToolContext.idempotency_key`
+(docs/recovery.md#idempotency-keys), for a command that calls an API taking such keys.
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ import anyio
 from anyio.abc import Process
 from pydantic import Field
 
-from ..log.vocabulary import ABORTED_ERROR, ABORTED_TEXT, TOOL_TIMEOUT_ERROR
+from ..log.vocabulary import (
+    ABORTED_ERROR,
+    ABORTED_TEXT,
+    IDEMPOTENCY_KEY_ENV,
+    TOOL_TIMEOUT_ERROR,
+)
 from ._context import ToolContext
 from ._definition import tool
 from ._outcome import DEFAULT_MAX_OUTPUT_BYTES, ToolOutcome, text_block, truncation_note
@@ -66,8 +73,9 @@ async def bash(
     Args:
         command: the command line, run with `/bin/bash -c`.
         timeout_seconds: the limit in seconds; the command and its children are killed after it.
-        ctx: injected; the workspace is the working directory, and cancelling `ctx.signal`
-            kills the command.
+        ctx: injected; the workspace is the working directory, cancelling `ctx.signal`
+            kills the command, and `ctx.idempotency_key` is exported as
+            `DURALOOP_IDEMPOTENCY_KEY`.
 
     Returns:
         A success with the output and a final `[exit code: <n>]` line (a non-zero exit is
@@ -83,6 +91,7 @@ async def bash(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        env={**os.environ, IDEMPOTENCY_KEY_ENV: ctx.idempotency_key},
     )
     ending: Literal["exited", "timeout", "cancelled"] = "exited"
     terminated = False

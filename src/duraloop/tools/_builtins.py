@@ -12,6 +12,9 @@ def builtin_tools() -> list[Tool]:
 
     Returns:
         `[read_file, list_dir, grep, write_file, edit_file, bash]`; the first three are
-        parallel-safe, the others exclusive.
+        parallel-safe and, being read-only, idempotent (a `TOOL_OUTCOME_UNKNOWN` call of
+        theirs may be re-run by `duraloop resume --retry-unknown`,
+        docs/recovery.md#re-running-outcome-unknown-calls); the others are exclusive and
+        not idempotent.
     """
     return [*file_tools(), bash]

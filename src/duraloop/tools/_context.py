@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..log import Message, user_message
+from ..log import Message, idempotency_key, user_message
 from ._blocking import DEFAULT_CANCEL_GRACE_SECONDS
 from ._signal import CancelSignal
 
@@ -39,6 +39,11 @@ class ToolContext:
             synchronous function in its thread, or a body that watches the signal) gets to
             settle after the signal fires before its call is answered without it
             (`LoopConfig.tool_cancel_grace_seconds`).
+        idempotency_key: a stable key for this call, for APIs that accept idempotency keys
+            (payments, cloud APIs): the same across retries of the step, a crash and resume,
+            an explicit `--retry-unknown` re-run and in every process; a fork's own calls
+            get keys of their own (docs/recovery.md#idempotency-keys). The pipeline fills
+            it; left empty, it is derived from `session_id` and `call_id`.
     """
 
     cwd: Path
@@ -47,7 +52,14 @@ class ToolContext:
     tool_name: str
     session_id: str
     cancel_grace_seconds: float = DEFAULT_CANCEL_GRACE_SECONDS
+    idempotency_key: str = ""
     effects: ToolEffects = field(default_factory=ToolEffects, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        """Derive the key when none was given (docs/recovery.md#idempotency-keys)."""
+        if not self.idempotency_key:
+            key = idempotency_key(self.session_id, self.call_id)
+            object.__setattr__(self, "idempotency_key", key)
 
     def conclude_turn(self) -> None:
         """End the turn after this step, without another model request.

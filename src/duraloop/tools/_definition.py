@@ -17,11 +17,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias, get_type_hints, overload
 
-import pydantic
-from pydantic import BaseModel, ConfigDict, Field, PydanticUserError
+from pydantic import BaseModel, PydanticUserError
 
 from ..errors import ToolDefinitionError
 from ..log import JsonObject, JsonValue
+from ._arguments import argument_model
 from ._blocking import run_blocking
 from ._context import ToolContext
 from ._docstring import parse_docstring
@@ -75,10 +75,15 @@ class Tool:
         requires_approval: True when every call asks a person first, or a classifier called
             with the validated args; anything but an exact `False` from it (a raise, a
             non-bool) asks: fail closed (docs/approvals.md#which-calls-ask).
+        idempotent: True declares that running a call twice with the same arguments and
+            `ctx.idempotency_key` has the effect of running it once; then, and only then, a
+            `TOOL_OUTCOME_UNKNOWN` call of the tool may be re-run by an explicit
+            `duraloop resume --retry-unknown`, never automatically
+            (docs/recovery.md#re-running-outcome-unknown-calls).
 
     Raises:
-        ToolDefinitionError: if the name, parameters, parallel, timeout or output cap is
-            invalid.
+        ToolDefinitionError: if the name, parameters, parallel, timeout, output cap or
+            idempotent flag is invalid.
     """
 
     name: str
@@ -91,6 +96,7 @@ class Tool:
     watches_signal: bool = False
     max_output_bytes: int | None = None
     requires_approval: bool | ApprovalClassifier = False
+    idempotent: bool = False
 
     def __post_init__(self) -> None:
         if not _NAME_PATTERN.match(self.name):
@@ -115,6 +121,11 @@ class Tool:
             raise ToolDefinitionError(
                 f'tool "{self.name}" timeout_seconds must be > 0 and finite, '
                 f"got {self.timeout_seconds!r}"
+            )
+        if type(self.idempotent) is not bool:
+            raise ToolDefinitionError(
+                f'tool "{self.name}" idempotent must be True or False, '
+                f"got {type(self.idempotent).__name__}"
             )
         cap = self.max_output_bytes
         if cap is not None and (type(cap) is not int or cap < MIN_MAX_OUTPUT_BYTES):
@@ -168,6 +179,7 @@ def tool(
     watches_signal: bool = False,
     max_output_bytes: int | None = None,
     requires_approval: bool | ApprovalClassifier = False,
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -182,6 +194,7 @@ def tool(
     watches_signal: bool = False,
     max_output_bytes: int | None = None,
     requires_approval: bool | ApprovalClassifier = False,
+    idempotent: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Turn a typed function (sync or async) into a `Tool`.
 
@@ -202,6 +215,7 @@ def tool(
         watches_signal: see `Tool`.
         max_output_bytes: see `Tool`.
         requires_approval: see `Tool`; a classifier receives the validated argument model.
+        idempotent: see `Tool`.
 
     Returns:
         The `Tool` (bare `@tool`), or a decorator producing it.
@@ -229,6 +243,7 @@ def tool(
             watches_signal=watches_signal,
             max_output_bytes=max_output_bytes,
             requires_approval=requires_approval,
+            idempotent=idempotent,
         )
 
     if fn is not None:
@@ -247,6 +262,7 @@ def _build_tool(
     watches_signal: bool,
     max_output_bytes: int | None,
     requires_approval: bool | ApprovalClassifier,
+    idempotent: bool,
 ) -> Tool:
     label = getattr(fn, "__qualname__", repr(fn))
     if not callable(fn):
@@ -290,7 +306,7 @@ def _build_tool(
             continue
         params.append(param)
 
-    model, field_names = _argument_model(fn, label, params, hints, doc.args)
+    model, field_names = argument_model(fn, label, params, hints, doc.args)
     try:
         parameters = clean_schema(model.model_json_schema())
     except PydanticUserError as exc:
@@ -345,52 +361,8 @@ def _build_tool(
         watches_signal=watches_signal,
         max_output_bytes=max_output_bytes,
         requires_approval=requires_approval,
+        idempotent=idempotent,
     )
-
-
-def _argument_model(
-    fn: Callable[..., Any],
-    label: str,
-    params: list[inspect.Parameter],
-    hints: dict[str, Any],
-    arg_docs: dict[str, str],
-) -> tuple[type[BaseModel], dict[str, str] | None]:
-    """Build (or pick) the pydantic model that validates the arguments.
-
-    Returns:
-        `(model, field_names)`: `field_names` maps each parameter to its model field, or is
-        None when the single parameter is itself the model.
-
-    Raises:
-        ToolDefinitionError: if pydantic cannot build a model for the annotations.
-    """
-    if len(params) == 1:
-        annotation = hints[params[0].name]
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            return annotation, None
-    fields: dict[str, Any] = {}
-    field_names: dict[str, str] = {}
-    for param in params:
-        default = ... if param.default is inspect.Parameter.empty else param.default
-        field_name = param.name
-        alias = None
-        if param.name.startswith("_") or hasattr(BaseModel, param.name):
-            field_name, alias = f"arg_{param.name.lstrip('_')}_", param.name
-        field_names[param.name] = field_name
-        info = Field(default, alias=alias, description=arg_docs.get(param.name))
-        fields[field_name] = (hints[param.name], info)
-    model_name = "".join(part.title() for part in fn.__name__.split("_")) + "Arguments"
-    try:
-        model: type[BaseModel] = pydantic.create_model(
-            model_name,
-            __config__=ConfigDict(extra="forbid", protected_namespaces=()),
-            **fields,
-        )
-    except (PydanticUserError, TypeError, NameError) as exc:
-        raise ToolDefinitionError(
-            f"tool function {label} has an argument type pydantic cannot validate: {exc}"
-        ) from exc
-    return model, field_names
 
 
 def _preview(value: object) -> str:

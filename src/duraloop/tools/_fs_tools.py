@@ -34,7 +34,7 @@ MAX_GREP_MATCHES: Final = 500
 _SKIPPED_DIRS: Final = frozenset({".git"})
 
 
-@tool(parallel=True)
+@tool(parallel=True, idempotent=True)
 def read_file(
     path: str,
     ctx: ToolContext,
@@ -89,7 +89,7 @@ def read_file(
     return text
 
 
-@tool(parallel=True)
+@tool(parallel=True, idempotent=True)
 def list_dir(ctx: ToolContext, path: str = ".") -> str:
     """List a directory in the workspace; directories end with `/`.
 
@@ -123,7 +123,7 @@ def list_dir(ctx: ToolContext, path: str = ".") -> str:
     return text + ("\n[truncated]" if cut else "")
 
 
-@tool(parallel=True)
+@tool(parallel=True, idempotent=True)
 def grep(ctx: ToolContext, pattern: str, path: str = ".", glob: str | None = None) -> str:
     """Search files in the workspace for a regular expression; prints `file:line:text`.
 

@@ -30,6 +30,7 @@ import anyio
 from pydantic import ValidationError
 
 from ..errors import ToolError
+from ..log import idempotency_key
 from ..log.vocabulary import (
     INVALID_ARGS_ERROR,
     TOOL_ERROR_NAME,
@@ -221,6 +222,9 @@ class ToolPipeline:
             tool_name=found.name,
             session_id=self.session_id,
             cancel_grace_seconds=self.cancel_grace_seconds,
+            idempotency_key=idempotency_key(
+                call.origin_session_id or self.session_id, call.call_id
+            ),
         )
         outcome = _with_effects(await self._run_body(found, args, ctx), ctx)
         if signal.aborted and not outcome.is_error:

@@ -89,6 +89,9 @@ class ToolCallRequest:
         arguments: the parsed arguments (see `parse_tool_arguments`).
         turn: the 1-based turn number.
         step: the 1-based step number within the turn.
+        origin_session_id: the session whose idempotency key the call uses, when it is not
+            the pipeline's own (a re-run of a call a fork inherited,
+            docs/recovery.md#idempotency-keys); None for the pipeline's session.
     """
 
     call_id: str
@@ -97,6 +100,7 @@ class ToolCallRequest:
     arguments: JsonValue
     turn: int
     step: int
+    origin_session_id: str | None = None
 
     @classmethod
     def from_block(cls, block: Mapping[str, Any], *, turn: int, step: int) -> ToolCallRequest:
