@@ -131,3 +131,13 @@ def test_the_long_sessions_example_compacts_a_session_past_its_window(
         r"^```python\n(.*?)^```", _section("Long sessions"), re.DOTALL | re.MULTILINE
     )
     assert _run(str(code), tmp_path, monkeypatch, capsys) == _expected(str(code))
+
+
+def test_the_ecosystem_example_keys_a_call_and_traces_its_turn(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocks = re.findall(
+        r"^```python\n(.*?)^```", _section("Plugged into the ecosystem"), re.DOTALL | re.MULTILINE
+    )
+    (code,) = [str(block) for block in blocks if "instrument(" in block]
+    assert _run(code, tmp_path, monkeypatch, capsys) == _expected(code)
