@@ -15,7 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from telemetry._collector import Collector, collector
+
 from ._support import COMMAND, Cli, clean_env, ok
+
+__all__ = ["collector"]  # the OTLP endpoint fixture, used by name
 
 # Each test starts worker processes on a fresh DBOS schema (its migrations alone take ~20 s).
 pytestmark = pytest.mark.timeout(600)
@@ -115,3 +119,37 @@ def test_submit_and_worker_need_a_postgresql_store(cli: Cli, command: list[str])
     result = cli(*command, "--store", str(cli.store), store=False, cwd=False)
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith(f"UsageError: {command[0]} needs a PostgreSQL store")
+
+
+def test_a_worker_with_otel_traces_every_turn_it_runs(
+    cli: Cli, spec: str, collector: Collector
+) -> None:
+    model = cli.script([{"text": "traced answer"}])
+    env = clean_env(cli.tmp, OTEL_EXPORTER_OTLP_ENDPOINT=collector.url)
+    for name in list(env):
+        if name.startswith("OTEL_") and name != "OTEL_EXPORTER_OTLP_ENDPOINT":
+            del env[name]
+    worker = subprocess.Popen(
+        [*COMMAND, "worker", "--store", spec, "--model", model, "--cwd", str(cli.cwd), "--otel"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        ok(cli("submit", "traced", "Say one thing.", "--store", spec, store=False, cwd=False))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            shown = cli("show", "traced", "--store", spec, store=False, cwd=False).stdout
+            if "traced answer" in shown:
+                break
+            time.sleep(0.5)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=60)
+    assert worker.returncode == 0, stderr
+    spans = collector.spans()  # the batch is flushed when the worker stops
+    turns = [attrs for name, attrs in spans if name == "invoke_agent"]
+    assert [t["gen_ai.conversation.id"] for t in turns] == ["traced"]
+    assert any(name.startswith("chat ") for name, _ in spans)
+    assert not any("Say one thing." in str(attrs) for _, attrs in spans)  # no content by default

@@ -55,6 +55,23 @@ class Tracing:
 
         self._detach.append(instrument(loop, tracer_provider=self.provider))
 
+    def observer(self) -> Callable[[AgentLoop], Callable[[], None]] | None:
+        """Return a per-loop tracer for a worker's drives (None without `--otel`).
+
+        Unlike `attach`, each loop's detach is returned to the caller (the worker calls it when
+        the drive ends), so a long-running worker holds nothing per finished drive.
+        """
+        provider = self.provider
+        if provider is None:
+            return None
+
+        def observe(loop: AgentLoop) -> Callable[[], None]:
+            from ..telemetry import instrument
+
+            return instrument(loop, tracer_provider=provider)
+
+        return observe
+
     def close(self) -> None:
         """Detach every loop (ending the spans still open), then flush and shut down."""
         for detach in self._detach:

@@ -39,6 +39,7 @@ from ._options import (
     SystemOption,
     TurnOptions,
 )
+from ._otel import OtelOption, otel_export
 from ._render import safe
 from ._runner import system_prompt
 
@@ -127,6 +128,7 @@ def worker(
     ask_before: AskBeforeOption = None,
     approval_policy: ApprovalPolicyOption = None,
     auto_approve: AutoApproveOption = None,
+    otel: OtelOption = False,
 ) -> None:
     """Run a worker (see the `help=` above)."""
     from ..worker import WorkerConfig, run_worker
@@ -175,17 +177,19 @@ def worker(
             )
         )
 
-    err.print(safe(f"worker on {store} (schema {schema!r}), concurrency {concurrency}"))
-    run_worker(
-        WorkerConfig(
-            url=url,
-            setup=setup,
-            schema=schema,
-            concurrency=concurrency,
-            takeover_seconds=takeover_seconds,
-            drain_seconds=drain_seconds,
-            on_takeover=policy,
-            progress=progress,
+    with otel_export(otel) as tracing:  # flushed when the worker stops
+        err.print(safe(f"worker on {store} (schema {schema!r}), concurrency {concurrency}"))
+        run_worker(
+            WorkerConfig(
+                url=url,
+                setup=setup,
+                schema=schema,
+                concurrency=concurrency,
+                takeover_seconds=takeover_seconds,
+                drain_seconds=drain_seconds,
+                on_takeover=policy,
+                progress=progress,
+                observe=tracing.observer(),
+            )
         )
-    )
     err.print("worker stopped")

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 from dbos import DBOS
 
-from ._drive import DriveControl, SetupFactory, drive_session
+from ._drive import DriveControl, LoopObserver, SetupFactory, drive_session
 
 if TYPE_CHECKING:
     from ..store import PostgresStore
@@ -50,6 +50,7 @@ class Runtime:
     executor: str
     on_takeover: Literal["continue", "stop"]
     progress: Callable[[Runtime], None] | None = None
+    observe: LoopObserver | None = None
     running: int = 0
     finished: int = 0
     continued: int = 0
@@ -94,6 +95,7 @@ def run_queued_turns(session_id: str) -> dict[str, Any]:
                     executor=runtime.executor,
                     on_takeover=runtime.on_takeover,
                     control=runtime.control,
+                    observe=runtime.observe,
                 )
             )
     finally:

@@ -63,6 +63,10 @@ TAKEOVER_TEXT = (
 SetupFactory = Callable[["PostgresStore", str], SessionSetup]
 """Builds the `SessionSetup` (model, tools, workspace, config) a worker runs a session with."""
 
+LoopObserver = Callable[["AgentLoop"], Callable[[], None]]
+"""Called with each loop a worker opens; returns the function that stops observing it (e.g.
+`duraloop.telemetry.instrument`, which returns its detach)."""
+
 
 @dataclass
 class DriveControl:
@@ -122,6 +126,7 @@ async def drive_session(
     executor: str,
     on_takeover: Literal["continue", "stop"] = "continue",
     control: DriveControl | None = None,
+    observe: LoopObserver | None = None,
 ) -> DriveReport:
     """Run the session's unfinished submissions under its lease (see the module docstring).
 
@@ -130,6 +135,9 @@ async def drive_session(
             drive per session; a stalled worker may still hold the lease until it expires:
             the workflow fails and is recovered later).
         WriterFencedError: if this worker's lease is taken over mid-turn.
+
+    `observe`, when given, is called with the loop once it is open and returns the function
+    that stops observing it, called before the loop closes (`WorkerConfig.observe`).
     """
     schema = store.postgres.schema
     pending = unfinished(connection, schema, session_id)
@@ -140,6 +148,7 @@ async def drive_session(
         return DriveReport()  # draining: the submissions stay queued for another worker
     built = setup(store, session_id)
     loop = _open(store, session_id, built)
+    stop_observing = observe(loop) if observe is not None else None
     key = control.enter(loop)
     turns = continued = finished = 0
     try:
@@ -155,6 +164,8 @@ async def drive_session(
             finished += 1
     finally:
         control.leave(key)
+        if stop_observing is not None:
+            stop_observing()
         loop.close()
         aclose = getattr(built.model, "aclose", None)
         if aclose is not None:  # the adapters' HTTP clients belong to this drive's event loop

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..store import PostgresStore
 from ._dbos import APPLICATION, QUEUE, Runtime, install, system_schema
 from ._dbos_client import migrate
-from ._drive import SetupFactory
+from ._drive import LoopObserver, SetupFactory
 from ._tables import (
     beat,
     count_queued,
@@ -73,6 +73,10 @@ class WorkerConfig:
         progress: called (from the worker's threads) after each heartbeat and each drive
             with the counts: drives running here, submissions queued in the store,
             finished here, continuations run here, workflows taken over by this worker.
+        observe: called with each loop this worker opens, returning the function that stops
+            observing it (called before the loop closes); e.g.
+            `lambda loop: duraloop.telemetry.instrument(loop, tracer_provider=provider)`
+            traces every turn the worker runs (docs/telemetry.md#cli).
     """
 
     url: str
@@ -86,6 +90,7 @@ class WorkerConfig:
         default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
     )
     progress: Callable[[Runtime], None] | None = None
+    observe: LoopObserver | None = None
 
 
 def run_worker(config: WorkerConfig, *, stop: threading.Event | None = None) -> None:
@@ -107,7 +112,12 @@ def run_worker(config: WorkerConfig, *, stop: threading.Event | None = None) -> 
     with store.postgres.connection() as connection:
         ensure_tables(connection, config.schema)
     runtime = Runtime(
-        store, config.setup, config.executor_id, config.on_takeover, progress=config.progress
+        store,
+        config.setup,
+        config.executor_id,
+        config.on_takeover,
+        progress=config.progress,
+        observe=config.observe,
     )
     install(runtime)
     migrate(config.url, config.schema)  # serialized with other workers' and submits'
