@@ -1,8 +1,10 @@
 """A real MCP server for the MCP client tests, built with the SDK's `MCPServer`.
 
-Run it as `python -m tests.tools.mcp._server stdio|http PORT`; the tests also build it in-process
-with `build_server`. `MCP_TEST_STATE` names a directory the tools write markers into, so a test
-can see what the server observed (a cancellation, a start) whatever the transport.
+Run it as `python tests/tools/_mcp_server.py stdio` or `... http PORT`; the tests also build it
+in-process with `build_server`. `MCP_TEST_STATE` names a directory the tools write markers into,
+so a test can see what the server observed (a cancellation, a start) whatever the transport.
+Each start appends the process id to `starts`; a start while a file `broken` exists exits 2 at
+once (a server that fails to restart).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ RENDEZVOUS_WAIT_SECONDS = 10.0
 
 def build_server(state_dir: Path) -> MCPServer:
     """Return the test server; its markers go to `state_dir`."""
-    server: MCPServer = MCPServer("duraloop-test")
+    server: MCPServer = MCPServer("duraloop-test", log_level="WARNING")
     in_flight = {"now": 0, "max": 0}
     peers = anyio.Event()
 
@@ -97,13 +99,15 @@ def build_server(state_dir: Path) -> MCPServer:
 def main(argv: list[str]) -> None:
     """Run the server over stdio or streamable HTTP."""
     state = Path(os.environ.get("MCP_TEST_STATE", "."))
+    with (state / "starts").open("a", encoding="utf-8") as starts:
+        starts.write(f"{os.getpid()}\n")
+    if (state / "broken").exists():
+        sys.exit(2)
     server = build_server(state)
     if argv[0] == "stdio":
         server.run("stdio")
     elif argv[0] == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(argv[1]))
-    elif argv[0] == "exit":
-        sys.exit(2)
 
 
 if __name__ == "__main__":
