@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from mcp import MCPError
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
@@ -47,6 +48,11 @@ def build_server(state_dir: Path) -> MCPServer:
     def fail(message: str) -> str:
         """Fail with the message."""
         raise ToolError(message)
+
+    @server.tool()
+    def refuse() -> str:
+        """Answer with a JSON-RPC error instead of a result."""
+        raise MCPError(code=-32602, message="refused by the test server")
 
     @server.tool(annotations=DESTRUCTIVE)
     def wipe() -> str:

@@ -7,9 +7,9 @@ test's own event loop, on a socket bound to a free port.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -17,11 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import uvicorn
-
 from _mcp_server import build_server
-from duraloop.tools import CancelSignal, Tool, ToolCallRequest, ToolOutcome, ToolPipeline
-from duraloop.tools import ToolRegistry
+
+from duraloop.tools import (
+    CancelSignal,
+    Tool,
+    ToolCallRequest,
+    ToolOutcome,
+    ToolPipeline,
+    ToolRegistry,
+)
 from duraloop.tools.mcp import McpServerConfig
 
 SERVER_SCRIPT = Path(__file__).resolve().parent / "_mcp_server.py"
@@ -52,15 +59,17 @@ async def http_subprocess(state: Path) -> AsyncIterator[str]:
     """Run `_mcp_server.py` over streamable HTTP in a subprocess; yield its url."""
     port = free_port()
     env = {**os.environ, "MCP_TEST_STATE": str(state)}
-    process = subprocess.Popen(  # noqa: S603 - the test's own interpreter and script
-        [sys.executable, str(SERVER_SCRIPT), "http", str(port)], env=env
+    process = await anyio.open_process(
+        [sys.executable, str(SERVER_SCRIPT), "http", str(port)], env=env, stdout=None, stderr=None
     )
     try:
         await _wait_listening(port, process)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        process.kill()
-        process.wait(timeout=WAIT_SECONDS)
+        with contextlib.suppress(ProcessLookupError):  # a test may have crashed it
+            process.kill()
+        with anyio.fail_after(WAIT_SECONDS):
+            await process.wait()
 
 
 @asynccontextmanager
@@ -74,7 +83,7 @@ async def http_in_process(state: Path) -> AsyncIterator[str]:
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(server.serve, [sock])
         with anyio.fail_after(WAIT_SECONDS):
-            while not server.started:
+            while not server.started:  # noqa: ASYNC110 - uvicorn offers no event
                 await anyio.sleep(0.01)
         try:
             yield f"http://127.0.0.1:{port}/mcp"
@@ -83,10 +92,10 @@ async def http_in_process(state: Path) -> AsyncIterator[str]:
     sock.close()
 
 
-async def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
+async def _wait_listening(port: int, process: anyio.abc.Process) -> None:
     with anyio.fail_after(WAIT_SECONDS):
         while True:
-            if process.poll() is not None:
+            if process.returncode is not None:
                 raise RuntimeError(f"the HTTP test server exited with {process.returncode}")
             try:
                 stream = await anyio.connect_tcp("127.0.0.1", port)
@@ -99,10 +108,11 @@ async def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> None:
 
 async def wait_for_file(path: Path) -> bool:
     """Wait (bounded) until `path` exists; return whether it does."""
+    target = anyio.Path(path)
     with anyio.move_on_after(WAIT_SECONDS):
-        while not path.exists():
+        while not await target.exists():  # noqa: ASYNC110 - a file, not an event, is the signal
             await anyio.sleep(0.02)
-    return path.exists()
+    return await target.exists()
 
 
 def by_name(tools: tuple[Tool, ...]) -> dict[str, Tool]:

@@ -90,7 +90,9 @@ def test_a_command_list_is_kept_as_a_tuple_and_no_timeout_is_allowed() -> None:
 
 def test_two_servers_with_one_name_are_refused() -> None:
     with pytest.raises(ConfigError, match="distinct; a is given more than once"):
-        McpServers([McpServerConfig(name="a", command=("x",)), McpServerConfig(name="a", url="http://h")])
+        McpServers(
+            [McpServerConfig(name="a", command=("x",)), McpServerConfig(name="a", url="http://h")]
+        )
 
 
 def test_mcp_server_error_is_a_usage_error_naming_its_server() -> None:

@@ -10,9 +10,9 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
-
 from _mcp_support import (
     by_name,
     dispatch,
@@ -24,8 +24,10 @@ from _mcp_support import (
     stdio_config,
     wait_for_file,
 )
+
 from duraloop.errors import McpServerError
 from duraloop.log.vocabulary import INVALID_ARGS, MCP_PROTOCOL_ERROR, MCP_TOOL_ERROR
+from duraloop.tools import ToolOutcome
 from duraloop.tools.mcp import McpServerConfig, McpServers
 
 pytestmark = pytest.mark.anyio
@@ -34,7 +36,7 @@ TRANSPORTS = ["stdio", "http", "in-process"]
 
 
 @asynccontextmanager
-async def connected(transport: str, state: Path, **options: object) -> AsyncIterator[McpServers]:
+async def connected(transport: str, state: Path, **options: Any) -> AsyncIterator[McpServers]:
     """`McpServers` with one server `t` over `transport`."""
     if transport == "stdio":
         async with McpServers([stdio_config(state, **options)]) as servers:
@@ -42,7 +44,7 @@ async def connected(transport: str, state: Path, **options: object) -> AsyncIter
         return
     serve = http_subprocess if transport == "http" else http_in_process
     async with serve(state) as url:
-        config = McpServerConfig(name="t", url=url, **options)  # type: ignore[arg-type]
+        config = McpServerConfig(name="t", url=url, **options)
         async with McpServers([config]) as servers:
             yield servers
 
@@ -126,7 +128,7 @@ async def test_the_timeout_and_arguments_are_the_pipelines(tmp_path: Path) -> No
         assert pipeline_outcome.error["code"] == INVALID_ARGS
 
 
-async def _dispatch_raw(servers: McpServers, name: str, arguments: object) -> object:
+async def _dispatch_raw(servers: McpServers, name: str, arguments: object) -> ToolOutcome:
     from duraloop.tools import CancelSignal, ToolCallRequest, ToolPipeline, ToolRegistry
 
     pipeline = ToolPipeline(ToolRegistry(servers.tools), cwd=Path.cwd(), session_id="s")
@@ -136,15 +138,16 @@ async def _dispatch_raw(servers: McpServers, name: str, arguments: object) -> ob
     return await pipeline.dispatch(call, CancelSignal())
 
 
-async def test_an_unknown_tool_on_the_server_is_a_protocol_error(tmp_path: Path) -> None:
+async def test_a_json_rpc_error_is_an_mcp_protocol_error_result(tmp_path: Path) -> None:
     async with connected("stdio", tmp_path) as servers:
-        [echo] = [tool for tool in servers.tools if tool.name == "mcp__t__echo"]
-        # The server answers a missing argument with isError; a JSON-RPC error is coded apart.
+        refused = await dispatch(servers.tools, "mcp__t__refuse")
         missing = await dispatch(servers.tools, "mcp__t__echo")
-        assert missing.is_error
-        assert missing.error is not None
-        assert missing.error["code"] in (MCP_TOOL_ERROR, MCP_PROTOCOL_ERROR)
-        assert echo.name == "mcp__t__echo"
+    assert refused.is_error
+    assert refused.error == {"name": "ToolError", "code": MCP_PROTOCOL_ERROR}
+    assert "-32602" in refused.text
+    assert "refused by the test server" in refused.text
+    # A missing argument is the server's own isError answer.
+    assert missing.error == {"name": "ToolError", "code": MCP_TOOL_ERROR}
 
 
 async def test_leaving_stops_every_stdio_server_process(tmp_path: Path) -> None:
