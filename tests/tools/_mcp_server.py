@@ -87,13 +87,15 @@ def build_server(state_dir: Path) -> MCPServer:
         return "slept"
 
     @server.tool(annotations=READ_ONLY)
-    async def rendezvous(name: str) -> dict[str, Any]:
+    async def rendezvous(
+        name: str, wait_seconds: float = RENDEZVOUS_WAIT_SECONDS
+    ) -> dict[str, Any]:
         """Wait until another call is in flight too; report how many ran at once."""
         in_flight["now"] += 1
         in_flight["max"] = max(in_flight["max"], in_flight["now"])
         if in_flight["now"] >= 2:
             peers.set()
-        with anyio.move_on_after(RENDEZVOUS_WAIT_SECONDS):
+        with anyio.move_on_after(wait_seconds):
             await peers.wait()
         seen = in_flight["max"]
         in_flight["now"] -= 1
