@@ -6,6 +6,8 @@ cancellation) is read from the markers it writes, never from timings.
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -124,6 +126,20 @@ async def test_a_server_dying_mid_call_is_an_error_result_and_the_next_call_reco
             assert "could not be restarted or reconnected" in second.text
     if transport == "stdio":
         assert not pid_alive(int(second.text))
+
+
+async def test_a_server_that_exits_between_calls_is_restarted_by_the_next_call(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with connected("stdio", tmp_path) as servers:
+        first = int((await dispatch(servers.tools, "mcp__t__pid")).text)
+        os.kill(first, signal.SIGKILL)
+        with anyio.fail_after(30):  # the link notices the end of the server's stdout
+            while "the connection was lost" not in caplog.text:  # noqa: ASYNC110 - a log line
+                await anyio.sleep(0.02)
+        second = await dispatch(servers.tools, "mcp__t__pid")
+    assert not second.is_error, second.text
+    assert int(second.text) != first
 
 
 async def test_failed_reconnects_back_off_and_a_later_call_reconnects(
