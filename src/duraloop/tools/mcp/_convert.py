@@ -129,7 +129,7 @@ def _blocks_of(item: object) -> list[ContentBlock]:
         return [text_block(item.text)]
     if isinstance(item, types.ImageContent | types.AudioContent):
         kind = "image" if isinstance(item, types.ImageContent) else "audio"
-        size = len(item.data) * 3 // 4
+        size = len(item.data) * 3 // 4 - item.data[-2:].count("=")  # base64
         return [text_block(f"[{kind} {label(item.mime_type)}, about {size} bytes, not shown]")]
     if isinstance(item, types.ResourceLink):
         return [text_block(f"[resource link {label(str(item.uri))}: {label(item.name)}]")]
