@@ -55,9 +55,9 @@ def free_port() -> int:
 
 
 @asynccontextmanager
-async def http_subprocess(state: Path) -> AsyncIterator[str]:
-    """Run `_mcp_server.py` over streamable HTTP in a subprocess; yield its url."""
-    port = free_port()
+async def http_subprocess(state: Path, port: int | None = None) -> AsyncIterator[str]:
+    """Run `_mcp_server.py` over streamable HTTP in a subprocess (on `port`); yield its url."""
+    port = port if port is not None else free_port()
     env = {**os.environ, "MCP_TEST_STATE": str(state)}
     process = await anyio.open_process(
         [sys.executable, str(SERVER_SCRIPT), "http", str(port)], env=env, stdout=None, stderr=None

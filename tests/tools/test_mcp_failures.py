@@ -17,6 +17,7 @@ import anyio
 import pytest
 from _mcp_support import (
     dispatch,
+    free_port,
     http_subprocess,
     pid_alive,
     starts,
@@ -165,3 +166,26 @@ async def test_failed_reconnects_back_off_and_a_later_call_reconnects(
             await anyio.sleep(0.05)
         assert recovered.text == "back"
         assert len(starts(tmp_path)) == attempts + 1
+
+
+async def test_an_http_server_back_at_its_url_is_reconnected_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(link_module, "RECONNECT_BASE_SECONDS", 0.05)
+    port = free_port()
+    async with http_subprocess(tmp_path, port) as url:
+        config = McpServerConfig(name="t", url=url)
+        async with McpServers([config]) as servers:
+            first = int((await dispatch(servers.tools, "mcp__t__pid")).text)
+            crashed = await dispatch(servers.tools, "mcp__t__crash")
+            assert crashed.error == {"name": "ToolError", "code": MCP_SERVER_UNAVAILABLE}
+            down = await dispatch(servers.tools, "mcp__t__pid")
+            assert down.error == {"name": "ToolError", "code": MCP_SERVER_UNAVAILABLE}
+            async with http_subprocess(tmp_path, port):
+                for _ in range(600):  # until the back-off has passed; bounded, not timed
+                    second = await dispatch(servers.tools, "mcp__t__pid")
+                    if not second.is_error:
+                        break
+                    await anyio.sleep(0.05)
+                assert not second.is_error, second.text
+                assert int(second.text) != first
