@@ -10,6 +10,7 @@ import os
 import signal
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,18 @@ async def test_a_cancelled_turn_cancels_the_mcp_call_on_the_server(
     assert data["error"]["code"] == ABORTED
     assert data["message"]["content"][0]["isError"] is True
     assert_log_valid(session)
+
+
+async def test_cancelling_the_task_of_a_call_cancels_it_on_the_server(tmp_path: Path) -> None:
+    async with connected("stdio", tmp_path) as servers:
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(partial(dispatch, servers.tools, "mcp__t__slow", marker="p"))
+                assert await wait_for_file(tmp_path / "p.started")
+                tasks.cancel_scope.cancel()
+        assert await wait_for_file(tmp_path / "p.cancelled")
+        after = await dispatch(servers.tools, "mcp__t__echo", text="still here")
+    assert after.text == "still here", "the connection outlives a cancelled call"
 
 
 async def test_a_call_over_its_timeout_is_tool_timeout_and_the_server_is_told(

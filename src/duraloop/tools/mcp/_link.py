@@ -203,7 +203,7 @@ class ServerLink:
                 await connection.ready.wait()
         finally:
             if not connection.ready.is_set():
-                connection.error = f"it did not start and list its tools within {seconds:g}s"
+                connection.error = f"no answer to the handshake and tools/list within {seconds:g}s"
                 connection.scope.cancel()
         return connection
 

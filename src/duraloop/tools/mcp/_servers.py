@@ -8,6 +8,7 @@ and recovery as any other tool.
 from __future__ import annotations
 
 import logging
+import shlex
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Final
@@ -146,7 +147,7 @@ async def _start(
 
 def _start_error(config: McpServerConfig, why: str) -> McpServerError:
     if config.command is not None:
-        where = f"command {label(' '.join(config.command))}"
+        where = f"command {label(shlex.join(config.command))}"
         advice = "check the command runs and speaks MCP over stdio"
     else:
         where = f"url {label(config.url)}"
