@@ -12,17 +12,19 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 from mcp import MCPError
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
+from pydantic import Field
 
 READ_ONLY = ToolAnnotations(read_only_hint=True)
 DESTRUCTIVE = ToolAnnotations(read_only_hint=True, destructive_hint=True)
 RENDEZVOUS_WAIT_SECONDS = 10.0
+HUGE_SCHEMA_CHARS = 70_000
 
 
 def build_server(state_dir: Path) -> MCPServer:
@@ -63,6 +65,11 @@ def build_server(state_dir: Path) -> MCPServer:
     def files_read() -> str:
         """A tool whose name has a dot."""
         return "read"
+
+    @server.tool()
+    def huge(text: Annotated[str, Field(description="x" * HUGE_SCHEMA_CHARS)]) -> str:
+        """A tool whose input schema is too large to offer."""
+        return text
 
     @server.tool()
     def pid() -> int:

@@ -118,6 +118,16 @@ async def test_a_tool_name_outside_the_rule_is_mapped_and_called_by_its_own_name
     assert outcome.text == "read"
 
 
+async def test_a_tool_with_an_oversized_schema_is_skipped_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with connected("stdio", tmp_path) as servers:
+        names = {tool.name for tool in servers.tools}
+    assert "mcp__t__huge" not in names
+    assert "mcp__t__echo" in names
+    assert "skipped the tool 'huge'" in caplog.text
+
+
 async def test_the_timeout_and_arguments_are_the_pipelines(tmp_path: Path) -> None:
     async with connected("stdio", tmp_path, timeout_seconds=12.5) as servers:
         assert {tool.timeout_seconds for tool in servers.tools} == {12.5}

@@ -19,7 +19,8 @@ import mcp_types as types
 
 from ...errors import ConfigError, McpServerError
 from .._context import ToolContext
-from .._definition import Tool
+from .._definition import Tool, ToolBody
+from .._outcome import ToolOutcome
 from ._config import McpServerConfig, mcp_tool_name
 from ._convert import (
     description_of,
@@ -205,10 +206,11 @@ def _tools_of(link: ServerLink, listed: list[types.Tool]) -> list[Tool]:
     return tools
 
 
-def _body(link: ServerLink, tool: str) -> Any:
+def _body(link: ServerLink, tool: str) -> ToolBody:
+    """The body of one MCP tool: call it on its server by its own name."""
     server = link.config.name
 
-    async def call_mcp_tool(arguments: dict[str, Any], ctx: ToolContext) -> object:
+    async def call_mcp_tool(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         result = await link.call(tool, arguments)
         return outcome_of_result(result, server=server, tool=tool)
 
