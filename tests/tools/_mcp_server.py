@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import anyio
 from mcp import MCPError
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
@@ -70,6 +70,12 @@ def build_server(state_dir: Path) -> MCPServer:
     def huge(text: Annotated[str, Field(description="x" * HUGE_SCHEMA_CHARS)]) -> str:
         """A tool whose input schema is too large to offer."""
         return text
+
+    @server.tool()
+    def key(ctx: Context) -> str:
+        """Return the idempotency key the request's `_meta` carried."""
+        meta = ctx.request_context.meta or {}
+        return str(meta.get("duraloop/idempotency-key"))
 
     @server.tool()
     def pid() -> int:

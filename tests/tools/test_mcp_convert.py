@@ -14,6 +14,7 @@ from duraloop.log.vocabulary import MCP_TOOL_ERROR
 from duraloop.tools.mcp._convert import (
     MAX_DESCRIPTION_CHARS,
     description_of,
+    is_idempotent,
     is_parallel_safe,
     outcome_of_result,
     parameters_of,
@@ -94,6 +95,26 @@ def test_only_read_only_and_not_destructive_is_parallel_safe(
     listed = types.Tool(name="t", input_schema={"type": "object"}, annotations=hints)
     assert is_parallel_safe(listed, override=None) is parallel
     assert is_parallel_safe(listed, override=not parallel) is (not parallel)
+
+
+@pytest.mark.parametrize(
+    ("hints", "idempotent"),
+    [
+        (None, False),
+        (types.ToolAnnotations(), False),
+        (types.ToolAnnotations(read_only_hint=True), True),
+        (types.ToolAnnotations(read_only_hint=True, destructive_hint=True), False),
+        (types.ToolAnnotations(read_only_hint=False), False),
+        (types.ToolAnnotations(read_only_hint=False, idempotent_hint=True), True),
+        (types.ToolAnnotations(destructive_hint=True, idempotent_hint=True), True),
+        (types.ToolAnnotations(idempotent_hint=False), False),
+    ],
+)
+def test_idempotent_hint_or_read_only_makes_a_tool_idempotent(
+    hints: types.ToolAnnotations | None, idempotent: bool
+) -> None:
+    listed = types.Tool(name="t", input_schema={"type": "object"}, annotations=hints)
+    assert is_idempotent(listed) is idempotent
 
 
 def test_a_schema_without_type_is_an_object_and_others_are_refused() -> None:

@@ -26,6 +26,7 @@ from _mcp_support import (
 )
 
 from duraloop.errors import McpServerError
+from duraloop.log import idempotency_key
 from duraloop.log.vocabulary import INVALID_ARGS, MCP_PROTOCOL_ERROR, MCP_TOOL_ERROR
 from duraloop.tools import ToolOutcome
 from duraloop.tools.mcp import McpServerConfig, McpServers
@@ -63,6 +64,15 @@ async def test_a_servers_tools_join_as_mcp_server_tool_with_their_schemas(
         outcome = await dispatch(servers.tools, "mcp__t__echo", text="hi there")
         assert not outcome.is_error
         assert list(iter_texts(outcome))[0] == "hi there"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_call_sends_its_idempotency_key_in_the_requests_meta(
+    transport: str, tmp_path: Path
+) -> None:
+    async with connected(transport, tmp_path) as servers:
+        outcome = await dispatch(servers.tools, "mcp__t__key")
+    assert list(iter_texts(outcome))[0] == idempotency_key("s", "c1")
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

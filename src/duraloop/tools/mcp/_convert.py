@@ -54,6 +54,28 @@ def is_parallel_safe(listed: types.Tool, *, override: bool | None) -> bool:
     return hints is not None and hints.read_only_hint is True and hints.destructive_hint is not True
 
 
+def is_idempotent(listed: types.Tool) -> bool:
+    """Whether a listed tool may be re-run after an unknown outcome (`Tool.idempotent`).
+
+    See docs/mcp.md#parallel-calls and docs/recovery.md#re-running-outcome-unknown-calls.
+
+    Args:
+        listed: the tool as the server lists it.
+
+    Returns:
+        True when the server says `idempotentHint: true` (calling it again with the same
+        arguments has no further effect), or `readOnlyHint: true` without
+        `destructiveHint: true` (it has none); False otherwise. Only an explicit
+        `duraloop resume --retry-unknown` ever re-runs a call.
+    """
+    hints = listed.annotations
+    if hints is None:
+        return False
+    if hints.idempotent_hint is True:
+        return True
+    return hints.read_only_hint is True and hints.destructive_hint is not True
+
+
 def parameters_of(listed: types.Tool) -> JsonObject | None:
     """Return a listed tool's input schema for the model, or None if it cannot be used.
 

@@ -13,7 +13,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import anyio
 import anyio.abc
@@ -25,7 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from ...errors import ToolError
-from ...log.vocabulary import MCP_PROTOCOL_ERROR, MCP_SERVER_UNAVAILABLE
+from ...log.vocabulary import IDEMPOTENCY_META_KEY, MCP_PROTOCOL_ERROR, MCP_SERVER_UNAVAILABLE
 from ._config import McpServerConfig
 from ._convert import label
 
@@ -101,12 +101,16 @@ class ServerLink:
         self._connection = connection
         return connection.tools
 
-    async def call(self, tool: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def call(
+        self, tool: str, arguments: dict[str, Any], *, idempotency_key: str | None = None
+    ) -> types.CallToolResult:
         """Call `tool` with `arguments` on the server, reconnecting first if it was lost.
 
         Args:
             tool: the server's own name for the tool.
             arguments: the call's arguments, a JSON object.
+            idempotency_key: the call's key, sent in the request's `_meta` as
+                `duraloop/idempotency-key` (docs/mcp.md#results), or None.
 
         Returns:
             The server's result (an `isError` result too).
@@ -123,7 +127,12 @@ class ServerLink:
         with anyio.CancelScope() as scope:
             connection.calls.add(scope)
             try:
-                result = await client.call_tool(tool, arguments)
+                meta = (  # an open TypedDict (PEP 728 extra_items), which mypy does not model
+                    cast(types.RequestParamsMeta, {IDEMPOTENCY_META_KEY: idempotency_key})
+                    if idempotency_key
+                    else None
+                )
+                result = await client.call_tool(tool, arguments, meta=meta)
             except MCPError as exc:
                 if exc.code != types.CONNECTION_CLOSED:
                     raise ToolError(

@@ -24,6 +24,7 @@ from .._outcome import ToolOutcome
 from ._config import McpServerConfig, mcp_tool_name
 from ._convert import (
     description_of,
+    is_idempotent,
     is_parallel_safe,
     label,
     outcome_of_result,
@@ -201,6 +202,7 @@ def _tools_of(link: ServerLink, listed: list[types.Tool]) -> list[Tool]:
                 body=_body(link, listed_tool.name),
                 parallel=is_parallel_safe(listed_tool, override=override),
                 timeout_seconds=config.timeout_seconds,
+                idempotent=is_idempotent(listed_tool),
             )
         )
     return tools
@@ -211,7 +213,7 @@ def _body(link: ServerLink, tool: str) -> ToolBody:
     server = link.config.name
 
     async def call_mcp_tool(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
-        result = await link.call(tool, arguments)
+        result = await link.call(tool, arguments, idempotency_key=ctx.idempotency_key)
         return outcome_of_result(result, server=server, tool=tool)
 
     return call_mcp_tool
