@@ -10,6 +10,7 @@ empty (the ask is decided, or this command's policy or allow-list answers it).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -200,7 +201,11 @@ def resume_paused(
             no_model(turn)
         if goes_on:
             err.print(safe(f"{ident(session_id)}: {repair_text(repair)}"))
-        return anyio.run(continue_live, loop, continue_with(turn, setup))
+        from ._mcp_run import mcp_configs, run_with_mcp
+
+        how = continue_with(turn, setup)
+        servers = mcp_configs(turn.mcp) if goes_on else []
+        return run_with_mcp(servers, setup.tools, functools.partial(continue_live, loop, how))
 
 
 def no_model(turn: TurnOptions) -> NoReturn:
