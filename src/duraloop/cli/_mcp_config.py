@@ -3,7 +3,7 @@
 ```toml
 [mcp.servers.files]                 # a stdio server: duraloop starts it as a child process
 command = ["python", "server.py"]   # argv; the first item is looked up on PATH
-env = { API_TOKEN = "..." }         # added to duraloop's environment for the child
+env = { API_TOKEN = "..." }         # the child gets these, not duraloop's environment
 cwd = "servers"                     # relative to this file's folder
 timeout = 60                        # seconds per call (default 60)
 startup_timeout = 30                # seconds to connect and list the tools (default 30)
@@ -59,7 +59,8 @@ class McpServerEntry:
         where: `config file PATH, line N` of the table, for messages.
         command: the stdio server's argv, or None for a `url` server.
         url: the streamable HTTP server's URL, or None for a `command` server.
-        env: variables added to the child's environment.
+        env: the child's variables, over the SDK's default environment (HOME, PATH, ...);
+            it does not inherit duraloop's environment.
         cwd: the child's working directory (resolved against the config file's folder).
         headers: HTTP headers sent to a `url` server.
         timeout: seconds per call.
