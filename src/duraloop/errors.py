@@ -7,6 +7,7 @@ DuraloopError
 │   ├── BudgetExceededError             a session budget is spent: no turn starts
 │   ├── ConfigError                     a bad option value or a missing setting
 │   ├── DuplicateMessageError           an inbox message whose id is already pending
+│   ├── McpServerError                  an MCP server that would not start, answer or list tools
 │   └── ToolDefinitionError             a tool that cannot be registered
 ├── EventRejectedError (ValueError)     an append or seed that breaks a log rule
 │   └── InvariantError                  a turn/step/tool relation broken (docs/log.md#invariants)
@@ -85,6 +86,23 @@ class DuplicateMessageError(UsageError):
 
 class ToolDefinitionError(UsageError):
     """Raised when a tool cannot be defined or registered (bad signature, duplicate name)."""
+
+
+class McpServerError(UsageError):
+    """Raised when an MCP server fails to start, to initialize or to list its tools.
+
+    `duraloop.tools.mcp.McpServers` raises it on entry (docs/mcp.md#failures); the message is one
+    line that names the server and says what to check. A server that fails later, during a
+    call, gives that call an error result instead.
+
+    Args:
+        message: what went wrong, naming the server, and what to do.
+        server: the server's configured name.
+    """
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message)
+        self.server = server
 
 
 class EventRejectedError(DuraloopError, ValueError):

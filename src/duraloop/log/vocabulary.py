@@ -178,6 +178,14 @@ FS_HARD_LINK: _Final = "FS_HARD_LINK"
 FS_UNSUPPORTED: _Final = "FS_UNSUPPORTED"
 GREP_INVALID_PATTERN: _Final = "GREP_INVALID_PATTERN"
 
+# MCP tool error codes (docs/mcp.md#results), recorded in `tool/result` with the name `ToolError`.
+MCP_TOOL_ERROR: _Final = "MCP_TOOL_ERROR"
+"""The MCP server answered the call with `isError: true`."""
+MCP_SERVER_UNAVAILABLE: _Final = "MCP_SERVER_UNAVAILABLE"
+"""The MCP server died during the call, or could not be reached or restarted for it."""
+MCP_PROTOCOL_ERROR: _Final = "MCP_PROTOCOL_ERROR"
+"""The MCP server answered the call with a JSON-RPC error instead of a result."""
+
 # `LlmError` codes, recorded as `LlmFailure.code`; what each means is in
 # docs/providers.md#error-codes. `ABORTED` and `UNKNOWN` are above.
 RATE_LIMIT: _Final = "RATE_LIMIT"
