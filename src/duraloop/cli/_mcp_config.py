@@ -44,7 +44,7 @@ SERVER_KEYS: Final = (
     "startup_timeout",
     "parallel",
 )
-_NAME: Final = re.compile(r"[A-Za-z0-9_-]+")
+_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _STDIO_ONLY: Final = ("env", "cwd")
 _HTTP_ONLY: Final = ("headers",)
 INSTALL_HINT: Final = "pip install 'duraloop[mcp]'"
@@ -55,7 +55,7 @@ class McpServerEntry:
     """One `[mcp.servers.NAME]` table, checked; `config()` builds the library's config.
 
     Args:
-        name: the table's NAME (`A-Za-z0-9_-`).
+        name: the table's NAME (1 to 32 of `A-Za-z0-9_-`).
         where: `config file PATH, line N` of the table, for messages.
         command: the stdio server's argv, or None for a `url` server.
         url: the streamable HTTP server's URL, or None for a `command` server.
@@ -138,7 +138,7 @@ def mcp_servers_of(file: TomlFile) -> dict[str, McpServerEntry]:
 def _entry(file: TomlFile, name: str, table: Any) -> McpServerEntry:
     key = ("mcp", "servers", name)
     if not _NAME.fullmatch(name):
-        raise file.fail(key, "is not a server name: use letters, digits, _ and - only")
+        raise file.fail(key, "is not a server name: use 1 to 32 letters, digits, _ and -")
     if not isinstance(table, dict):
         raise file.fail(key, f"must be a table, got {table!r}")
     refuse_unknown(table, SERVER_KEYS, key, file.fail)
