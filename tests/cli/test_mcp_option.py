@@ -6,7 +6,6 @@ scrubbed `$DURALOOP_HOME/config.toml` of each test's `Cli`; the model is scripte
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,54 +13,10 @@ from typing import Any
 
 import pytest
 
+from ._mcp_support import alive, configure, results_of, text_of, toml_value
 from ._support import TIMEOUT, Cli, clean_env, ok, session_id_of, wait_for
 
 pytest.importorskip("mcp")
-
-SERVER_FILE = Path(__file__).parents[1] / "_mcp_cli_server.py"
-
-
-def _toml(value: object) -> str:
-    return json.dumps(value)  # a JSON string or array of strings is valid TOML
-
-
-def configure(cli: Cli, *, extra: str = "") -> Path:
-    """Write a config naming the test server as `t`; return the file its pid goes to."""
-    home = cli.tmp / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    pidfile = cli.tmp / "server.pid"
-    (cli.tmp / "server-cwd").mkdir(exist_ok=True)
-    (home / "config.toml").write_text(
-        "[mcp.servers.t]\n"
-        f"command = {_toml([sys.executable, str(SERVER_FILE)])}\n"
-        f'env = {{ MCP_CLI_TEST = "yes", MCP_CLI_PIDFILE = {_toml(str(pidfile))} }}\n'
-        f"cwd = {_toml(str(cli.tmp / 'server-cwd'))}\n"
-        "startup_timeout = 60\n" + extra,
-        encoding="utf-8",
-    )
-    return pidfile
-
-
-def _results(cli: Cli, session_id: str) -> dict[str, dict[str, Any]]:
-    return {
-        event["data"]["message"]["source"]["callId"]: event["data"]
-        for event in cli.events(session_id)
-        if event["type"] == "tool/result"
-    }
-
-
-def _text(result: dict[str, Any]) -> str:
-    (block,) = result["message"]["content"]  # one tool-result block
-    return "".join(part.get("text", "") for part in block["content"])
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-
 
 ECHO_TURN: list[dict[str, Any]] = [
     {
@@ -80,11 +35,11 @@ def test_run_with_mcp_calls_the_servers_tools_and_stops_the_server(tmp_path: Pat
     pidfile = configure(cli)
     result = ok(cli("run", "ask it", "--mcp", "t", "--model", cli.script(ECHO_TURN)))
     assert "The server answered." in result.stdout
-    results = _results(cli, session_id_of(result))
-    assert _text(results["echo-1"]) == "echo: hi"
-    assert _text(results["where-1"]) == f"cwd={tmp_path / 'server-cwd'} env=yes"
+    results = results_of(cli, session_id_of(result))
+    assert text_of(results["echo-1"]) == "echo: hi"
+    assert text_of(results["where-1"]) == f"cwd={tmp_path / 'server-cwd'} env=yes"
     pid = int(pidfile.read_text())
-    wait_for(lambda: not _alive(pid), what="the MCP server to exit after the command")
+    wait_for(lambda: not alive(pid), what="the MCP server to exit after the command")
 
 
 def test_an_unknown_mcp_name_is_one_line_listing_the_configured_ones(tmp_path: Path) -> None:
@@ -104,7 +59,7 @@ def test_a_server_that_fails_to_start_is_one_line_naming_it(tmp_path: Path) -> N
     configure(
         cli,
         extra="[mcp.servers.broken]\n"
-        f"command = {_toml([sys.executable, '-c', 'import sys; sys.exit(3)'])}\n"
+        f"command = {toml_value([sys.executable, '-c', 'import sys; sys.exit(3)'])}\n"
         "startup_timeout = 30\n",
     )
     result = cli("run", "ask it", "--mcp", "t,broken", "--model", cli.script(ECHO_TURN))
@@ -133,7 +88,7 @@ def test_chat_with_mcp_calls_the_servers_tool(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     (session_id,) = cli.session_ids()
-    assert _text(_results(cli, session_id)["echo-1"]) == "echo: hi"
+    assert text_of(results_of(cli, session_id)["echo-1"]) == "echo: hi"
 
 
 def test_resume_without_mcp_answers_an_mcp_call_unknown_tool_naming_the_flag(
@@ -144,21 +99,21 @@ def test_resume_without_mcp_answers_an_mcp_call_unknown_tool_naming_the_flag(
     session_id = session_id_of(
         ok(cli("run", "ask it", "--mcp", "t", "--model", cli.script(ECHO_TURN)))
     )
-    again = [
+    again: list[dict[str, Any]] = [
         {"tool_calls": [{"id": "echo-2", "name": "mcp__t__echo", "arguments": {"text": "x"}}]},
         {"text": "No server here."},
     ]
     ok(cli("resume", session_id, "once more", "--model", cli.script(again)))
-    unknown = _results(cli, session_id)["echo-2"]
+    unknown = results_of(cli, session_id)["echo-2"]
     assert unknown["error"]["code"] == "UNKNOWN_TOOL"
-    assert "--mcp t" in _text(unknown)
+    assert "--mcp t" in text_of(unknown)
 
-    with_server = [
+    with_server: list[dict[str, Any]] = [
         {"tool_calls": [{"id": "echo-3", "name": "mcp__t__echo", "arguments": {"text": "y"}}]},
         {"text": "Back."},
     ]
     ok(cli("resume", session_id, "with it", "--mcp", "t", "--model", cli.script(with_server)))
-    assert _text(_results(cli, session_id)["echo-3"]) == "echo: y"
+    assert text_of(results_of(cli, session_id)["echo-3"]) == "echo: y"
 
 
 def test_resume_without_a_prompt_refuses_mcp(tmp_path: Path) -> None:
