@@ -1,6 +1,7 @@
-"""Law 4 with an MCP tool, end to end: `duraloop run --mcp` SIGKILLed while a call to a
-stdio MCP server's tool runs, then resumed: the call is answered TOOL_OUTCOME_UNKNOWN and
-never retried, the log is valid and its history pairs (docs/cli.md#mcp-servers).
+"""Laws 4 and 5 with an MCP tool, end to end: `duraloop run --mcp` SIGKILLed while a call to
+a stdio MCP server's tool runs, then resumed: the call is answered TOOL_OUTCOME_UNKNOWN and
+never retried, the log is valid and its history pairs; and SIGINT during such a call: the
+turn ends aborted, the call ABORTED, and the server is stopped (docs/cli.md#mcp-servers).
 
 The server (`tests/_mcp_cli_server.py`) runs in its own session, so the SIGKILL of duraloop
 does not reach it: it must exit on its own when its stdin closes. Every wait is a polling
@@ -19,7 +20,7 @@ import pytest
 from cli._mcp_support import alive, configure, results_of
 from cli._support import Cli, ok, tool_call_on_disk, wait_for, wait_for_log
 from duraloop.log import Session, check_log, check_pairing
-from duraloop.log.vocabulary import TOOL_OUTCOME_UNKNOWN
+from duraloop.log.vocabulary import ABORTED, TOOL_OUTCOME_UNKNOWN
 from duraloop.store import JsonlStore
 
 pytest.importorskip("mcp")
@@ -96,4 +97,41 @@ def test_sigkill_during_an_mcp_call_then_resume_answers_it_outcome_unknown(
     loaded = store.prepare(SESSION)[0]
     session = Session(SESSION, seed=list(loaded.events), header=loaded.header)
     check_pairing(session.derive_messages())
+    assert ": valid (" in ok(cli("check", SESSION)).stdout
+
+
+def test_sigint_during_an_mcp_call_cancels_the_turn_durably_and_stops_the_server(
+    tmp_path: Path,
+) -> None:
+    cli = Cli(tmp_path)
+    pidfile = configure(cli)
+    marker = tmp_path / "block.pid"
+    proc = cli.popen(
+        "run",
+        "go",
+        "--session",
+        SESSION,
+        "--mcp",
+        "t",
+        "--model",
+        cli.script(_blocking_turn(marker)),
+    )
+    try:
+        wait_for(
+            lambda: (marker.is_file() and marker.read_text() != "") or proc.poll() is not None,
+            what="the MCP tool's body to start",
+        )
+        assert proc.poll() is None, (tmp_path / "popen.err").read_text()
+        server_pid = int(pidfile.read_text())
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=EXIT_TIMEOUT) == 1  # an aborted turn
+        wait_for(lambda: not alive(server_pid), what="the MCP server to be stopped")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    block = results_of(cli, SESSION)["block-1"]
+    assert block["error"]["code"] == ABORTED  # the call was cancelled at its await
+    turn_end = [e for e in cli.events(SESSION) if e["type"] == "turn/end"]
+    assert turn_end[-1]["data"]["reason"]["kind"] == "aborted"
     assert ": valid (" in ok(cli("check", SESSION)).stdout
