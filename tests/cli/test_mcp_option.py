@@ -137,3 +137,32 @@ def test_mcp_tables_do_not_matter_to_a_command_without_mcp(tmp_path: Path) -> No
     configure(cli, extra='[mcp.servers.never]\ncommand = ["/nonexistent/server"]\n')
     result = ok(cli("run", "hi", "--model", cli.script([{"text": "ok"}])))  # nothing started
     assert "ok" in result.stdout
+
+
+def test_a_paused_turns_printed_commands_carry_mcp_and_approve_continue_takes_it(
+    tmp_path: Path,
+) -> None:
+    cli = Cli(tmp_path)
+    configure(cli)
+    turn: list[dict[str, Any]] = [
+        {
+            "tool_calls": [
+                {"id": "w-1", "name": "write_file", "arguments": {"path": "a", "content": "x"}}
+            ]
+        },
+    ]
+    rest: list[dict[str, Any]] = [
+        {"tool_calls": [{"id": "echo-9", "name": "mcp__t__echo", "arguments": {"text": "z"}}]},
+        {"text": "Written and echoed."},
+    ]
+    script = cli.script(turn)
+    paused = cli("run", "write", "--mcp", "t", "--ask-before", "write_file", "--model", script)
+    assert paused.returncode == 3, paused.stderr
+    assert "--mcp t" in paused.stdout
+    session_id = session_id_of(paused)
+    where = ("--store", str(cli.store), "--cwd", str(cli.cwd))
+    done = ok(
+        cli("approve", session_id, "--continue", "--mcp", "t", "--model", cli.script(rest), *where)
+    )
+    assert "Written and echoed." in done.stdout
+    assert text_of(results_of(cli, session_id)["echo-9"]) == "echo: z"
