@@ -6,6 +6,7 @@ scrubbed `$DURALOOP_HOME/config.toml` of each test's `Cli`; the model is scripte
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -166,3 +167,26 @@ def test_a_paused_turns_printed_commands_carry_mcp_and_approve_continue_takes_it
     )
     assert "Written and echoed." in done.stdout
     assert text_of(results_of(cli, session_id)["echo-9"]) == "echo: z"
+
+
+def test_without_the_mcp_extra_mcp_is_one_line_saying_how_to_install_it(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    configure(cli)
+    shadow = tmp_path / "no-mcp"  # packages that fail to import, ahead of the real SDK
+    for package in ("mcp", "mcp_types"):
+        (shadow / package).mkdir(parents=True)
+        (shadow / package / "__init__.py").write_text(
+            f"raise ModuleNotFoundError({f'No module named {package!r}'!r})\n", encoding="utf-8"
+        )
+    env = clean_env(tmp_path)
+    env["PYTHONPATH"] = os.pathsep.join([str(shadow), *filter(None, [env.get("PYTHONPATH")])])
+    script = cli.script([{"text": "ok"}])
+    ok(cli("run", "hi", "--model", script, env=env))  # servers configured, none used: fine
+    result = cli("run", "hi", "--mcp", "t", "--model", script, env=env)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    line = lines[0]
+    assert line.startswith("UsageError: --mcp t needs the MCP client, which is not installed")
+    assert line.endswith("run: pip install 'duraloop[mcp]'")
+    assert len(cli.session_ids()) == 1  # the refused run wrote nothing

@@ -26,7 +26,7 @@ from ..loop import SessionSetup, start_session
 from ..store import JsonlStore
 from ..tools import Tool, ToolContext, builtin_tools
 from ._live import LiveRenderer
-from ._mcp_config import INSTALL_HINT
+from ._mcp_config import mcp_client
 from ._render import styled
 
 SERVER: Final = "notes"
@@ -137,12 +137,9 @@ def run_mcp_demo(out: Console, *, base: Path | None) -> None:
             installed.
         McpServerError: if the bundled server fails to start.
     """
-    try:
-        from ..tools.mcp import McpServerConfig, McpServers
-    except ImportError as exc:
-        raise UsageError(
-            f"duraloop demo --mcp needs the MCP client ({exc}); run: {INSTALL_HINT}"
-        ) from exc
+    McpServers = mcp_client("duraloop demo --mcp")  # noqa: N806 - the class
+    from ..tools.mcp import McpServerConfig
+
     root = _workspace(base)
     store = JsonlStore(root / "sessions")
     config = McpServerConfig(name=SERVER, command=(sys.executable, str(SERVER_FILE)))

@@ -32,7 +32,7 @@ from ..errors import UsageError
 from ._config_file import TomlFile, refuse_unknown
 
 if TYPE_CHECKING:
-    from ..tools.mcp import McpServerConfig
+    from ..tools.mcp import McpServerConfig, McpServers
 
 SERVER_KEYS: Final = (
     "command",
@@ -80,18 +80,9 @@ class McpServerEntry:
     parallel: Mapping[str, bool] = field(default_factory=dict)
 
     def config(self) -> McpServerConfig:
-        """Return the `duraloop.tools.mcp.McpServerConfig` of this entry.
+        """Return the `duraloop.tools.mcp.McpServerConfig` of this entry (no SDK import)."""
+        from ..tools.mcp import McpServerConfig
 
-        Raises:
-            UsageError: if the `mcp` extra is not installed (the message says how to install it).
-        """
-        try:
-            from ..tools.mcp import McpServerConfig
-        except ImportError as exc:
-            raise UsageError(
-                f"MCP server {self.name!r} ({self.where}) needs the MCP client, which is not "
-                f"installed ({exc}); run: {INSTALL_HINT}"
-            ) from exc
         return McpServerConfig(
             name=self.name,
             command=self.command,
@@ -255,3 +246,21 @@ def chosen_servers(
 def parse_mcp_names(text: str) -> tuple[str, ...]:
     """Parse `--mcp`: a comma-separated list of server names (blanks ignored, no repeats)."""
     return tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+
+
+def mcp_client(what: str) -> type[McpServers]:
+    """Return `duraloop.tools.mcp.McpServers`, importing the MCP SDK.
+
+    Args:
+        what: what needs it, for the message (`--mcp files`, `duraloop demo --mcp`).
+
+    Raises:
+        UsageError: if the `mcp` extra is not installed; the message says how to install it.
+    """
+    try:
+        from ..tools.mcp import McpServers
+    except ImportError as exc:
+        raise UsageError(
+            f"{what} needs the MCP client, which is not installed ({exc}); run: {INSTALL_HINT}"
+        ) from exc
+    return McpServers

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import anyio
 import typer
 
-from ._mcp_config import chosen_servers, parse_mcp_names
+from ._mcp_config import chosen_servers, mcp_client, parse_mcp_names
 
 if TYPE_CHECKING:
     from ..tools import Tool, ToolRegistry
@@ -60,7 +60,7 @@ def mcp_configs(text: str | None) -> list[McpServerConfig]:
 
     Raises:
         UsageError: for a name the config file does not define (the configured names are
-            listed), or if the `mcp` extra is not installed.
+            listed), or if the `mcp` extra is not installed (`mcp_client`).
         ConfigError: if the config file is invalid.
     """
     if text is None:
@@ -69,7 +69,9 @@ def mcp_configs(text: str | None) -> list[McpServerConfig]:
     from ._config_file import config_path
 
     path = config_path(os.environ)
-    entries = chosen_servers(load_config(path).mcp_servers, parse_mcp_names(text), path=path)
+    names = parse_mcp_names(text)
+    entries = chosen_servers(load_config(path).mcp_servers, names, path=path)
+    mcp_client(f"--mcp {','.join(names)}")  # before anything is written
     return [entry.config() for entry in entries]
 
 
@@ -96,11 +98,10 @@ async def with_mcp_servers(
     if not servers:
         return await body()
     from ..tools import ToolRegistry
-    from ..tools.mcp import McpServers
 
     if not isinstance(tools, ToolRegistry):
         raise TypeError("with_mcp_servers needs the setup's ToolRegistry to add tools to")
-    running = McpServers(servers)
+    running = mcp_client("--mcp")(servers)
     async with running:
         for tool in running.tools:
             tools.register(tool)
