@@ -40,6 +40,7 @@ LAZY_PACKAGES = (
     "duraloop.store",
     "duraloop.llm",
     "duraloop.tools",
+    "duraloop.tools.mcp",
     "duraloop.loop",
     "duraloop.testing",
     "duraloop.llm._anthropic",

@@ -18,6 +18,7 @@ PUBLIC = [
     "duraloop.store",
     "duraloop.llm",
     "duraloop.tools",
+    "duraloop.tools.mcp",
     "duraloop.loop",
     "duraloop.testing",
 ]

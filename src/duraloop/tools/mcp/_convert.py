@@ -99,7 +99,8 @@ def outcome_of_result(result: types.CallToolResult, *, server: str, tool: str) -
     Text content becomes text blocks; other content (images, audio, resources) becomes a text
     line describing it, since not every provider takes such blocks in a tool result. The
     structured content, when the server sends one, follows as one JSON text block, unless a
-    text block already holds the same JSON (as the SDK's own servers send it).
+    text block already holds it, or holds its lone `result` field (the SDK's servers send both:
+    a dict as its JSON text, a plain value wrapped as `{"result": value}`).
 
     Args:
         result: the server's answer.
@@ -128,7 +129,7 @@ def _blocks_of(item: object) -> list[ContentBlock]:
         return [text_block(item.text)]
     if isinstance(item, types.ImageContent | types.AudioContent):
         kind = "image" if isinstance(item, types.ImageContent) else "audio"
-        size = len(item.data) * 3 // 4
+        size = len(item.data) * 3 // 4 - item.data[-2:].count("=")  # base64
         return [text_block(f"[{kind} {label(item.mime_type)}, about {size} bytes, not shown]")]
     if isinstance(item, types.ResourceLink):
         return [text_block(f"[resource link {label(str(item.uri))}: {label(item.name)}]")]
@@ -143,12 +144,18 @@ def _blocks_of(item: object) -> list[ContentBlock]:
 
 
 def _holds_json(blocks: list[ContentBlock], value: object) -> bool:
+    """Whether a text block holds `value`, or the lone `result` the SDK wraps a plain return in."""
+    wanted = [value]
+    if isinstance(value, dict) and len(value) == 1 and "result" in value:
+        wanted.append(value["result"])
     for block in blocks:
         text = block.get("text")
-        if not isinstance(text, str) or not text.lstrip().startswith(("{", "[")):
+        if not isinstance(text, str):
             continue
+        if text in wanted:
+            return True
         try:
-            if json.loads(text) == value:
+            if json.loads(text) in wanted:
                 return True
         except ValueError:
             continue

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Final
 
 import anyio
@@ -22,6 +22,7 @@ import mcp_types as types
 from mcp import Client, MCPError
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
 
 from ...errors import ToolError
 from ...log.vocabulary import MCP_PROTOCOL_ERROR, MCP_SERVER_UNAVAILABLE
@@ -38,6 +39,9 @@ RECONNECT_MAX_SECONDS: Final = 30.0
 
 MAX_TOOL_PAGES: Final = 100
 """The most `tools/list` pages read from one server (a paginator that never ends cannot hang)."""
+
+_Streams = tuple[Any, Any]
+"""A transport's (read stream, write stream), the SDK's `TransportStreams`."""
 
 _HTTP_TIMEOUT: Final = httpx2.Timeout(30.0, read=300.0)
 """The SDK's own HTTP timeouts: 30 s to connect, write or pool; 300 s to read (an SSE stream)."""
@@ -183,7 +187,7 @@ class ServerLink:
         return ToolError(f"MCP server {self.config.name} {what}", code=MCP_SERVER_UNAVAILABLE)
 
     def _lose(self, connection: _Connection) -> None:
-        if not connection.stop.is_set():
+        if connection.alive:
             logger.warning("MCP server %s: the connection was lost", self.config.name)
         connection.stop.set()
 
@@ -199,7 +203,7 @@ class ServerLink:
                 await connection.ready.wait()
         finally:
             if not connection.ready.is_set():
-                connection.error = f"it did not start and list its tools within {seconds:g}s"
+                connection.error = f"no answer to the handshake and tools/list within {seconds:g}s"
                 connection.scope.cancel()
         return connection
 
@@ -208,7 +212,7 @@ class ServerLink:
         # whole `McpServers` task group, and with it the code using the servers.
         try:
             with connection.scope:
-                async with self._client() as client:
+                async with self._client(connection) as client:
                     connection.tools = await _list_tools(client)
                     connection.client = client
                     connection.ready.set()
@@ -225,7 +229,10 @@ class ServerLink:
             connection.finished.set()
 
     @asynccontextmanager
-    async def _client(self) -> AsyncIterator[Client]:
+    async def _client(self, connection: _Connection) -> AsyncIterator[Client]:
+        def ended() -> None:
+            self._lose(connection)
+
         config = self.config
         if config.command is not None:
             program, *args = config.command
@@ -235,15 +242,66 @@ class ServerLink:
                 env=dict(config.env) or None,
                 cwd=config.cwd,
             )
-            async with Client(stdio_client(parameters, errlog=sys.stderr)) as client:
+            transport = stdio_client(parameters, errlog=sys.stderr)
+            async with Client(_watched(transport, ended)) as client:
                 yield client
             return
         url = config.url or ""  # McpServerConfig checks exactly one of command and url is set
         async with (
             httpx2.AsyncClient(headers=dict(config.headers), timeout=_HTTP_TIMEOUT) as http,
-            Client(streamable_http_client(url, http_client=http)) as client,
+            Client(_watched(streamable_http_client(url, http_client=http), ended)) as client,
         ):
             yield client
+
+
+@asynccontextmanager
+async def _watched(
+    transport: AbstractAsyncContextManager[_Streams], ended: Callable[[], None]
+) -> AsyncIterator[_Streams]:
+    """The transport, its read stream watched: `ended()` runs when the server's side ends.
+
+    So a server that exits while no call is running is noticed, and the next call starts or
+    connects to it again instead of failing on the dead connection.
+    """
+    async with transport as (read_stream, write_stream):
+        yield _WatchedReadStream(read_stream, ended), write_stream
+
+
+class _WatchedReadStream:
+    """A read stream that calls `ended()` once it ends (end of stream, or closed)."""
+
+    def __init__(self, stream: Any, ended: Callable[[], None]) -> None:
+        self._stream = stream
+        self._ended = ended
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)  # e.g. `last_context`, read by the dispatcher
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            item: SessionMessage | Exception = await self._stream.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._ended()
+            raise
+        return item
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    def __aiter__(self) -> _WatchedReadStream:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _WatchedReadStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
 
 class StartError(Exception):

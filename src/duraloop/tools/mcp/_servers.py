@@ -8,6 +8,7 @@ and recovery as any other tool.
 from __future__ import annotations
 
 import logging
+import shlex
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, Final
@@ -18,7 +19,8 @@ import mcp_types as types
 
 from ...errors import ConfigError, McpServerError
 from .._context import ToolContext
-from .._definition import Tool
+from .._definition import Tool, ToolBody
+from .._outcome import ToolOutcome
 from ._config import McpServerConfig, mcp_tool_name
 from ._convert import (
     description_of,
@@ -146,7 +148,7 @@ async def _start(
 
 def _start_error(config: McpServerConfig, why: str) -> McpServerError:
     if config.command is not None:
-        where = f"command {label(' '.join(config.command))}"
+        where = f"command {label(shlex.join(config.command))}"
         advice = "check the command runs and speaks MCP over stdio"
     else:
         where = f"url {label(config.url)}"
@@ -204,10 +206,11 @@ def _tools_of(link: ServerLink, listed: list[types.Tool]) -> list[Tool]:
     return tools
 
 
-def _body(link: ServerLink, tool: str) -> Any:
+def _body(link: ServerLink, tool: str) -> ToolBody:
+    """The body of one MCP tool: call it on its server by its own name."""
     server = link.config.name
 
-    async def call_mcp_tool(arguments: dict[str, Any], ctx: ToolContext) -> object:
+    async def call_mcp_tool(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         result = await link.call(tool, arguments)
         return outcome_of_result(result, server=server, tool=tool)
 
