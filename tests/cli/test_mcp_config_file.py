@@ -52,6 +52,19 @@ headers = { Authorization = "Bearer x" }
     assert remote.command is None
     assert remote.headers == {"Authorization": "Bearer x"}
     assert (remote.timeout, remote.startup_timeout) == (60.0, 30.0)
+    built = files.config()  # the library's config, every value carried over
+    assert (built.name, built.command, built.url) == ("files", ("python", "server.py"), None)
+    assert (built.env, built.cwd) == ({"TOKEN": "t"}, tmp_path / "servers")
+    assert (built.timeout_seconds, built.startup_timeout_seconds) == (5.0, 2.5)
+    assert built.parallel == {"search": True, "reset": False}
+    assert remote.config().headers == {"Authorization": "Bearer x"}
+
+
+def test_timeout_false_means_no_per_call_timeout(tmp_path: Path) -> None:
+    path = _load(tmp_path, '[mcp.servers.a]\ncommand = ["x"]\ntimeout = false\n')
+    entry = load_config(path).mcp_servers["a"]
+    assert entry.timeout is None
+    assert entry.config().timeout_seconds is None
 
 
 def test_a_file_without_mcp_has_no_servers(tmp_path: Path) -> None:

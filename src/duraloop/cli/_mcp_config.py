@@ -5,7 +5,7 @@
 command = ["python", "server.py"]   # argv; the first item is looked up on PATH
 env = { API_TOKEN = "..." }         # the child gets these, not duraloop's environment
 cwd = "servers"                     # relative to this file's folder
-timeout = 60                        # seconds per call (default 60)
+timeout = 60                        # seconds per call (default 60; false: none)
 startup_timeout = 30                # seconds to connect and list the tools (default 30)
 parallel = { search = true }        # per server-side tool: override readOnlyHint
 
@@ -63,7 +63,7 @@ class McpServerEntry:
             it does not inherit duraloop's environment.
         cwd: the child's working directory (resolved against the config file's folder).
         headers: HTTP headers sent to a `url` server.
-        timeout: seconds per call.
+        timeout: seconds per call; None for no timeout (`timeout = false`).
         startup_timeout: seconds to connect and list the tools.
         parallel: per server-side tool name, whether its calls may run in parallel.
     """
@@ -75,7 +75,7 @@ class McpServerEntry:
     env: Mapping[str, str] = field(default_factory=dict)
     cwd: Path | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
-    timeout: float = 60.0
+    timeout: float | None = 60.0
     startup_timeout: float = 30.0
     parallel: Mapping[str, bool] = field(default_factory=dict)
 
@@ -157,7 +157,7 @@ def _entry(file: TomlFile, name: str, table: Any) -> McpServerEntry:
         env=_strings(file, (*key, "env"), table.get("env", {})),
         cwd=None if cwd is None else file.path.parent / Path(cwd).expanduser(),
         headers=_strings(file, (*key, "headers"), table.get("headers", {})),
-        timeout=_seconds(file, (*key, "timeout"), table.get("timeout", 60.0)),
+        timeout=_timeout(file, (*key, "timeout"), table.get("timeout", 60.0)),
         startup_timeout=_seconds(
             file, (*key, "startup_timeout"), table.get("startup_timeout", 30.0)
         ),
@@ -200,14 +200,19 @@ def _flags(file: TomlFile, key: tuple[str, ...], value: Any) -> dict[str, bool]:
     return dict(value)
 
 
-def _seconds(file: TomlFile, key: tuple[str, ...], value: Any) -> float:
+def _timeout(file: TomlFile, key: tuple[str, ...], value: Any) -> float | None:
+    """`timeout`: seconds > 0, or `false` for no per-call timeout."""
+    return None if value is False else _seconds(file, key, value, none="; or false for none")
+
+
+def _seconds(file: TomlFile, key: tuple[str, ...], value: Any, *, none: str = "") -> float:
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
         or not math.isfinite(value)
         or value <= 0
     ):
-        raise file.fail(key, f"must be a number of seconds > 0, got {value!r}")
+        raise file.fail(key, f"must be a number of seconds > 0{none}, got {value!r}")
     return float(value)
 
 
