@@ -93,6 +93,8 @@ async def with_mcp_servers(
 
     Raises:
         McpServerError: naming the server, if one fails to start (nothing is opened).
+        UsageError: if the `mcp` extra is not installed.
+        TypeError: if `tools` is not a `ToolRegistry` (`TurnOptions.session_setup` makes one).
         Exception: what `body` raises; the servers are stopped first.
     """
     if not servers:
