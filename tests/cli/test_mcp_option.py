@@ -190,3 +190,21 @@ def test_without_the_mcp_extra_mcp_is_one_line_saying_how_to_install_it(tmp_path
     assert line.startswith("UsageError: --mcp t needs the MCP client, which is not installed")
     assert line.endswith("run: pip install 'duraloop[mcp]'")
     assert len(cli.session_ids()) == 1  # the refused run wrote nothing
+
+
+def test_chat_fork_prints_a_chat_command_with_the_same_mcp(tmp_path: Path) -> None:
+    cli = Cli(tmp_path)
+    configure(cli)
+    done = subprocess.run(
+        cli.argv("chat", "--mcp", "t", "--model", cli.script([{"text": "Hello."}])),
+        input="hi\n/fork\n",
+        capture_output=True,
+        text=True,
+        env=clean_env(tmp_path),
+        timeout=TIMEOUT,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("continue it with:")]
+    assert line.endswith(" --mcp t")
