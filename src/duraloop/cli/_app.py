@@ -16,7 +16,7 @@ import typer
 
 from .. import log as _log
 from .. import store as _store
-from ..errors import CorruptLogError, SessionForkError
+from ..errors import CorruptLogError, SessionForkError, UsageError
 from . import _turn_commands  # noqa: F401 - registers run, chat and resume first
 
 # isort: split
@@ -242,8 +242,23 @@ def demo(
             "it, a second process approves it, and the turn finishes.",
         ),
     ] = False,
+    mcp: Annotated[
+        bool,
+        typer.Option(
+            "--mcp",
+            help="Show MCP tools instead: a bundled stdio MCP server's three read-only tools "
+            "run in parallel and its destructive one alone (needs the mcp extra).",
+        ),
+    ] = False,
 ) -> None:
     """Run an offline demo: parallel tools, a failed step recovered, a resumed turn."""
+    if approvals and mcp:
+        raise UsageError("--approvals and --mcp are two demos; pass one of them")
+    if mcp:
+        from ._demo_mcp import run_mcp_demo
+
+        run_mcp_demo(out, base=keep)
+        return
     if approvals:
         from ._demo_approvals import run_approvals_demo
 

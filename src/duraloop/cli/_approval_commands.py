@@ -14,6 +14,7 @@ import typer
 
 from ._approval_options import ApprovalPolicyOption, AskBeforeOption, AutoApproveOption
 from ._console import app
+from ._mcp_run import McpOption
 from ._options import (
     BaseUrlOption,
     MaxCostPerSession,
@@ -101,6 +102,7 @@ def approve(
     ask_before: AskBeforeOption = None,
     approval_policy: ApprovalPolicyOption = None,
     auto_approve: AutoApproveOption = None,
+    mcp: McpOption = None,
 ) -> None:
     """Approve the waiting call of a paused session (see the `help=` above)."""
     from ._approval_flow import decide
@@ -158,6 +160,7 @@ def deny(
     ask_before: AskBeforeOption = None,
     approval_policy: ApprovalPolicyOption = None,
     auto_approve: AutoApproveOption = None,
+    mcp: McpOption = None,
 ) -> None:
     """Reject the waiting call of a paused session (see the `help=` above)."""
     from ._approval_flow import decide, feedback_of

@@ -10,12 +10,12 @@ empty (the ask is decided, or this command's policy or allow-list answers it).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-import anyio
 import typer
 
 from ..errors import (
@@ -36,6 +36,8 @@ from ._approval_text import (
     resume_command,
 )
 from ._console import err, out
+from ._mcp_config import parse_mcp_names
+from ._mcp_run import mcp_configs, run_with_mcp
 from ._options import TurnOptions
 from ._render import MAX_NAME_CHARS, ident, repair_text, safe, short_text, styled
 from ._runner import EXIT_PAUSED, exit_code_for, run_live, utf8_argument
@@ -89,6 +91,7 @@ def continue_with(turn: TurnOptions, setup: SessionSetup | None) -> ContinueWith
         model_placeholder=not turn.model_given(),
         ask_before=asking,
         auto_approve=turn.approval.auto_approved(),
+        mcp=None if turn.mcp is None else ",".join(parse_mcp_names(turn.mcp)),
     )
 
 
@@ -209,7 +212,9 @@ def resume_paused(
             no_model(turn)
         if goes_on:
             err.print(safe(f"{ident(session_id)}: {repair_text(repair)}"))
-        return anyio.run(continue_live, loop, continue_with(turn, setup))
+        how = continue_with(turn, setup)
+        servers = mcp_configs(turn.mcp) if goes_on else []
+        return run_with_mcp(servers, setup.tools, functools.partial(continue_live, loop, how))
 
 
 def no_model(turn: TurnOptions) -> NoReturn:
@@ -290,6 +295,7 @@ def decide(
             raise not_paused_error(session_id)
         if not keep_going and cwd is None and header.cwd and not Path(header.cwd).is_dir():
             cwd = Path.cwd()  # no tool runs: a session made on another machine can be decided
+        servers = mcp_configs(turn.mcp) if keep_going else []  # checked before any write
         if keep_going:
             setup = turn.session_setup(sessions, cwd=cwd, session_id=session_id)
             how = continue_with(turn, setup)
@@ -302,7 +308,10 @@ def decide(
         loop, _repair = _resume(session_id, setup)
         with loop:
             workers = not keep_going and store is not None and store.kind == "postgresql"
-            code = anyio.run(_decide_live, loop, call_id, allow, feedback, keep_going, how, workers)
+            decided = functools.partial(
+                _decide_live, loop, call_id, allow, feedback, keep_going, how, workers
+            )
+            code = run_with_mcp(servers, setup.tools, decided)
         if workers and store is not None:
             _queue_continuation(store, session_id)
         return code

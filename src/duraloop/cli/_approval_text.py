@@ -77,6 +77,7 @@ class ContinueWith:
         auto_approve: the `--auto-approve` tools of the printing command.
         keep_going: print `approve`/`deny` with `--continue`; False prints them without,
             then the `resume` command that continues.
+        mcp: the `--mcp` servers of the printing command (docs/cli.md#mcp-servers).
     """
 
     model: str | None = None
@@ -84,6 +85,7 @@ class ContinueWith:
     ask_before: frozenset[str] | None = None
     auto_approve: frozenset[str] = frozenset()
     keep_going: bool = True
+    mcp: str | None = None
 
     def options(self) -> list[str]:
         """Return the options (quoted) that a command running the turn on carries."""
@@ -96,6 +98,8 @@ class ContinueWith:
             words += ["--ask-before", tool_list(self.ask_before)]
         if self.auto_approve:
             words += ["--auto-approve", tool_list(self.auto_approve)]
+        if self.mcp:
+            words += ["--mcp", shell_word(self.mcp)]
         return words
 
 

@@ -231,7 +231,7 @@ class Chat:
         if name == "/show":
             commands.show(self.console, self.loop, running=self.running)
         elif name == "/fork":
-            commands.fork(self.console, self.errors, self.store, self.loop)
+            commands.fork(self.console, self.errors, self.store, self.loop, self.how)
         else:
             self.console.print(styled(commands.HELP))
         if not self.running:

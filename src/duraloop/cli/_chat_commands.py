@@ -11,6 +11,7 @@ from rich.console import Console
 from ..log import Event, last_turn_end, turn_count, turn_starts
 from ..loop import AgentLoop
 from ..store import SessionStore
+from ._approval_text import ContinueWith
 from ._render import ident, safe, styled
 from ._stores import name_the_store, opened_store_text
 from ._transcript import render_transcript
@@ -64,8 +65,17 @@ def show(console: Console, loop: AgentLoop, *, running: bool) -> None:
     render_transcript(console, loop.session.events, running=running, session_id=loop.session.id)
 
 
-def fork(console: Console, errors: Console, store: SessionStore, loop: AgentLoop) -> None:
-    """`/fork`: fork the session at its last closed turn and say how to chat in the child."""
+def fork(
+    console: Console,
+    errors: Console,
+    store: SessionStore,
+    loop: AgentLoop,
+    how: ContinueWith | None = None,
+) -> None:
+    """`/fork`: fork the session at its last closed turn and say how to chat in the child.
+
+    The printed command carries the chat's `--mcp` servers (`how.mcp`), if any.
+    """
     boundary = last_closed_turn_seq(loop.session.events)
     if boundary is None:
         errors.print(styled(("nothing to fork yet: no turn has closed in this session", "yellow")))
@@ -73,6 +83,8 @@ def fork(console: Console, errors: Console, store: SessionStore, loop: AgentLoop
     child = store.fork(loop.session.id, boundary=boundary)
     console.print(styled("forked: ", ident(child)))
     where = "" if (spec := opened_store_text()) is None else f" --store {shlex.quote(spec)}"
+    if how is not None and how.mcp:
+        where += f" --mcp {shlex.quote(how.mcp)}"
     console.print(
         styled("continue it with: duraloop chat --session ", ident(shlex.quote(child)), where)
     )

@@ -27,6 +27,9 @@ threshold_ratio = 0.8
 
 [context_windows]                   # tokens
 "deepseek:deepseek-chat" = 131072
+
+[mcp.servers.files]                 # see _mcp_config.py; started by `--mcp files`
+command = ["python", "server.py"]
 ```
 
 Precedence, highest first (issue 5): CLI flags (`--model`, `--base-url`, `--max-tokens`,
@@ -56,13 +59,21 @@ from ..log import Event, Price
 from ..store import LOG_FILE_NAME, ZSTD_LOG_FILE_NAME, read_log_file
 from ._compaction_file import compaction_of
 from ._config_file import config_path, read_toml, refuse_unknown
+from ._mcp_config import McpServerEntry, mcp_servers_of
 from ._prices import prices_of
 from ._stores import session_log_file
 
 if TYPE_CHECKING:
     from ..loop import CompactionConfig
 
-_TOP_KEYS: Final = ("default_model", "providers", "prices", "compaction", "context_windows")
+_TOP_KEYS: Final = (
+    "default_model",
+    "providers",
+    "prices",
+    "compaction",
+    "context_windows",
+    "mcp",
+)
 _PROVIDER_KEYS: Final = (
     "api_key_env",
     "base_url",
@@ -84,6 +95,8 @@ class UserConfig:
         prices: `provider:model` -> its price per million tokens (docs/loop.md#budgets).
         compaction: the `[compaction]` and `[context_windows]` tables as a
             `CompactionConfig`; None when the file has neither (the loop's default applies).
+        mcp_servers: the `[mcp.servers.NAME]` tables by name, checked but not started
+            (docs/cli.md#mcp-servers).
     """
 
     path: Path
@@ -91,6 +104,7 @@ class UserConfig:
     providers: Mapping[str, ProviderSettings] = field(default_factory=dict)
     prices: Mapping[str, Price] = field(default_factory=dict)
     compaction: CompactionConfig | None = None
+    mcp_servers: Mapping[str, McpServerEntry] = field(default_factory=dict)
 
 
 def load_config(path: Path) -> UserConfig:
@@ -141,6 +155,7 @@ def load_config(path: Path) -> UserConfig:
         providers=providers,
         prices=prices_of(file),
         compaction=compaction_of(file),
+        mcp_servers=mcp_servers_of(file),
     )
 
 

@@ -101,7 +101,8 @@ def _key_lines(text: str) -> dict[tuple[str, ...], int]:
         header = _HEADER.fullmatch(line)
         if header is not None:
             table = _dotted(header.group(1))
-            lines.setdefault(table, number)
+            for end in range(1, len(table) + 1):  # `[a.b.c]` defines `a` and `a.b` too
+                lines.setdefault(table[:end], number)
             continue
         key = _KEY.match(line)
         if key is not None:

@@ -260,6 +260,7 @@ class TurnOptions:
         reasoning_effort: `--reasoning-effort`.
         budget: the `--max-*-per-turn` and `--max-*-per-session` flags.
         approval: the `--ask-before`, `--approval-policy` and `--auto-approve` flags.
+        mcp: `--mcp`, the comma-separated MCP server names (docs/cli.md#mcp-servers).
     """
 
     model: str | None
@@ -271,6 +272,7 @@ class TurnOptions:
     reasoning_effort: str | None
     budget: BudgetFlags = BudgetFlags()
     approval: ApprovalFlags = ApprovalFlags()
+    mcp: str | None = None
 
     @classmethod
     def of_command(cls, params: Mapping[str, Any]) -> TurnOptions:
@@ -286,9 +288,8 @@ class TurnOptions:
         """
         budget = BudgetFlags(**{name: params[f"max_{name}"] for name in _BUDGET_FIELDS})
         approval = ApprovalFlags(**{name: params[name] for name in _APPROVAL_FIELDS})
-        return cls(
-            **{name: params[name] for name in _OPTION_FIELDS}, budget=budget, approval=approval
-        )
+        fields = {name: params[name] for name in _OPTION_FIELDS}
+        return cls(**fields, budget=budget, approval=approval, mcp=params.get("mcp"))
 
     def session_setup(
         self,
@@ -312,7 +313,8 @@ class TurnOptions:
             model: a model to use instead of building one (a placeholder that runs no turn).
 
         Returns:
-            The setup, with the built-in tools (those that ask with `requires_approval`).
+            The setup, its `tools` a `ToolRegistry` of the built-in tools (those that ask
+            with `requires_approval`); `--mcp` servers' tools are added to it once they run.
 
         Raises:
             UsageError: if no model is given anywhere, the `--system` file cannot be read or
@@ -323,7 +325,7 @@ class TurnOptions:
         """
         # a command that runs no turn never loads them
         from ..loop import CompactionConfig, LoopConfig, SessionSetup
-        from ..tools import builtin_tools
+        from ..tools import ToolRegistry, builtin_tools
         from ._approval_options import session_default_asking
         from ._config import build_model, load_config
         from ._config_file import config_path
@@ -355,7 +357,7 @@ class TurnOptions:
             if self.approval.ask_before is not None
             else session_default_asking(sessions, session_id)
         )
-        tools = self.approval.tools(builtin_tools(), default)
+        tools = ToolRegistry(self.approval.tools(builtin_tools(), default))
         return SessionSetup(
             store=sessions, model=model, tools=tools, cwd=cwd, config=config, approver=approver
         )
@@ -381,6 +383,7 @@ class TurnOptions:
             base_url=self.base_url,
             max_tokens=self.max_tokens,
             reasoning_effort=self.reasoning_effort,
+            mcp=self.mcp,
             **budget,
             **message,
         )

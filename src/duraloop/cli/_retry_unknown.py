@@ -8,10 +8,9 @@ output and the prompt in the turn's next step, rendered live as `run` renders a 
 
 from __future__ import annotations
 
-import functools
+import dataclasses
 from pathlib import Path
 
-import anyio
 from rich.text import Text
 
 from .. import loop as _loop
@@ -20,6 +19,7 @@ from ..log import UnknownCall
 from ..loop import AgentLoop, Rerun, RerunDecision, RerunReport, TurnResult
 from ..store import RepairReport, SessionStore
 from ._console import err, out
+from ._mcp_run import mcp_configs, run_with_mcp
 from ._options import TurnOptions
 from ._otel import Tracing
 from ._render import ident, repair_text, safe, styled
@@ -58,47 +58,52 @@ def resume_retrying(
     """
     from ._approval_flow import NoModel, continue_with, finish_turn, refuse_prompt_while_paused
 
+    servers = mcp_configs(turn.mcp)  # checked before anything is written
     if prompt is None:
-        turn.refuse_model_flags()
-        from ..tools import builtin_tools
+        dataclasses.replace(turn, mcp=None).refuse_model_flags()  # --mcp brings tools, not a model
+        from ..tools import ToolRegistry, builtin_tools
 
-        setup = _loop.SessionSetup(store=sessions, model=NoModel(), tools=builtin_tools(), cwd=cwd)
+        setup = _loop.SessionSetup(
+            store=sessions, model=NoModel(), tools=ToolRegistry(builtin_tools()), cwd=cwd
+        )
         how = continue_with(turn, None)
     else:
         require_prompt(prompt)
         setup = turn.session_setup(sessions, cwd=cwd, session_id=session_id)
         how = continue_with(turn, setup)
-    loop, repair = _loop.resume_session(session_id, setup)
-    if tracing is not None:
-        tracing.attach(loop)
-    with loop:
-        refuse_prompt_while_paused(loop, how)
-        _print_repair(session_id, repair)
-        decisions = loop.unknown_calls()
-        for decision in decisions:
-            if not decision.rerun:
-                out.print(_skipped_line(decision))
-        if not any(decision.rerun for decision in decisions):
-            out.print(safe(f"{ident(session_id)}: {_nothing_text(decisions)}"))
-            if prompt is None:
-                return 0
-            result = anyio.run(
-                functools.partial(run_turn_live, loop, prompt, console=out, errors=err)
-            )
-        else:
-            result, report = _run_reruns(loop, prompt)
-            for rerun in report.reruns:
-                out.print(_rerun_line(rerun))
-        code = finish_turn(loop, result, how)
-        out.print(styled("session: ", ident(session_id)))
-    return code
+
+    async def body() -> int:  # the session opens once the MCP servers run
+        loop, repair = _loop.resume_session(session_id, setup)
+        if tracing is not None:
+            tracing.attach(loop)
+        with loop:
+            refuse_prompt_while_paused(loop, how)
+            _print_repair(session_id, repair)
+            decisions = loop.unknown_calls()
+            for decision in decisions:
+                if not decision.rerun:
+                    out.print(_skipped_line(decision))
+            if not any(decision.rerun for decision in decisions):
+                out.print(safe(f"{ident(session_id)}: {_nothing_text(decisions)}"))
+                if prompt is None:
+                    return 0
+                result = await run_turn_live(loop, prompt, console=out, errors=err)
+            else:
+                result, report = await _run_reruns(loop, prompt)
+                for rerun in report.reruns:
+                    out.print(_rerun_line(rerun))
+            code = finish_turn(loop, result, how)
+            out.print(styled("session: ", ident(session_id)))
+        return code
+
+    return run_with_mcp(servers, setup.tools, body)
 
 
 def _print_repair(session_id: str, repair: RepairReport) -> None:
     err.print(safe(f"{ident(session_id)}: {repair_text(repair)}"))
 
 
-def _run_reruns(loop: AgentLoop, prompt: str | None) -> tuple[TurnResult, RerunReport]:
+async def _run_reruns(loop: AgentLoop, prompt: str | None) -> tuple[TurnResult, RerunReport]:
     reports: list[RerunReport] = []
 
     async def turn() -> TurnResult:
@@ -109,9 +114,9 @@ def _run_reruns(loop: AgentLoop, prompt: str | None) -> tuple[TurnResult, RerunR
         return report.turn
 
     if prompt is None:  # no model request: nothing streams, so nothing to render live
-        result = anyio.run(turn)
+        result = await turn()
     else:
-        result = anyio.run(functools.partial(run_live, loop, turn, console=out, errors=err))
+        result = await run_live(loop, turn, console=out, errors=err)
     return result, reports[0]
 
 

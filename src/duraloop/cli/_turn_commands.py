@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Annotated
 
-import anyio
 import typer
 
 from .. import loop as _loop
 from ..errors import UsageError
 from ._approval_options import ApprovalPolicyOption, AskBeforeOption, AutoApproveOption
 from ._console import app, err, out
+from ._mcp_run import McpOption, mcp_configs, run_with_mcp
 from ._options import (
     BaseUrlOption,
     CwdOption,
@@ -71,6 +70,7 @@ def run(
     approval_policy: ApprovalPolicyOption = None,
     auto_approve: AutoApproveOption = None,
     otel: OtelOption = False,
+    mcp: McpOption = None,
 ) -> None:
     """Run one turn and print the session id; exit 0 when the turn completes.
 
@@ -81,9 +81,11 @@ def run(
 
     require_prompt(prompt)
     turn = TurnOptions.of_command(locals())
-    with otel_export(otel) as tracing:
-        setup = turn.session_setup(store, cwd=cwd, session_id=session)
-        how = continue_with(turn, setup)
+    servers = mcp_configs(turn.mcp)
+    setup = turn.session_setup(store, cwd=cwd, session_id=session)
+    how = continue_with(turn, setup)
+
+    async def body() -> int:  # the session opens once the MCP servers run
         if session is None:
             loop = _loop.start_session(setup)
         else:
@@ -97,13 +99,14 @@ def run(
         with loop:
             refuse_prompt_while_paused(loop, how)
             try:
-                result = anyio.run(
-                    functools.partial(run_turn_live, loop, prompt, console=out, errors=err)
-                )
-                code = finish_turn(loop, result, how)
+                result = await run_turn_live(loop, prompt, console=out, errors=err)
+                return finish_turn(loop, result, how)
             finally:
                 out.print(styled("session: ", ident(loop.session.id)))
-        raise typer.Exit(code)
+
+    with otel_export(otel) as tracing:
+        code = run_with_mcp(servers, setup.tools, body)
+    raise typer.Exit(code)
 
 
 @app.command(
@@ -143,6 +146,7 @@ def chat(
     approval_policy: ApprovalPolicyOption = None,
     auto_approve: AutoApproveOption = None,
     otel: OtelOption = False,
+    mcp: McpOption = None,
 ) -> None:
     """Chat interactively: a line starts a turn, typing during a turn steers it.
 
@@ -154,10 +158,12 @@ def chat(
     from ._chat_approvals import InlineApprover
 
     turn = TurnOptions.of_command(locals())
-    with otel_export(otel) as tracing:
-        approver = InlineApprover(out)
-        setup = turn.session_setup(store, cwd=cwd, approver=approver, session_id=session)
-        how = continue_with(turn, setup)
+    servers = mcp_configs(turn.mcp)
+    approver = InlineApprover(out)
+    setup = turn.session_setup(store, cwd=cwd, approver=approver, session_id=session)
+    how = continue_with(turn, setup)
+
+    async def body() -> int:  # the session opens once the MCP servers run
         repair = None
         if session is None:
             loop = _loop.start_session(setup)
@@ -168,8 +174,7 @@ def chat(
             out.print(styled("session: ", ident(loop.session.id)))
             if repair is not None:
                 err.print(safe(f"resumed {ident(loop.session.id)}: {repair_text(repair)}"))
-            chat_turns = functools.partial(
-                run_chat,
+            return await run_chat(
                 loop,
                 setup.store,
                 console=out,
@@ -179,8 +184,10 @@ def chat(
                 asks=turn.approval.asks_a_person(how.ask_before or frozenset()),
                 how=how,
             )
-            code = anyio.run(chat_turns)
-        raise typer.Exit(code)
+
+    with otel_export(otel) as tracing:
+        code = run_with_mcp(servers, setup.tools, body)
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -219,6 +226,7 @@ def resume(
             "the first step of a new turn; prints each call re-run or skipped.",
         ),
     ] = False,
+    mcp: McpOption = None,
 ) -> None:
     """Load a session with crash repair, say what repair did, optionally run a turn.
 
@@ -261,16 +269,20 @@ def resume(
             out.print(safe(f"{ident(session_id)}: {repair_text(loaded.repair)}"))
             return
         require_prompt(prompt)
+        servers = mcp_configs(turn.mcp)
         setup = turn.session_setup(sessions, cwd=cwd, session_id=session_id)
         how = continue_with(turn, setup)
-        loop, repair = _loop.resume_session(session_id, setup)
-        tracing.attach(loop)
-        with loop:
-            refuse_prompt_while_paused(loop, how)
-            err.print(safe(f"{ident(session_id)}: {repair_text(repair)}"))
-            result = anyio.run(
-                functools.partial(run_turn_live, loop, prompt, console=out, errors=err)
-            )
-            code = finish_turn(loop, result, how)
-            out.print(styled("session: ", ident(session_id)))
-        raise typer.Exit(code)
+
+        async def body() -> int:  # the session opens once the MCP servers run
+            loop, repair = _loop.resume_session(session_id, setup)
+            tracing.attach(loop)
+            with loop:
+                refuse_prompt_while_paused(loop, how)
+                err.print(safe(f"{ident(session_id)}: {repair_text(repair)}"))
+                result = await run_turn_live(loop, prompt, console=out, errors=err)
+                code = finish_turn(loop, result, how)
+                out.print(styled("session: ", ident(session_id)))
+            return code
+
+        code = run_with_mcp(servers, setup.tools, body)
+    raise typer.Exit(code)
