@@ -49,7 +49,7 @@ from ._outcome import (
     checked_outcome,
     outcome_of_value,
 )
-from ._registry import ToolRegistry
+from ._registry import ToolRegistry, unknown_tool_text
 from ._request import ToolCallRequest, describe_malformed_arguments
 from ._signal import CancelSignal
 
@@ -199,7 +199,7 @@ class ToolPipeline:
             return ToolOutcome.cancelled(body_invoked=False)
         found = self.registry.get(call.name)
         if found is None:
-            return ToolOutcome.failure(_unknown_tool_text(call.name), error=UNKNOWN_TOOL_ERROR)
+            return ToolOutcome.failure(unknown_tool_text(call.name), error=UNKNOWN_TOOL_ERROR)
         self._invoked.add(call.call_id)
         try:
             args = found.validator(call.arguments)
@@ -395,10 +395,3 @@ def _message_of(exc: Exception) -> str:
 
 def _name_of(hook: object) -> str:
     return getattr(hook, "__qualname__", type(hook).__name__)
-
-
-def _unknown_tool_text(name: str) -> str:
-    """Name an unknown tool; an `mcp__SERVER__TOOL` one says to connect its server."""
-    server = name.split("__")[1] if name.startswith("mcp__") and name.count("__") > 1 else ""
-    hint = f': its MCP server "{server}" is not connected (CLI: --mcp {server})' if server else ""
-    return f'unknown tool "{name}"{hint}'

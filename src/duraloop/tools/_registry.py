@@ -83,3 +83,18 @@ class ToolRegistry:
 
     def __len__(self) -> int:
         return len(self._tools)
+
+
+def unknown_tool_text(name: str) -> str:
+    """Return the error text of a call of a tool the registry does not have.
+
+    Args:
+        name: the name the model called.
+
+    Returns:
+        `unknown tool "NAME"`; for an `mcp__SERVER__TOOL` name it adds that the MCP server is
+        not connected and the `--mcp SERVER` that connects it (docs/mcp.md#naming).
+    """
+    server = name.split("__")[1] if name.startswith("mcp__") and name.count("__") > 1 else ""
+    hint = f': its MCP server "{server}" is not connected (CLI: --mcp {server})' if server else ""
+    return f'unknown tool "{name}"{hint}'
