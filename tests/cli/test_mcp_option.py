@@ -7,6 +7,7 @@ scrubbed `$DURALOOP_HOME/config.toml` of each test's `Cli`; the model is scripte
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -208,3 +209,28 @@ def test_chat_fork_prints_a_chat_command_with_the_same_mcp(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     (line,) = [x for x in done.stdout.splitlines() if x.startswith("continue it with:")]
     assert line.endswith(" --mcp t")
+
+
+def test_sigterm_while_the_servers_start_stops_them_and_exits_130(tmp_path: Path) -> None:
+    # Regression (new-user trial): a SIGTERM before the turn's own signal handling killed
+    # the command at once and left the started stdio server running in its own session.
+    cli = Cli(tmp_path)
+    marker = tmp_path / "hung.pid"
+    hung = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+    configure(
+        cli,
+        extra="[mcp.servers.hung]\n"
+        f"command = {toml_value([sys.executable, '-c', hung])}\n"
+        "startup_timeout = 120\n",
+    )
+    process = cli.popen("run", "ask it", "--mcp", "hung", "--model", cli.script(ECHO_TURN))
+    try:
+        wait_for(marker.exists, what="the MCP server to start")
+        server = int(marker.read_text())
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=TIMEOUT) == 130
+    finally:
+        if process.poll() is None:
+            process.kill()
+    wait_for(lambda: not alive(server), what="the started MCP server to be stopped")
+    assert cli.session_ids() == set()  # nothing was opened

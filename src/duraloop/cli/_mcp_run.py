@@ -12,6 +12,8 @@ when the command's event loop ends: after the turn, on an error, or on Ctrl-C
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Annotated, TypeVar
 
@@ -19,10 +21,11 @@ import anyio
 import typer
 
 from ._mcp_config import chosen_servers, mcp_client, parse_mcp_names
+from ._runner import EXIT_AT_ONCE
 
 if TYPE_CHECKING:
     from ..tools import Tool, ToolRegistry
-    from ..tools.mcp import McpServerConfig
+    from ..tools.mcp import McpServerConfig, McpServers
 
 _T = TypeVar("_T")
 
@@ -104,14 +107,56 @@ async def with_mcp_servers(
     if not isinstance(tools, ToolRegistry):
         raise TypeError("with_mcp_servers needs the setup's ToolRegistry to add tools to")
     running = mcp_client("--mcp")(servers)
-    async with running:
-        for tool in running.tools:
-            tools.register(tool)
+    try:
+        return await _guarded(running, tools, body)
+    except BaseExceptionGroup as group:  # the guard's: only the command's own error is in it
+        if len(group.exceptions) != 1:
+            raise
+        raise group.exceptions[0] from None
+
+
+async def _guarded(
+    running: McpServers, tools: ToolRegistry, body: Callable[[], Awaitable[_T]]
+) -> _T:
+    """`with_mcp_servers` once the servers are chosen: start, register, run `body`, stop."""
+    async with anyio.create_task_group() as guard:
+        watching = anyio.CancelScope()
+        if threading.current_thread() is threading.main_thread():
+            guard.start_soon(_stop_on_sigterm, watching, guard.cancel_scope)
         try:
-            return await body()
+            await running.__aenter__()  # a SIGTERM meanwhile cancels it: it stops what started
         finally:
+            watching.cancel()  # from now on the turn handles signals itself
+        try:
             for tool in running.tools:
-                tools.unregister(tool.name)
+                tools.register(tool)
+            try:
+                result = await body()
+            finally:
+                for tool in running.tools:
+                    tools.unregister(tool.name)
+        except BaseException as exc:
+            await running.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        await running.__aexit__(None, None, None)
+        return result
+    # Only a SIGTERM during the start gets here (the guard absorbed its own cancellation).
+    raise typer.Exit(EXIT_AT_ONCE)
+
+
+async def _stop_on_sigterm(watching: anyio.CancelScope, startup: anyio.CancelScope) -> None:
+    """Cancel `startup` on SIGTERM, until `watching` is cancelled.
+
+    Starting the servers comes before the turn's own signal handling: without this, a
+    SIGTERM then would end the process at once and leave a started stdio server running
+    (the SDK starts it in its own session, so the signal does not reach it). With it,
+    `McpServers` is cancelled, stops what it started, and the command exits 130, as on
+    Ctrl-C.
+    """
+    with watching, anyio.open_signal_receiver(signal.SIGTERM) as signals:
+        async for _ in signals:
+            startup.cancel()
+            return
 
 
 def run_with_mcp(
