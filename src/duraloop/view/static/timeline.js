@@ -229,7 +229,8 @@ export class Timeline {
       let open = this.userOpen.get(turn.turn);
       if (open === undefined) {
         const last = index === this.turns.length - 1;
-        open = (last || hasTrouble(turn)) && opened < OPEN_BY_DEFAULT;
+        const few = this.turns.length <= 5;
+        open = (few || last || hasTrouble(turn)) && opened < OPEN_BY_DEFAULT;
       }
       if (open) opened += 1;
       fragment.append(this._turnNode(turn, open));
