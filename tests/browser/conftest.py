@@ -36,8 +36,9 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    """A fresh page (1280×900); JavaScript errors on it fail the test."""
+def page(browser: Any, view: ViewServer) -> Iterator[Any]:
+    """A fresh page (1280×900), closed before the server stops; JavaScript errors on it fail
+    the test."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(15_000)
     tab = context.new_page()

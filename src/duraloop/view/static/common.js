@@ -67,12 +67,13 @@ export async function apiPost(path, body) {
 }
 
 /**
- * Build an element. `props`: `class`, `text`, `title`, `dataset` (object), `attrs` (only
+ * Build an element. `props`: `id`, `class`, `text`, `title`, `dataset` (object), `attrs` (only
  * data-only attributes: never event handlers, never href/src with data), `on` (events).
  * Children: nodes or strings (strings become text nodes).
  */
 export function el(tag, props = {}, ...children) {
   const node = document.createElement(tag);
+  if (props.id) node.id = String(props.id);
   if (props.class) node.className = props.class;
   if (props.text !== undefined && props.text !== null) node.textContent = String(props.text);
   if (props.title) node.title = String(props.title);
