@@ -17,7 +17,14 @@ import anyio.to_thread
 
 from duraloop.llm import ScriptedModel
 from duraloop.log import Event, Session
-from duraloop.loop import AgentLoop, LoopConfig, SessionSetup, fork_session, start_session
+from duraloop.loop import (
+    AgentLoop,
+    LoopConfig,
+    SessionSetup,
+    fork_session,
+    resume_session,
+    start_session,
+)
 from duraloop.store import JsonlStore
 from duraloop.tools import Tool, ToolContext
 
@@ -269,3 +276,51 @@ def build_large(root: Path, cwd: Path, events: int) -> tuple[str, int]:
     writer.close()
     _, read = store.read(session.id)
     return session.id, len(read)
+
+
+def run_gated_turn(root: Path, cwd: Path, session_id: str, gate: threading.Event) -> str:
+    """Resume the session and run a turn whose tool call waits for `gate`; its result kind."""
+    script = [
+        {"text": "Waiting for the gate.", "tool_calls": [call("gate-1", "wait_for_gate")]},
+        {"text": "Gate passed."},
+    ]
+
+    async def run() -> str:
+        loop, _repair = resume_session(session_id, setup(root, cwd, script, [gate_tool(gate)]))
+        with loop:
+            result = await loop.run_turn("Go through the gate.")
+        return result.kind
+
+    return anyio.run(run)
+
+
+def run_text_turns(root: Path, cwd: Path, session_id: str, numbers: range) -> None:
+    """Resume the session and run a turn for each n: `Question n?`, answered `Answer n.`."""
+    script = [{"text": f"Answer {n}."} for n in numbers]
+
+    async def run() -> None:
+        loop, _repair = resume_session(session_id, setup(root, cwd, script, []))
+        with loop:
+            for n in numbers:
+                await loop.run_turn(f"Question {n}?")
+
+    anyio.run(run)
+
+
+def continue_paused(root: Path, cwd: Path, session_id: str, runs: list[str]) -> str:
+    """Resume a session whose waiting call is decided and continue its turn; its result kind."""
+    script = [{"text": "Deployed and verified."}]
+
+    async def run() -> str:
+        loop, _repair = resume_session(session_id, setup(root, cwd, script, [approval_tool(runs)]))
+        with loop:
+            result = await loop.continue_turn()
+        return result.kind
+
+    return anyio.run(run)
+
+
+def last_seq(root: Path, session_id: str) -> int:
+    """The seq of the session's last stored event."""
+    _, events = JsonlStore(root).read(session_id)
+    return events[-1].seq

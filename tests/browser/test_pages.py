@@ -114,7 +114,7 @@ def test_session_page_timeline_shows_parallel_overlap_recovery_and_the_failure(
 
     unknown.click()
     raw = page.locator("#raw-json")
-    page.wait_for_function("document.getElementById('raw-json').textContent.includes('stamp-1')")
+    page.locator("#raw-json", has_text="stamp-1").wait_for()
     assert '"tool/result"' in raw.inner_text()
     assert "TOOL_OUTCOME_UNKNOWN" in raw.inner_text()
 
@@ -158,7 +158,5 @@ def test_conversation_shows_user_assistant_reasoning_collapsed_calls_and_results
     first_user = conversation.locator(".item-user").first
     seq = first_user.get_attribute("data-seq")
     first_user.click()
-    page.wait_for_function(
-        "document.getElementById('raw-json').textContent.includes('user/message')"
-    )
+    page.locator("#raw-json", has_text="user/message").wait_for()
     assert f'"seq": {seq}' in page.locator("#raw-json").inner_text()

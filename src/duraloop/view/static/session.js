@@ -27,7 +27,7 @@ const CONVERSATION_EVENTS = new Set([
 
 const sessionId = decodeURIComponent(location.pathname.replace(/^\/s\//, ""));
 const base = `/api/sessions/${encodeURIComponent(sessionId)}`;
-const state = { lastSeq: -1, summary: null, source: null, received: 0 };
+const state = { lastSeq: -1, summary: null, source: null, received: 0, gaps: 0, repeats: 0 };
 
 // ---- raw event panel ---------------------------------------------------------------------
 
@@ -180,7 +180,16 @@ function onEvent(message) {
     return;
   }
   const seq = Number(message.lastEventId !== "" ? message.lastEventId : event.seq);
-  if (!Number.isFinite(seq) || seq <= state.lastSeq) return;
+  if (!Number.isFinite(seq)) return;
+  if (seq <= state.lastSeq) {
+    state.repeats += 1; // never applied twice (a server would have to resend it)
+    document.body.dataset.repeats = String(state.repeats);
+    return;
+  }
+  if (seq !== state.lastSeq + 1) {
+    state.gaps += 1; // seqs are contiguous: a jump means an event was missed
+    document.body.dataset.gaps = String(state.gaps);
+  }
   state.lastSeq = seq;
   state.received += 1;
   document.body.dataset.lastSeq = String(seq);
@@ -194,9 +203,20 @@ function connect() {
   const url = `${base}/stream?token=${encodeURIComponent(token())}&after=${state.lastSeq}`;
   const source = new EventSource(url);
   state.source = source;
-  source.addEventListener("open", () => setLive("on", "live"));
+  source.addEventListener("open", () => {
+    setLive("on", "live");
+    document.getElementById("error").hidden = true;
+  });
   source.addEventListener("event", onEvent);
-  source.addEventListener("error", () => {
+  source.addEventListener("error", (event) => {
+    if (typeof event.data === "string") {
+      // The server's `event: error` (the log became unreadable): say why.
+      try {
+        showError(`live updates stopped: ${JSON.parse(event.data).error}`);
+      } catch {
+        showError("live updates stopped");
+      }
+    }
     if (source.readyState === EventSource.CLOSED) {
       // A fatal answer (not 200): EventSource gives up; reconnect ourselves from lastSeq.
       setLive("off", "reconnecting…");
@@ -222,6 +242,8 @@ async function main() {
   }
   state.lastSeq = (summary.events ?? 0) - 1;
   document.body.dataset.lastSeq = String(state.lastSeq);
+  document.body.dataset.gaps = "0";
+  document.body.dataset.repeats = "0";
   await conversation.loadMore();
   connect();
   document.body.dataset.ready = "1";
