@@ -157,3 +157,52 @@ class ViewServer:
         assert not self._thread.is_alive(), "the view server did not stop"
         self._server = None
         self._thread = None
+
+
+class ViewProcess:
+    """`duraloop view --store ROOT` in a child process: the real CLI, its real decider."""
+
+    def __init__(self, store_root: Path) -> None:
+        import subprocess
+        import sys
+
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "duraloop", "view", "--store", str(store_root)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.url = self._first_line()
+
+    def _first_line(self) -> str:
+        box: dict[str, str] = {}
+        assert self._process.stdout is not None
+        stdout = self._process.stdout
+        reader = threading.Thread(target=lambda: box.setdefault("line", stdout.readline()))
+        reader.start()
+        reader.join(30)
+        line = box.get("line", "")
+        prefix = "duraloop view: "
+        if not line.startswith(prefix):
+            self.stop()
+            raise RuntimeError(f"duraloop view printed {line!r}, not its URL")
+        return line[len(prefix) :].strip()
+
+    @property
+    def origin(self) -> str:
+        """`http://127.0.0.1:PORT` of the printed URL."""
+        return self.url.split("/?", 1)[0]
+
+    def page_url(self, path: str) -> str:
+        """A page's URL with the printed token."""
+        return f"{self.origin}{path}?{self.url.split('?', 1)[1]}"
+
+    def stop(self) -> str:
+        """SIGTERM, wait; the child's stderr."""
+        self._process.terminate()
+        try:
+            _out, errors = self._process.communicate(timeout=15)
+        except Exception:
+            self._process.kill()
+            _out, errors = self._process.communicate(timeout=5)
+        return errors
