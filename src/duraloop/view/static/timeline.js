@@ -194,8 +194,14 @@ export class Timeline {
     const summary = el("summary", { class: "turn-head" },
       el("span", { class: "turn-title", text: `Turn ${turn.turn}` }),
       el("span", { class: `badge reason reason-${String(reason).split(" ")[0].replace(/[^a-z-]/g, "")}`, text: reason }),
-      el("span", { class: "muted", text: ` ${duration} · ${usageText(turn.usage)}` }));
-    this._clickable(summary.firstChild, turn.start_seq);
+      el("span", { class: "muted", text: ` ${duration} · ${usageText(turn.usage)}` }),
+      el("button", {
+        class: "raw-button",
+        attrs: { type: "button" },
+        title: "the turn/start event",
+        text: "raw",
+        on: { click: (event) => { event.preventDefault(); this.onRaw(turn.start_seq); } },
+      }));
     const details = el("details", { class: `turn${turn.error ? " has-error" : ""}`, dataset: { turn: turn.turn } }, summary);
     let built = false;
     const build = () => {
