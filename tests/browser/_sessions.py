@@ -232,25 +232,25 @@ def build_paused(root: Path, cwd: Path, runs: list[str]) -> str:
 def _large_turn(turn: int) -> list[dict[str, Any]]:
     return [
         {
-            "reasoning": f"Turn {turn}: two checks first.",
+            "reasoning": f"Turn {turn}: eight checks first.",
             "text": "Checking the workspace.",
-            "tool_calls": [call(f"t{turn}-a{k}", "look", i=k) for k in range(2)],
+            "tool_calls": [call(f"t{turn}-a{k}", "look", i=k) for k in range(8)],
         },
         {
-            "text": "Three more checks in parallel.",
-            "tool_calls": [call(f"t{turn}-b{k}", "look", i=k) for k in range(3)],
+            "text": "Eight more checks in parallel.",
+            "tool_calls": [call(f"t{turn}-b{k}", "look", i=k) for k in range(8)],
         },
         {"text": f"Done with turn {turn}: everything looks fine."},
     ]
 
 
 def build_large(root: Path, cwd: Path, events: int) -> tuple[str, int]:
-    """A session of at least `events` events (~76 a turn), run in memory, stored in one batch.
+    """A session of at least `events` events (~168 a turn), run in memory, stored in one batch.
 
     Returns (session id, number of events stored).
     """
     cwd.mkdir(parents=True, exist_ok=True)
-    turns = events // 76 + 1
+    turns = events // 168 + 1
     script = [response for turn in range(1, turns + 1) for response in _large_turn(turn)]
     session = Session("large-session")
     look = slow_tool("look", 0.0)
