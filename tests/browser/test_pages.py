@@ -9,7 +9,7 @@ from ._sessions import build_parallel_and_recovered, build_simple
 from ._support import ViewServer, in_thread
 
 
-def _damage(root: Path, session_id: str) -> None:
+def damage(root: Path, session_id: str) -> None:
     """Break a middle line of a stored JSONL log (not a torn tail: damage load refuses)."""
     (path,) = root.rglob(f"{session_id}/session.jsonl")
     lines = path.read_bytes().splitlines(keepends=True)
@@ -33,7 +33,7 @@ def test_sessions_page_lists_every_session_filters_by_state_and_searches(
     parent, fork = in_thread(lambda: build_parallel_and_recovered(store_root, tmp_path / "ws"))
     hello = in_thread(lambda: build_simple(store_root, tmp_path / "ws2", prompt="Find the zebra."))
     broken = in_thread(lambda: build_simple(store_root, tmp_path / "ws3"))
-    _damage(store_root, broken)
+    damage(store_root, broken)
     _ready(page, view, "/")
 
     rows = page.locator("#rows tr.row")

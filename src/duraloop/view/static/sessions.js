@@ -32,7 +32,7 @@ function rowNode(row) {
   }
   return el(
     "tr",
-    { class: `row state-${row.state}`, dataset: { id: row.id, state: row.state } },
+    { class: `row row-${row.state}`, dataset: { id: row.id, state: row.state } },
     idCell,
     el("td", { text: fmtTime(row.created) }),
     el("td", { text: fmtTime(row.updated) }),
