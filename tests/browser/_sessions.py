@@ -34,7 +34,7 @@ XSS_LINK = "[x](javascript:window.__xss=1)"
 XSS_PAYLOAD = f"{XSS_SCRIPT} {XSS_IMG} {XSS_LINK}"
 
 
-class StepFailure(Exception):
+class StepFailureError(Exception):
     """The audit hook's failure that ends the failed step (a policy service outage)."""
 
 
@@ -116,7 +116,9 @@ def call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
     return {"id": call_id, "name": name, "arguments": arguments}
 
 
-def setup(root: Path, cwd: Path, script: Sequence[dict[str, Any]], tools: list[Tool]) -> SessionSetup:
+def setup(
+    root: Path, cwd: Path, script: Sequence[dict[str, Any]], tools: list[Tool]
+) -> SessionSetup:
     """A setup over a fresh `JsonlStore(root)`."""
     cwd.mkdir(parents=True, exist_ok=True)
     return SessionSetup(
@@ -133,7 +135,7 @@ def _fail_on_result(call_id: str) -> Any:
             return
         if event.data["message"]["source"]["callId"] == call_id:
             failed.append(call_id)
-            raise StepFailure("audit hook crashed: the policy service is unreachable")
+            raise StepFailureError("audit hook crashed: the policy service is unreachable")
 
     return audit
 
@@ -145,16 +147,23 @@ def build_parallel_and_recovered(root: Path, cwd: Path) -> tuple[str, str]:
     stamp is answered TOOL_OUTCOME_UNKNOWN and note TOOL_NOT_STARTED, and the turn ends
     `error`. Then the session is forked after turn 1. Returns (session id, fork id).
     """
-    script = [
+    script: list[dict[str, Any]] = [
         {
             "reasoning": "Three independent reads: run them together.",
             "text": "Reading the three notes in parallel.",
             "tool_calls": [call("read-1", "read"), call("read-2", "read"), call("read-3", "read")],
         },
         {"text": "Read all three notes."},
-        {"text": "Stamping, then noting.", "tool_calls": [call("stamp-1", "stamp"), call("note-1", "note")]},
+        {
+            "text": "Stamping, then noting.",
+            "tool_calls": [call("stamp-1", "stamp"), call("note-1", "note")],
+        },
     ]
-    tools = [slow_tool("read", 0.3), slow_tool("stamp", 0.05, parallel=False), slow_tool("note", 0.05, parallel=False)]
+    tools = [
+        slow_tool("read", 0.3),
+        slow_tool("stamp", 0.05, parallel=False),
+        slow_tool("note", 0.05, parallel=False),
+    ]
     configured = setup(root, cwd, script, tools)
 
     async def run() -> str:
@@ -164,7 +173,7 @@ def build_parallel_and_recovered(root: Path, cwd: Path) -> tuple[str, str]:
             loop.session.add_validator(_fail_on_result("stamp-1"))
             try:
                 await loop.run_turn("Stamp the release and note it.")
-            except StepFailure:
+            except StepFailureError:
                 pass
             else:
                 raise AssertionError("turn 2 should have failed")
@@ -196,7 +205,7 @@ def build_simple(root: Path, cwd: Path, prompt: str = "Say hello.", text: str = 
 def build_xss(root: Path, cwd: Path) -> str:
     """A session whose prompt, model text, reasoning, tool arguments and tool result all hold
     the XSS payloads."""
-    script = [
+    script: list[dict[str, Any]] = [
         {
             "reasoning": XSS_PAYLOAD,
             "text": XSS_PAYLOAD,
@@ -215,7 +224,7 @@ def build_xss(root: Path, cwd: Path) -> str:
 
 def build_paused(root: Path, cwd: Path, runs: list[str]) -> str:
     """A session paused on call `deploy-1` of tool `deploy`, waiting for a person."""
-    script = [
+    script: list[dict[str, Any]] = [
         {"text": "Deploying now.", "tool_calls": [call("deploy-1", "deploy")]},
         {"text": "Deployed and verified."},
     ]
@@ -251,7 +260,9 @@ def build_large(root: Path, cwd: Path, events: int) -> tuple[str, int]:
     """
     cwd.mkdir(parents=True, exist_ok=True)
     turns = events // 168 + 1
-    script = [response for turn in range(1, turns + 1) for response in _large_turn(turn)]
+    script: list[dict[str, Any]] = [
+        response for turn in range(1, turns + 1) for response in _large_turn(turn)
+    ]
     session = Session("large-session")
     look = slow_tool("look", 0.0)
     loop = AgentLoop(
@@ -280,7 +291,7 @@ def build_large(root: Path, cwd: Path, events: int) -> tuple[str, int]:
 
 def run_gated_turn(root: Path, cwd: Path, session_id: str, gate: threading.Event) -> str:
     """Resume the session and run a turn whose tool call waits for `gate`; its result kind."""
-    script = [
+    script: list[dict[str, Any]] = [
         {"text": "Waiting for the gate.", "tool_calls": [call("gate-1", "wait_for_gate")]},
         {"text": "Gate passed."},
     ]
@@ -296,7 +307,7 @@ def run_gated_turn(root: Path, cwd: Path, session_id: str, gate: threading.Event
 
 def run_text_turns(root: Path, cwd: Path, session_id: str, numbers: range) -> None:
     """Resume the session and run a turn for each n: `Question n?`, answered `Answer n.`."""
-    script = [{"text": f"Answer {n}."} for n in numbers]
+    script: list[dict[str, Any]] = [{"text": f"Answer {n}."} for n in numbers]
 
     async def run() -> None:
         loop, _repair = resume_session(session_id, setup(root, cwd, script, []))
@@ -309,7 +320,7 @@ def run_text_turns(root: Path, cwd: Path, session_id: str, numbers: range) -> No
 
 def continue_paused(root: Path, cwd: Path, session_id: str, runs: list[str]) -> str:
     """Resume a session whose waiting call is decided and continue its turn; its result kind."""
-    script = [{"text": "Deployed and verified."}]
+    script: list[dict[str, Any]] = [{"text": "Deployed and verified."}]
 
     async def run() -> str:
         loop, _repair = resume_session(session_id, setup(root, cwd, script, [approval_tool(runs)]))

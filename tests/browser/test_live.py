@@ -25,7 +25,7 @@ def _api(server: ViewServer, path: str) -> Any:
     request = urllib.request.Request(
         f"{server.origin}{path}", headers={"X-Duraloop-Token": server.token}
     )
-    with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 (loopback)
+    with urllib.request.urlopen(request, timeout=10) as answer:
         return json.loads(answer.read())
 
 
@@ -79,11 +79,12 @@ def test_a_reconnect_after_the_server_restarts_misses_no_event_and_repeats_none(
 
     view.stop()
     page.wait_for_selector("#live.off")
-    in_thread(lambda: run_text_turns(store_root, cwd, session_id, range(1, 3)))  # written while down
+    # Two turns are written while the server is down, one after it is back.
+    in_thread(lambda: run_text_turns(store_root, cwd, session_id, range(1, 3)))
     view.start()  # the same port and token: EventSource reconnects with Last-Event-ID
 
     page.wait_for_selector("#live.on")
-    in_thread(lambda: run_text_turns(store_root, cwd, session_id, range(3, 4)))  # and after it is back
+    in_thread(lambda: run_text_turns(store_root, cwd, session_id, range(3, 4)))
     final = last_seq(store_root, session_id)
     assert final > before
     page.wait_for_selector(f"body[data-last-seq='{final}']")

@@ -89,10 +89,10 @@ def test_session_page_timeline_shows_parallel_overlap_recovery_and_the_failure(
     assert all(box is not None for box in boxes)
     for i in range(3):
         for j in range(i + 1, 3):
-            assert _overlap(boxes[i], boxes[j]) > 10, (boxes[i], boxes[j])  # type: ignore[arg-type]
+            assert _overlap(boxes[i], boxes[j]) > 10, (boxes[i], boxes[j])
     request = turn1.locator(".step[data-step='1'] .bar.request").bounding_box()
     assert request is not None
-    assert request["x"] < min(box["x"] for box in boxes)  # type: ignore[index]
+    assert request["x"] < min(box["x"] for box in boxes)
 
     turn2 = page.locator(".turn[data-turn='2']")
     assert turn2.get_attribute("open") is not None

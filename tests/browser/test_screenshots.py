@@ -23,7 +23,9 @@ def test_screenshots_of_the_sessions_page_and_a_session_page(
 ) -> None:
     target = IMAGES if os.environ.get("DURALOOP_SCREENSHOTS") == "1" else tmp_path
     target.mkdir(parents=True, exist_ok=True)
-    in_thread(lambda: build_simple(store_root, tmp_path / "a", "What changed since v1.2?", "Two fixes."))
+    in_thread(
+        lambda: build_simple(store_root, tmp_path / "a", "What changed since v1.2?", "Two fixes.")
+    )
     in_thread(lambda: build_paused(store_root, tmp_path / "b", []))
     broken = in_thread(lambda: build_simple(store_root, tmp_path / "d", "Summarize the log."))
     damage(store_root, broken)

@@ -41,7 +41,10 @@ def test_links_are_set_only_by_the_session_link_helpers() -> None:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if re.search(r"\.href\s*=", line)
     ]
-    allowed = {"link.href = sessionHref(id);", 'document.getElementById("home").href = indexHref();'}
+    allowed = {
+        "link.href = sessionHref(id);",
+        'document.getElementById("home").href = indexHref();',
+    }
     assert href_sets, "the pages link sessions somewhere"
     assert all(entry.split(": ", 1)[1] in allowed for entry in href_sets), href_sets
 
