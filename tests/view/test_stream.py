@@ -98,7 +98,7 @@ def test_a_reconnect_with_last_event_id_continues_exactly_while_another_writer_a
         started.set()
         writer.join(60)
     assert failures == []
-    stored = [event for event in writer_store.read("live")[1]]
+    stored = writer_store.read("live")[1]
     seqs = [event["seq"] for event in before + after]
     assert seqs == list(range(len(stored)))  # none missed, none repeated
     assert [event["type"] for event in before + after] == [event.type for event in stored]
