@@ -169,13 +169,13 @@ def test_an_unknown_session_is_404(story: JsonlStore) -> None:
 
 def test_the_summary_is_folded_once_per_revision(story: JsonlStore) -> None:
     reads: list[str] = []
-    read = story.read
+    scan = story.scan
 
     def counting(session_id: str) -> tuple[Any, list[Event]]:
         reads.append(session_id)
-        return read(session_id)
+        return scan(session_id)
 
-    story.read = counting  # type: ignore[method-assign]
+    story.scan = counting  # type: ignore[method-assign]
     with serve(create_app(story, token=TOKEN)) as client:
         first = _get(client, "/api/sessions/story")
         _get(client, "/api/sessions/story/events")
