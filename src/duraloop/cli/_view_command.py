@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
+import signal
 import socket
 import sys
 from typing import TYPE_CHECKING, Annotated
@@ -143,4 +144,15 @@ def view(
 
         webbrowser.open(url)
     config = uvicorn.Config(app_, log_level="warning", timeout_graceful_shutdown=2, lifespan="off")
-    uvicorn.Server(config).run(sockets=[sock])
+    # uvicorn stops on SIGINT/SIGTERM, then raises the signal again for the handler found at
+    # start: a no-op one, so a stopped viewer exits 0 (it has nothing to lose).
+    stopping = {sig: signal.signal(sig, _stopped) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        for sig, handler in stopping.items():
+            signal.signal(sig, handler)
+
+
+def _stopped(signum: int, frame: object) -> None:
+    """The handler uvicorn re-raises a stop signal to once it has stopped: nothing to do."""

@@ -10,7 +10,7 @@ from typing import Any, TypeAlias
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import FileResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -28,6 +28,7 @@ from duraloop.store import SessionStore
 from ._cut import event_json
 from ._guard import Guard
 from ._items import iter_items
+from ._json import JsonAnswer
 from ._reader import Loaded, StoreReader
 from ._stream import event_stream
 from ._summary import build_summary, damaged_summary, session_rows
@@ -49,8 +50,8 @@ class _RefusalError(Exception):
         self.status = status
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def _error(status: int, message: str) -> JsonAnswer:
+    return JsonAnswer({"error": message}, status_code=status)
 
 
 def _int_param(request: Request, name: str, default: int, *, low: int, high: int) -> int:
@@ -122,7 +123,7 @@ def create_app(
 
     async def sessions(request: Request) -> Response:
         summaries = await reader.call(store.list)
-        return JSONResponse({"sessions": session_rows(summaries)})
+        return JsonAnswer({"sessions": session_rows(summaries)})
 
     async def children_of(session_id: str) -> list[str]:
         headers = await reader.call(store.backend.list_headers)
@@ -142,12 +143,14 @@ def create_app(
         try:
             log = await loaded(session_id)
         except (CorruptLogError, SessionFormatUnsupportedError) as exc:
-            return JSONResponse(damaged_summary(None, session_id, str(exc)))
+            return JsonAnswer(damaged_summary(None, session_id, str(exc)))
         body = log.derived.get("summary")
-        if body is None:
-            built = build_summary(log.header, log.events, children=[], prices=price_table)
+        if body is None:  # folded off the event loop (a 100k-event log takes a second)
+            built = await reader.call(
+                lambda: build_summary(log.header, log.events, children=[], prices=price_table)
+            )
             body = log.derived["summary"] = built
-        return JSONResponse({**body, "children": await children_of(session_id)})
+        return JsonAnswer({**body, "children": await children_of(session_id)})
 
     async def events(request: Request) -> Response:
         log = await _readable(request.path_params["id"])
@@ -155,7 +158,7 @@ def create_app(
         start = bisect.bisect_right(log.events, after, key=lambda event: event.seq)
         page = log.events[start : start + limit]
         more = start + limit < len(log.events)
-        return JSONResponse(
+        return JsonAnswer(
             {
                 "events": [event_json(event) for event in page],
                 "next": page[-1].seq if more and page else None,
@@ -174,7 +177,7 @@ def create_app(
                 more = True
                 break
             items.append(item)
-        return JSONResponse({"items": items, "next": items[-1]["seq"] if more else None})
+        return JsonAnswer({"items": items, "next": items[-1]["seq"] if more else None})
 
     async def stream(request: Request) -> Response:
         session_id = request.path_params["id"]
@@ -214,7 +217,7 @@ def create_app(
             await decide(session_id, call_id, allow, feedback)
         finally:
             reader.forget(session_id)
-        return JSONResponse({"ok": True})
+        return JsonAnswer({"ok": True})
 
     async def _readable(session_id: str) -> Loaded:
         try:

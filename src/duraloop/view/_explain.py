@@ -12,8 +12,8 @@ EXPLANATIONS: Final[dict[str, str]] = {
         "duraloop never re-runs it by itself."
     ),
     v.TOOL_NOT_STARTED: (
-        "The process stopped before the call was recorded as started, so it never ran. "
-        "It is safe to run it again."
+        "The call was never recorded as started (the step failed or the process stopped "
+        "first), so it never ran. It is safe to run it again."
     ),
     v.ABORTED_BEFORE_DISPATCH: (
         "The turn was cancelled before this call was started, so it never ran."

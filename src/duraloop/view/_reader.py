@@ -79,7 +79,7 @@ class StoreReader:
             self._logs.move_to_end(session_id)
             return kept
         self._logs.pop(session_id, None)  # the old copy goes before the new one is read
-        header, events = self.store.read(session_id)
+        header, events = self.store.scan(session_id)
         loaded = Loaded(header, events, revision)
         self._logs[session_id] = loaded
         while len(self._logs) > _KEPT_LOGS:

@@ -9,7 +9,6 @@ continues right after the last event it received: none missed, none repeated.
 from __future__ import annotations
 
 import bisect
-import json
 from collections.abc import AsyncIterator
 from typing import Final
 
@@ -19,6 +18,7 @@ from starlette.responses import StreamingResponse
 from duraloop.errors import CorruptLogError, SessionFormatUnsupportedError, SessionNotFoundError
 
 from ._cut import event_json
+from ._json import encode
 from ._reader import StoreReader
 
 KEEPALIVE_SECONDS: Final = 15.0
@@ -64,16 +64,21 @@ async def _events(
                 for index in range(start, len(log.events), _BATCH):
                     batch = log.events[index : index + _BATCH]
                     yield "".join(
-                        f"id: {event.seq}\nevent: event\ndata: {json.dumps(event_json(event))}\n\n"
+                        f"id: {event.seq}\nevent: event\ndata: {_data(event_json(event))}\n\n"
                         for event in batch
                     )
                     after = batch[-1].seq
                     idle = 0.0
         except (SessionNotFoundError, CorruptLogError, SessionFormatUnsupportedError) as exc:
-            yield f"event: error\ndata: {json.dumps({'error': str(exc)})}\n\n"
+            yield f"event: error\ndata: {_data({'error': str(exc)})}\n\n"
             return
         await anyio.sleep(poll_seconds)
         idle += poll_seconds
         if idle >= KEEPALIVE_SECONDS:
             idle = 0.0
             yield ": keepalive\n\n"
+
+
+def _data(value: object) -> str:
+    """One `data:` line: compact JSON (JSON escapes every line break inside a string)."""
+    return encode(value).decode()

@@ -53,13 +53,13 @@ class TimelineFold:
         self.last_reason: str | None = None
         self._step: dict[str, Any] | None = None
         self._calls: dict[str, dict[str, Any]] = {}
-        self._usage: UsageFold | None = None
+        self._turn_events: list[Event] = []  # the open turn's, for its usage (references only)
 
     def feed(self, event: Event) -> None:
         """Fold one event (in seq order, after those fed before)."""
-        if self._usage is not None:
-            self._usage.feed((event,))
         kind = event.type
+        if self.open_turn is not None and kind != v.TURN_START:
+            self._turn_events.append(event)
         data = _dict(event.data)
         if kind == v.TURN_START:
             self._turn_start(event, data)
@@ -94,8 +94,7 @@ class TimelineFold:
         self.turns.append(self.open_turn)
         self._step = None
         self._calls = {}
-        self._usage = UsageFold(self.prices)
-        self._usage.feed((event,))
+        self._turn_events = [event]
 
     def _turn_end(self, event: Event, data: dict[str, Any], turn: dict[str, Any]) -> None:
         reason = _dict(data.get("reason"))
@@ -106,7 +105,7 @@ class TimelineFold:
             turn.update(error=error, end_seq_of_error=event.seq)
         self.last_reason = kind
         self._close_usage(turn)
-        self._usage = None
+        self._turn_events = []
         self.open_turn = None
         self._step = None
 
@@ -116,9 +115,8 @@ class TimelineFold:
             self._close_usage(self.open_turn)
 
     def _close_usage(self, turn: dict[str, Any]) -> None:
-        if self._usage is None:
-            return
-        usage = self._usage.usage
+        # One fold per turn, fed the turn's events at once (`UsageFold.feed` sums per call).
+        usage = UsageFold(self.prices).feed(self._turn_events)
         priced = bool(self.prices) and not usage.unpriced
         turn["usage"] = {
             "input_tokens": usage.input_tokens,
