@@ -141,13 +141,15 @@ def _fail_on_result(call_id: str) -> Any:
 
 
 def build_parallel_and_recovered(root: Path, cwd: Path) -> tuple[str, str]:
-    """Turn 1: three parallel calls (0.3 s each) then an answer; turn 2: a step that fails.
+    """Turn 1: a retried model request, three parallel calls (0.3 s each), then an answer;
+    turn 2: a step that fails.
 
     Turn 2 calls `stamp` (exclusive) then `note`; an audit hook fails on stamp's result, so
     stamp is answered TOOL_OUTCOME_UNKNOWN and note TOOL_NOT_STARTED, and the turn ends
     `error`. Then the session is forked after turn 1. Returns (session id, fork id).
     """
     script: list[dict[str, Any]] = [
+        {"error": {"code": "TRANSPORT", "message": "connection reset by the provider"}},
         {
             "reasoning": "Three independent reads: run them together.",
             "text": "Reading the three notes in parallel.",

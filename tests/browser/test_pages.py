@@ -90,7 +90,12 @@ def test_session_page_timeline_shows_parallel_overlap_recovery_and_the_failure(
     for i in range(3):
         for j in range(i + 1, 3):
             assert _overlap(boxes[i], boxes[j]) > 10, (boxes[i], boxes[j])
-    request = turn1.locator(".step[data-step='1'] .bar.request").bounding_box()
+    step1 = turn1.locator(".step[data-step='1']")
+    assert "has-retries" in (step1.locator(".bar.request").get_attribute("class") or "")
+    assert step1.locator(".tick.retry").count() == 1
+    assert "TRANSPORT" in (step1.locator(".tick.retry").get_attribute("title") or "")
+    assert step1.locator(".retry-badge").inner_text() == "1 retry"
+    request = step1.locator(".bar.request").bounding_box()
     assert request is not None
     assert request["x"] < min(box["x"] for box in boxes)
 

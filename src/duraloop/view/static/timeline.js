@@ -15,6 +15,10 @@ function place(bar, t0, span, start, end) {
   return bar;
 }
 
+function plural(n, one, many) {
+  return `${n} ${String(n) === "1" ? one : many}`;
+}
+
 function latest(turn) {
   let t = turn.end ?? turn.start;
   for (const step of turn.steps ?? []) {
@@ -35,8 +39,8 @@ function usageText(usage) {
   if (!usage) return "";
   const parts = [
     `in ${fmtInt(usage.input_tokens)} · out ${fmtInt(usage.output_tokens)} tokens`,
-    `${fmtInt(usage.requests)} requests`,
-    `${fmtInt(usage.tool_calls)} tool calls`,
+    plural(fmtInt(usage.requests), "request", "requests"),
+    plural(fmtInt(usage.tool_calls), "tool call", "tool calls"),
   ];
   if (typeof usage.cost === "number") parts.push(`cost ${usage.cost.toFixed(4)}`);
   return parts.join(" · ");
@@ -94,7 +98,7 @@ export class Timeline {
       class: `bar request${retries.length ? " has-retries" : ""}`,
       title: `model request ${model} · ${fmtDuration(end - start)}` +
         (request.finish ? ` · finish ${request.finish}` : "") +
-        (retries.length ? ` · ${retries.length} retries` : ""),
+        (retries.length ? ` · ${plural(retries.length, "retry", "retries")}` : ""),
     });
     place(bar, t0, span, start, end);
     this._clickable(bar, request.message_seq ?? step.start_seq);
@@ -109,7 +113,7 @@ export class Timeline {
     }
     const label = el("div", { class: "lane-label" },
       el("span", { text: `step ${step.step} · model` }),
-      retries.length ? el("span", { class: "badge retry-badge", text: `${retries.length} retries` }) : null);
+      retries.length ? el("span", { class: "badge retry-badge", text: plural(retries.length, "retry", "retries") }) : null);
     return lane(label, track, "lane-request");
   }
 
