@@ -165,3 +165,15 @@ def test_conversation_shows_user_assistant_reasoning_collapsed_calls_and_results
     first_user.click()
     page.locator("#raw-json", has_text="user/message").wait_for()
     assert f'"seq": {seq}' in page.locator("#raw-json").inner_text()
+
+
+def test_a_damaged_session_page_says_why_and_does_not_go_live(
+    page: Any, view: ViewServer, store_root: Path, tmp_path: Path
+) -> None:
+    broken = in_thread(lambda: build_simple(store_root, tmp_path / "ws"))
+    damage(store_root, broken)
+    _ready(page, view, f"/s/{broken}")
+    assert page.locator("#session-state").inner_text() == "damaged"
+    assert "damaged: " in page.locator("#header .damaged-reason").inner_text()
+    assert page.locator("#live").inner_text() == "not live: the log is damaged"
+    page.locator("#conversation-status", has_text="could not load").wait_for()

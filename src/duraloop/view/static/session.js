@@ -245,7 +245,11 @@ async function main() {
   document.body.dataset.gaps = "0";
   document.body.dataset.repeats = "0";
   await conversation.loadMore();
-  connect();
+  if (summary.state === "damaged") {
+    setLive("off", "not live: the log is damaged");
+  } else {
+    connect();
+  }
   document.body.dataset.ready = "1";
 }
 
