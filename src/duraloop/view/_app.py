@@ -127,7 +127,7 @@ def create_app(
         return endpoint
 
     async def sessions(request: Request) -> Response:
-        summaries = await reader.call(store.list)
+        summaries = await reader.summaries()
         return JsonAnswer({"sessions": session_rows(summaries)})
 
     async def children_of(session_id: str) -> list[str]:
