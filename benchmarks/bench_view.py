@@ -6,8 +6,8 @@ Then a real viewer (`duraloop.view.create_app` under uvicorn, on a loopback port
 as the session page asks it, for the summary (cold: the log is read and folded), then the
 first page of messages and of events (warm: the log read for the summary is reused). Each
 case runs in a fresh app, `--runs` times; the peak memory is measured in a separate run
-under tracemalloc (which slows Python down), next to the peak of a bare `store.read` of the
-same log: the viewer's extra is what it adds to the one copy it keeps.
+under tracemalloc (which slows Python down), next to the peak of a bare `store.scan` (the
+read the viewer makes) of the same log: the viewer's extra is what it adds to that copy.
 
     /work/venv/bin/python benchmarks/bench_view.py [--runs 3] [--events 100000]
 """
@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> list[sc.Figure]:
         for _ in range(args.runs):
             with served(JsonlStore(Path(tmp) / "sessions")) as client:
                 runs.append(page_load(client))
-        bare = peak_mib(lambda: JsonlStore(Path(tmp) / "sessions").read(SESSION))
+        bare = peak_mib(lambda: JsonlStore(Path(tmp) / "sessions").scan(SESSION))
 
         def viewed() -> None:
             with served(JsonlStore(Path(tmp) / "sessions")) as client:
@@ -188,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> list[sc.Figure]:
     ]
     print(sc.table(["phase", "time (median, min-max)"], rows))
     print(
-        f"peak memory (tracemalloc): viewer {viewer:.0f} MiB; a bare store.read of the log "
+        f"peak memory (tracemalloc): viewer {viewer:.0f} MiB; a bare store.scan of the log "
         f"{bare:.0f} MiB"
     )
     total = sorted(run["total"] for run in runs)[len(runs) // 2]

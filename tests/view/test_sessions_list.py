@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cli.test_store_option import FIXTURES, _dsh_lines, _dsh_project_key, _dsh_segment
-from duraloop.store import JsonlStore, SessionStore
+from duraloop.store import JsonlStore, SessionStore, SessionSummary
 from duraloop.view import create_app
 
 from ._support import TOKEN, XSS, auth, paused_session, serve, story_session
@@ -116,3 +116,25 @@ def test_a_dsh_root_is_listed_and_summarized(tmp_path: Path, zstd: bool) -> None
     calls = summary["turns"][0]["steps"][0]["calls"]
     assert len(calls) == 2 and all(call["result_seq"] is not None for call in calls)
     assert calls[1]["call_seq"] < calls[0]["result_seq"]  # both started before either ended
+
+
+def test_the_list_is_read_again_only_when_a_session_changed(
+    tmp_path: Path, workspace: Path
+) -> None:
+    store = JsonlStore(tmp_path / "sessions")
+    story_session(store, workspace)
+    listed: list[int] = []
+    original = store.list
+
+    def counting() -> list[SessionSummary]:
+        listed.append(1)
+        return original()
+
+    store.list = counting  # type: ignore[method-assign]
+    with serve(create_app(store, token=TOKEN)) as client:
+        first = client.get("/api/sessions", headers=auth()).json()
+        again = client.get("/api/sessions", headers=auth()).json()
+        paused_session(store, workspace)
+        changed = client.get("/api/sessions", headers=auth()).json()
+    assert first == again and len(listed) == 2
+    assert [row["id"] for row in changed["sessions"]] == ["paused", "story"]

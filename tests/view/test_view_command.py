@@ -57,6 +57,30 @@ def test_view_prints_its_url_serves_the_api_and_exits_0_on_sigterm(
     assert len(token) >= 32  # secrets.token_urlsafe(24)
 
 
+def test_sigterm_ends_an_open_live_stream_and_exits_0(tmp_path: Path, workspace: Path) -> None:
+    root = tmp_path / "sessions"
+    paused_session(JsonlStore(root), workspace)
+    process, line = _start(tmp_path, "--store", str(root))
+    match = _URL.fullmatch(line)
+    assert match is not None, line
+    _url, port, token = match.groups()
+    stream = f"http://127.0.0.1:{port}/api/sessions/paused/stream?token={token}"
+    try:
+        with httpx2.stream("GET", stream, timeout=30) as answer:
+            lines = answer.iter_lines()
+            assert next(lines) == "retry: 1000"
+            assert "id: 0" in (next(lines), next(lines))  # a blank line, then the first event
+            process.send_signal(signal.SIGTERM)
+            rest = list(lines)  # the server ends the stream: the body ends
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        _out, err = process.communicate(timeout=30)
+    assert rest[-1] == ""  # the last event was whole
+    assert process.returncode == 0, err
+    assert "Traceback" not in err and "ERROR" not in err
+
+
 def test_view_on_another_host_warns_on_stderr(tmp_path: Path) -> None:
     process, line = _start(tmp_path, "--store", str(tmp_path / "s"), "--host", "0.0.0.0")
     time.sleep(0.2)

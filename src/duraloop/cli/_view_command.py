@@ -13,7 +13,9 @@ import secrets
 import signal
 import socket
 import sys
-from typing import TYPE_CHECKING, Annotated
+import threading
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -148,10 +150,28 @@ def view(
     # start: a no-op one, so a stopped viewer exits 0 (it has nothing to lose).
     stopping = {sig: signal.signal(sig, _stopped) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        _server_class()(config, app_.state.stopping).run(sockets=[sock])
     finally:
         for sig, handler in stopping.items():
             signal.signal(sig, handler)
+
+
+def _server_class() -> type[Any]:
+    """Return uvicorn's server class, as the viewer runs it (uvicorn loads only here)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server, ending the viewer's live streams as soon as it is told to stop."""
+
+        def __init__(self, config: uvicorn.Config, stopping: threading.Event) -> None:
+            super().__init__(config)
+            self.stopping = stopping
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            self.stopping.set()
+            super().handle_exit(sig, frame)
+
+    return Server
 
 
 def _stopped(signum: int, frame: object) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from importlib.resources import files
 from typing import Any, TypeAlias
@@ -87,7 +88,10 @@ def create_app(
         prices: the price table for each turn's cost (None: costs are null).
 
     Returns:
-        The Starlette app (serve it with uvicorn on a loopback address).
+        The Starlette app (serve it with uvicorn on a loopback address). Its
+        `state.stopping` (a `threading.Event`) ends every live stream within `poll_seconds`
+        once set: set it when the server stops (`duraloop view` does on Ctrl-C/SIGTERM), so
+        the shutdown does not wait on them.
 
     Raises:
         UsageError: if the token is empty or `poll_seconds` is not positive.
@@ -97,6 +101,7 @@ def create_app(
     if not poll_seconds > 0:
         raise UsageError(f"poll_seconds must be positive, got {poll_seconds!r}")
     reader = StoreReader(store)
+    stopping = threading.Event()
     price_table = dict(prices or {})
 
     async def guarded(
@@ -122,7 +127,7 @@ def create_app(
         return endpoint
 
     async def sessions(request: Request) -> Response:
-        summaries = await reader.call(store.list)
+        summaries = await reader.summaries()
         return JsonAnswer({"sessions": session_rows(summaries)})
 
     async def children_of(session_id: str) -> list[str]:
@@ -191,7 +196,9 @@ def create_app(
                 raise _RefusalError(
                     400, f"Last-Event-ID must be a seq, got {last[:40]!r}"
                 ) from None
-        return event_stream(reader, session_id, after=after, poll_seconds=poll_seconds)
+        return event_stream(
+            reader, session_id, after=after, poll_seconds=poll_seconds, stopping=stopping
+        )
 
     async def approve(request: Request) -> Response:
         if decide is None:
@@ -237,6 +244,7 @@ def create_app(
         Mount("/static", StaticFiles(directory=str(_STATIC)), name="static"),
     ]
     app = Starlette(routes=routes)
+    app.state.stopping = stopping
     app.add_middleware(Guard, token=token)
     return app
 

@@ -17,7 +17,7 @@ import anyio
 import anyio.to_thread
 
 from duraloop.log import Event, SessionHeader
-from duraloop.store import SessionStore
+from duraloop.store import DamagedLog, SessionStore, SessionSummary
 
 _KEPT_LOGS = 2
 """How many sessions' events are kept in memory (the page open, and one more)."""
@@ -53,6 +53,7 @@ class StoreReader:
         self.store = store
         self._limiter = anyio.CapacityLimiter(1)
         self._logs: OrderedDict[str, Loaded] = OrderedDict()
+        self._listed: tuple[tuple[tuple[str, str | None], ...], list[SessionSummary]] | None = None
 
     async def call(self, function: Callable[[], T]) -> T:
         """Run a blocking store call in a worker thread, one at a time."""
@@ -85,6 +86,25 @@ class StoreReader:
         while len(self._logs) > _KEPT_LOGS:
             self._logs.popitem(last=False)
         return loaded
+
+    async def summaries(self) -> list[SessionSummary]:
+        """Return `store.list()`, listed again only when some session's revision changed.
+
+        The revisions are cheap (a stat, a row); `list()` reads every log, so a sessions
+        page polled while nothing changes costs no read.
+        """
+        return await self.call(self._summaries)
+
+    def _summaries(self) -> list[SessionSummary]:
+        store = self.store
+        ids = [
+            entry.session_id if isinstance(entry, DamagedLog) else entry.id
+            for entry in store.backend.list_headers()
+        ]
+        key = tuple(sorted((session_id, store.backend.revision(session_id)) for session_id in ids))
+        if self._listed is None or self._listed[0] != key:
+            self._listed = (key, store.list())
+        return self._listed[1]
 
     def forget(self, session_id: str) -> None:
         """Drop the kept copy of a session (after this server wrote it)."""

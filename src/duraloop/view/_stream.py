@@ -9,6 +9,7 @@ continues right after the last event it received: none missed, none repeated.
 from __future__ import annotations
 
 import bisect
+import threading
 from collections.abc import AsyncIterator
 from typing import Final
 
@@ -27,7 +28,12 @@ _BATCH = 500  # events per chunk written (a 100k-event backlog is sent in pieces
 
 
 def event_stream(
-    reader: StoreReader, session_id: str, *, after: int, poll_seconds: float
+    reader: StoreReader,
+    session_id: str,
+    *,
+    after: int,
+    poll_seconds: float,
+    stopping: threading.Event,
 ) -> StreamingResponse:
     """Return the streaming response of a session's events with seq > `after`, then live ones.
 
@@ -36,25 +42,31 @@ def event_stream(
         session_id: the session.
         after: the last seq the client has (-1: from the start).
         poll_seconds: how often the store is asked whether the log changed.
+        stopping: set when the server stops: the stream ends at its next poll.
 
     Returns:
-        A `text/event-stream` response that ends when the client disconnects (or the
-        session disappears or becomes unreadable: then an `event: error` says why).
+        A `text/event-stream` response that ends when the client disconnects or the
+        server stops (or the session disappears or becomes unreadable: then an
+        `event: error` says why).
     """
     return StreamingResponse(
-        _events(reader, session_id, after, poll_seconds),
+        _events(reader, session_id, after, poll_seconds, stopping),
         media_type="text/event-stream",
         headers={"cache-control": "no-store", "x-accel-buffering": "no"},
     )
 
 
 async def _events(
-    reader: StoreReader, session_id: str, after: int, poll_seconds: float
+    reader: StoreReader,
+    session_id: str,
+    after: int,
+    poll_seconds: float,
+    stopping: threading.Event,
 ) -> AsyncIterator[str]:
     revision: str | None = None
     idle = 0.0
     yield "retry: 1000\n\n"
-    while True:
+    while not stopping.is_set():
         try:
             current = await reader.revision(session_id)
             if current != revision:
