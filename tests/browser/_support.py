@@ -107,6 +107,7 @@ class ViewServer:
         self.token = token
         self.port = free_port()
         self._server: Any = None
+        self._app: Any = None
         self._thread: threading.Thread | None = None
 
     @property
@@ -136,6 +137,7 @@ class ViewServer:
         )
         server = uvicorn.Server(config)
         self._server = server
+        self._app = app
         self._thread = threading.Thread(target=server.run, name="duraloop-view", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + 20
@@ -149,6 +151,7 @@ class ViewServer:
         """Stop serving: open streams are cut, the port is free again."""
         if self._server is None or self._thread is None:
             return
+        self._app.state.stopping.set()  # the live streams end (as `duraloop view` does on SIGTERM)
         self._server.should_exit = True
         self._thread.join(15)
         if self._thread.is_alive():
