@@ -44,6 +44,7 @@ LAZY_PACKAGES = (
     "duraloop.loop",
     "duraloop.testing",
     "duraloop.telemetry",
+    "duraloop.view",
     "duraloop.llm._anthropic",
     "duraloop.llm._chat_completions",
 )

@@ -22,6 +22,7 @@ PUBLIC = [
     "duraloop.loop",
     "duraloop.testing",
     "duraloop.telemetry",
+    "duraloop.view",
 ]
 
 

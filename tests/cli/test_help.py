@@ -54,6 +54,7 @@ def test_every_command_appears_in_the_readme() -> None:
         "db",
         "submit",
         "worker",
+        "view",
     }
     for name in names:
         assert f"`duraloop {name}" in README, name

@@ -32,6 +32,9 @@ from . import _db_command  # noqa: F401 - then db init
 from . import _worker_commands  # noqa: F401 - then submit and worker
 
 # isort: split
+from . import _view_command  # noqa: F401 - then view
+
+# isort: split
 from ._console import app, err, out
 from ._options import (
     JsonOption,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -36,6 +35,13 @@ from ._approval_text import (
     resume_command,
 )
 from ._console import err, out
+from ._decision import (
+    NoModel,
+    not_paused_error,
+    queue_continuation,
+    record_decision,
+    recording_setup,
+)
 from ._mcp_config import parse_mcp_names
 from ._mcp_run import mcp_configs, run_with_mcp
 from ._options import TurnOptions
@@ -44,7 +50,6 @@ from ._runner import EXIT_PAUSED, exit_code_for, run_live, utf8_argument
 from ._stores import StoreSpec, name_the_store, open_store
 
 if TYPE_CHECKING:
-    from ..llm import ModelRequest, StreamChunk
     from ..log import PendingApproval
     from ..loop import AgentLoop, SessionSetup, TurnResult
     from ..store import RepairReport, SessionStore
@@ -61,14 +66,6 @@ def usage_exit(exc: Exception) -> NoReturn:
     """
     err.print(styled((type(exc).__name__, "red"), ": ", name_the_store(str(exc))))
     raise typer.Exit(EXIT_USAGE)
-
-
-def not_paused_error(session_id: str) -> ApprovalError:
-    """Return the error refusing a decision for a session whose turn is not paused."""
-    return ApprovalError(
-        f'session "{session_id}" is not paused: no call waits for approval; '
-        "`duraloop pending` lists the sessions that wait"
-    )
 
 
 def continue_with(turn: TurnOptions, setup: SessionSetup | None) -> ContinueWith:
@@ -229,18 +226,6 @@ def no_model(turn: TurnOptions) -> NoReturn:
     raise UsageError("no model given: pass --model SPEC")  # pragma: no cover - raised above
 
 
-class NoModel:
-    """The model of a loop that runs no turn (records a decision, shows an ask)."""
-
-    provider = "none"
-    model = "none"
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamChunk]:
-        """Refuse: a loop that records a decision runs no turn (a bug if this is reached)."""
-        raise ApprovalError("this loop only records a decision; pass --continue to run a turn")
-        yield  # pragma: no cover - makes this an async generator
-
-
 def _resume(session_id: str, setup: SessionSetup) -> tuple[AgentLoop, RepairReport]:
     """`resume_session`, with another writer of the session reported as a usage error (2)."""
     from ..loop import resume_session
@@ -293,17 +278,12 @@ def decide(
         header, events = sessions.read(session_id)
         if pending_approval(events) is None:
             raise not_paused_error(session_id)
-        if not keep_going and cwd is None and header.cwd and not Path(header.cwd).is_dir():
-            cwd = Path.cwd()  # no tool runs: a session made on another machine can be decided
         servers = mcp_configs(turn.mcp) if keep_going else []  # checked before any write
         if keep_going:
             setup = turn.session_setup(sessions, cwd=cwd, session_id=session_id)
             how = continue_with(turn, setup)
         else:
-            from ..loop import SessionSetup
-            from ..tools import builtin_tools
-
-            setup = SessionSetup(store=sessions, model=NoModel(), tools=builtin_tools(), cwd=cwd)
+            setup = recording_setup(sessions, header, cwd)
             how = continue_with(turn, None)
         loop, _repair = _resume(session_id, setup)
         with loop:
@@ -321,11 +301,7 @@ def decide(
 
 def _queue_continuation(store: StoreSpec, session_id: str) -> None:
     """On a PostgreSQL store the workers carry the decision out: queue the continuation."""
-    from ..worker import submit_continuation
-    from ._postgres_url import split_schema
-
-    url, schema = split_schema(store.url)
-    submission = submit_continuation(url, session_id, schema=schema)
+    submission = queue_continuation(store, session_id)
     out.print(safe(f"queued the turn's continuation for the workers (submission {submission})"))
 
 
@@ -339,18 +315,7 @@ async def _decide_live(
     workers_continue: bool = False,
 ) -> int:
     session_id = loop.session.id
-    pending = loop.paused
-    if pending is None:  # continued by another process between the read and the lock
-        raise not_paused_error(session_id)
-    if pending.decided and call_id in (None, pending.call_id):
-        raise ApprovalError(
-            f'{call_text(pending)} of session "{session_id}" is already decided '
-            f"({ident(pending.outcome, MAX_NAME_CHARS)}); "
-            f"`{resume_command(session_id, how)}` carries it out"
-        )
-    decided = await loop.decide(
-        call_id if call_id is not None else pending.call_id, allow=allow, feedback=feedback
-    )
+    decided = await record_decision(loop, call_id, allow=allow, feedback=feedback, how=how)
     told = (
         f"; the model is told: {short_text(decided.feedback, MAX_REASON_CHARS)}"
         if decided.feedback

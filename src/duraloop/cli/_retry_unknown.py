@@ -56,7 +56,8 @@ def resume_retrying(
         UsageError: if model or turn options are given without a prompt, or the session
             is paused on an approval.
     """
-    from ._approval_flow import NoModel, continue_with, finish_turn, refuse_prompt_while_paused
+    from ._approval_flow import continue_with, finish_turn, refuse_prompt_while_paused
+    from ._decision import NoModel
 
     servers = mcp_configs(turn.mcp)  # checked before anything is written
     if prompt is None:

@@ -97,6 +97,8 @@ if _lazy.TYPE_CHECKING:
     from ._repair import interrupted_turn_closers as interrupted_turn_closers
     from ._repair import torn_compaction as torn_compaction
     from ._session import Session as Session
+    from ._title import MAX_TITLE_CHARS as MAX_TITLE_CHARS
+    from ._title import session_title as session_title
     from ._tokens import estimate_content as estimate_content
     from ._tokens import estimate_header as estimate_header
     from ._tokens import estimate_message as estimate_message
@@ -213,6 +215,8 @@ __all__ = [
     "OpenCompaction",
     "is_checkpoint",
     "estimate_content",
+    "MAX_TITLE_CHARS",
+    "session_title",
     "estimate_header",
     "estimate_message",
     "usage_total",
@@ -306,6 +310,8 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "CompactionFold": "._compaction_fold",
             "OpenCompaction": "._compaction_fold",
             "is_checkpoint": "._compaction_fold",
+            "MAX_TITLE_CHARS": "._title",
+            "session_title": "._title",
             "estimate_content": "._tokens",
             "estimate_header": "._tokens",
             "estimate_message": "._tokens",

@@ -6,6 +6,7 @@ See docs/store.md#store-contract.
 from .. import _lazy
 
 if _lazy.TYPE_CHECKING:
+    from ._backend import DamagedLog as DamagedLog
     from ._backend import StorageBackend as StorageBackend
     from ._backend import StoredLog as StoredLog
     from ._backend import WriteReceipt as WriteReceipt
@@ -30,6 +31,7 @@ if _lazy.TYPE_CHECKING:
     from ._writer import WriterStatistics as WriterStatistics
 
 __all__ = [
+    "DamagedLog",
     "JsonlBackend",
     "JsonlStore",
     "LOG_FILE_NAME",
@@ -58,6 +60,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
     __getattr__, __dir__ = _lazy.lazy_exports(
         __name__,
         {
+            "DamagedLog": "._backend",
             "StorageBackend": "._backend",
             "StoredLog": "._backend",
             "WriteReceipt": "._backend",

@@ -285,6 +285,20 @@ class SessionStore:
         judge(stored.header, events, path=stored.path)
         return stored.header, events
 
+    def scan(self, session_id: str) -> tuple[SessionHeader, builtins.list[Event]]:
+        """Read as `read` does without judging the invariants (docs/store.md#store-contract).
+
+        For a viewer, which shows a log as it is (`list()` marks one breaking a rule of
+        `check` damaged); the legacy import and the vocabulary refusal apply. Never writes.
+
+        Raises:
+            SessionNotFoundError: if nothing is stored under the id.
+            CorruptLogError: if the committed region cannot be read.
+            SessionFormatUnsupportedError: for a newer/older format or an unknown event type.
+        """
+        stored = self.backend.read(session_id)
+        return stored.header, readable(stored)
+
     def read_from(self, session_id: str, from_seq: int) -> builtins.list[Event]:
         """Return the committed events with seq >= `from_seq`, as stored.
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from duraloop.errors import CorruptLogError, SessionFormatUnsupportedError
-from duraloop.log import SessionHeader, last_turn_boundary, pending_approval, turn_count
+from duraloop.log import (
+    SessionHeader,
+    last_turn_boundary,
+    pending_approval,
+    session_title,
+    turn_count,
+)
 from duraloop.log import vocabulary as v
 
 from ._backend import DamagedLog, StorageBackend, StoredLog
@@ -29,6 +35,9 @@ class SessionSummary:
         damaged: why the log cannot be read (short, no path), or None for a readable log;
             a damaged row keeps what its header told (`created_at` 0 when the header is
             unreadable too) and zero counts.
+        updated_at: the last event's time (epoch milliseconds), or None without events.
+        title: the first user message's text, cut (`log.session_title`), or None.
+        path: the log file (JSONL stores), or None.
     """
 
     id: str
@@ -39,6 +48,9 @@ class SessionSummary:
     event_count: int
     parent_session: str | None
     damaged: str | None = None
+    updated_at: int | None = None
+    title: str | None = None
+    path: str | None = None
 
     @property
     def status(self) -> str:
@@ -67,7 +79,7 @@ class SessionSummary:
 
 
 def damaged_summary(
-    session_id: str, reason: str, *, header: SessionHeader | None = None
+    session_id: str, reason: str, *, header: SessionHeader | None = None, path: str | None = None
 ) -> SessionSummary:
     """Return the `SessionStore.list()` row of a log that cannot be read.
 
@@ -75,6 +87,7 @@ def damaged_summary(
         session_id: the id (from the header, or from where the log is stored).
         reason: what is wrong, short.
         header: the header, when it could still be read.
+        path: the raw artifact, when known.
 
     Returns:
         A summary with zero counts and `damaged` set.
@@ -88,6 +101,7 @@ def damaged_summary(
         event_count=0,
         parent_session=header.parent_session if header is not None else None,
         damaged=reason,
+        path=path,
     )
 
 
@@ -118,6 +132,9 @@ def summarize(stored: StoredLog) -> SessionSummary:
         last_turn_end=last,
         event_count=len(stored.events),
         parent_session=header.parent_session,
+        updated_at=stored.events[-1].time if stored.events else None,
+        title=session_title(stored.events),
+        path=stored.path,
     )
 
 
@@ -136,14 +153,15 @@ def list_summaries(backend: StorageBackend) -> list[SessionSummary]:
     summaries: list[SessionSummary] = []
     for entry in backend.list_headers():
         if isinstance(entry, DamagedLog):
-            summaries.append(damaged_summary(entry.session_id, entry.reason))
+            summaries.append(damaged_summary(entry.session_id, entry.reason, path=entry.path))
             continue
         try:
             stored = backend.read(entry.id)
             events = readable(stored)
             judge(stored.header, events, path=stored.path)
         except (CorruptLogError, SessionFormatUnsupportedError) as exc:
-            summaries.append(damaged_summary(entry.id, _short_reason(exc), header=entry))
+            path = exc.path if isinstance(exc, CorruptLogError) else None
+            summaries.append(damaged_summary(entry.id, _short_reason(exc), header=entry, path=path))
         else:
             summaries.append(summarize(replace(stored, events=events)))
     return sorted(
