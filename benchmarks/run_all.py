@@ -1,4 +1,4 @@
-"""Run scenarios S, R and P (README.md#performance), storage and start-up; print a table.
+"""Run scenarios S, R and P (README.md#performance), storage, start-up, the viewer; a table.
 
     /work/venv/bin/python benchmarks/run_all.py [--runs 3] [--quick]
 
@@ -20,6 +20,7 @@ import bench_resume
 import bench_startup
 import bench_steps
 import bench_storage
+import bench_view
 
 
 def main() -> None:
@@ -44,6 +45,8 @@ def main() -> None:
     figures += bench_storage.main([*runs, "--events", "30000" if args.quick else "100000"])
     print()
     figures += bench_startup.main(["--runs", "5" if args.quick else str(bench_startup.RUNS)])
+    print()
+    figures += bench_view.main([*runs, "--events", "30000" if args.quick else "100000"])
     print()
     elapsed = time.perf_counter() - started
     passed = sum(1 for f in figures if f.passed)

@@ -11,20 +11,18 @@ from duraloop.cli._stores import parse_store_spec
 from duraloop.cli._view_command import view_decider
 from duraloop.log import pending_approval
 from duraloop.view import create_app
-from store._postgres import POSTGRES_URL, drop_schema, fresh_schema, require_postgres
+from store._postgres import POSTGRES_URL, drop_schema
 
 from ._support import TOKEN, auth, paused_session, serve
 
 
 @pytest.fixture
-def schema() -> Iterator[str]:
-    require_postgres()
-    name = fresh_schema()
+def schema(pg_schema: str) -> Iterator[str]:
+    """A fresh schema; DBOS's, made by the first submission, is dropped with it."""
     try:
-        yield name
+        yield pg_schema
     finally:
-        drop_schema(name)
-        drop_schema(f"{name}_dbos")  # DBOS's tables, made by the first submission
+        drop_schema(f"{pg_schema}_dbos")
 
 
 def test_a_decision_on_a_postgresql_store_queues_the_continuation(

@@ -15,11 +15,11 @@ from ._support import TOKEN, XSS, auth, paused_session, serve, story_session
 
 
 def test_sessions_list_every_store_kind_newest_first_with_state_and_title(
-    any_store: SessionStore, workspace: Path
+    store: SessionStore, workspace: Path
 ) -> None:
-    story_session(any_store, workspace)
-    paused_session(any_store, workspace)
-    with serve(create_app(any_store, token=TOKEN)) as client:
+    story_session(store, workspace)
+    paused_session(store, workspace)
+    with serve(create_app(store, token=TOKEN)) as client:
         answer = client.get("/api/sessions", headers=auth())
     assert answer.status_code == 200
     assert answer.headers["content-type"] == "application/json"
@@ -32,8 +32,8 @@ def test_sessions_list_every_store_kind_newest_first_with_state_and_title(
     assert story["title"] == f"read both files {XSS}"  # as written: escaping is the page's
     assert story["damaged"] is None and story["parent"] is None
     assert story["created"] is not None and story["updated"] >= story["created"]
-    if isinstance(any_store, JsonlStore):
-        path = Path(str(any_store.locate("story")))
+    if isinstance(store, JsonlStore):
+        path = Path(str(store.locate("story")))
         assert story["size_bytes"] == path.stat().st_size
     else:
         assert story["size_bytes"] is None

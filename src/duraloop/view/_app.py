@@ -28,7 +28,7 @@ from duraloop.store import SessionStore
 
 from ._cut import event_json
 from ._guard import Guard
-from ._items import iter_items
+from ._items import iter_items, turn_start_before
 from ._json import JsonAnswer
 from ._reader import Loaded, StoreReader
 from ._stream import event_stream
@@ -175,7 +175,8 @@ def create_app(
         after, limit = _page(request)
         items: list[dict[str, Any]] = []
         more = False
-        for item in iter_items(log.events):
+        first = bisect.bisect_right(log.events, after, key=lambda event: event.seq)
+        for item in iter_items(log.events, turn_start_before(log.events, first)):
             if item["seq"] <= after:
                 continue
             if len(items) == limit:

@@ -50,11 +50,23 @@ def _item(event: Event, kind: str, turn: int | None, step: int | None) -> dict[s
     }
 
 
-def iter_items(events: Sequence[Event]) -> Iterator[dict[str, Any]]:
+def turn_start_before(events: Sequence[Event], index: int) -> int:
+    """Return the index of the `turn/start` at or before `index` (0 if there is none).
+
+    Items read from there know their turn and step (`iter_items(events, start)`).
+    """
+    index = min(index, len(events) - 1)
+    while index > 0 and events[index].type != v.TURN_START:
+        index -= 1
+    return max(index, 0)
+
+
+def iter_items(events: Sequence[Event], start: int = 0) -> Iterator[dict[str, Any]]:
     """Yield the conversation items of a log in seq order (docs/view.md#messages).
 
     Args:
         events: the log as stored.
+        start: the index to read from: 0, or a `turn/start`'s (`turn_start_before`).
 
     Yields:
         One Item per prompt, assistant message, tool result, turn start and end, and failed
@@ -62,7 +74,8 @@ def iter_items(events: Sequence[Event]) -> Iterator[dict[str, Any]]:
     """
     turn: int | None = None
     step: int | None = None
-    for event in events:
+    for index in range(start, len(events)):
+        event = events[index]
         kind = event.type
         data = _dict(event.data)
         if kind == v.TURN_START:
