@@ -33,6 +33,7 @@ from . import _worker_commands  # noqa: F401 - then submit and worker
 
 # isort: split
 from ._console import app, err, out
+from ._event_lines import print_events
 from ._options import (
     JsonOption,
     StoreOption,
@@ -42,7 +43,6 @@ from ._render import (
     events_jsonl,
     ident,
     messages_json,
-    print_events,
     print_header,
     print_json,
     print_messages,
