@@ -37,13 +37,13 @@ def cli(tmp_path: Path) -> Cli:
     return c
 
 
-def _crashed_session(cli: Cli) -> str:
+def _crashed_session(cli: Cli, script: list[dict[str, Any]] = READ_AND_RUN) -> str:
     """Run a turn, then cut its log after the last `tool/call`, dropping every result.
 
     The log a crash inside both bodies would leave if they had run together (the loop runs
     `bash` after `read_file`'s result, so the cut also drops that result and renumbers).
     """
-    session_id = session_id_of(ok(cli("run", "Work.", "--model", cli.script(READ_AND_RUN))))
+    session_id = session_id_of(ok(cli("run", "Work.", "--model", cli.script(script))))
     events = cli.events(session_id)
     last_call = max(e["seq"] for e in events if e["type"] == "tool/call")
     kept = [e for e in events if e["seq"] <= last_call and e["type"] != "tool/result"]

@@ -113,9 +113,9 @@ async def test_only_idempotent_calls_are_rerun_with_the_same_key_and_linked(
     assert len(repair.closers) == 4  # two OU results, step/end, turn/end
     with loop:
         decisions = loop.unknown_calls()
-        assert [(d.call.call_id, d.rerun, d.reason) for d in decisions] == [
-            ("c1", True, ""),
-            ("c2", False, 'tool "side" is not declared idempotent'),
+        assert [(d.call.call_id, d.rerun, d.reason, d.cause) for d in decisions] == [
+            ("c1", True, "", ""),
+            ("c2", False, 'tool "side" is not declared idempotent', "not-idempotent"),
         ]
         report = await loop.retry_unknown_calls()
     assert recorder.keys == [("idem", idempotency_key("s", "c1"))]  # side never ran
@@ -178,6 +178,7 @@ async def test_a_rerun_call_is_not_rerun_again_and_nothing_left_opens_no_turn(
             "already re-run",
             'tool "side" is not declared idempotent',
         ]
+        assert [d.cause for d in second.decisions] == ["already-rerun", "not-idempotent"]
         assert len(loop.session.events) == seqs  # nothing appended
     assert len(recorder.keys) == 1
 

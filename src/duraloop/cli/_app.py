@@ -36,6 +36,7 @@ from . import _view_command  # noqa: F401 - then view
 
 # isort: split
 from ._console import app, err, out
+from ._event_lines import print_events
 from ._options import (
     JsonOption,
     StoreOption,
@@ -45,7 +46,6 @@ from ._render import (
     events_jsonl,
     ident,
     messages_json,
-    print_events,
     print_header,
     print_json,
     print_messages,

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from ..log import result_call_id
+from ..log import RerunCall, rerun_call, rerun_result, result_call_id
 from ..log.vocabulary import (
     APPROVAL_ASKED,
     APPROVAL_DECIDED,
@@ -35,6 +35,7 @@ from ._render import (
     styled,
     visible,
 )
+from ._rerun_lines import live_result_line, live_started_line
 from ._usage_text import TurnUsageLines
 
 if TYPE_CHECKING:
@@ -48,7 +49,9 @@ class LiveRenderer:
 
     Shows text as it streams, each tool call with its state and duration (milliseconds),
     each approval decision, and the turn's end with what it spent. A call answered without
-    running (its ask rejected or cancelled) is shown as not run, never as started.
+    running (its ask rejected or cancelled) is shown as not run, never as started. A re-run
+    of an outcome-unknown call is shown with its tool's name, as a re-run, and as succeeded
+    or failed again (read from its replacement, whose `isError` stays the unknown result's).
     Untrusted text is shown through `visible`.
 
     Args:
@@ -66,6 +69,8 @@ class LiveRenderer:
         self._asks = ApprovalLines()
         self._not_run = NotRunCalls()
         self._unrun: dict[str, str] = {}  # call id -> outcome, for calls that never ran
+        self._reruns: dict[int, RerunCall] = {}  # re-run tool/calls by seq
+        self._rerun_started: dict[int, int] = {}  # re-run tool/call seq -> its time
 
     def seed(self, events: Sequence[Event]) -> LiveRenderer:
         """Take in the open final turn of `events` without printing it; return self.
@@ -118,11 +123,17 @@ class LiveRenderer:
             if not self._turn_started_ms:  # a continued turn: its start was seen elsewhere
                 self._turn_started_ms = event.time
             name = ident(data.get("name"), MAX_NAME_CHARS)
+            at = (event.time - self._turn_started_ms) / 1000
+            rerun = rerun_call(event)
+            if rerun is not None:
+                self._reruns[event.seq] = rerun
+                self._rerun_started[event.seq] = event.time
+                self.console.print(live_started_line(rerun, at))
+                return
             self._call_started[str(data.get("callId"))] = (event.time, name)
             if unrun is not None:  # answered without running: shown with its result
                 self._unrun[str(data.get("callId"))] = unrun
                 return
-            at = (event.time - self._turn_started_ms) / 1000
             arguments = short_text(str(data.get("arguments", "")))
             self.console.print(
                 styled(("  ⏵ " + name, "cyan"), " ", arguments, (f"  started +{at:.2f}s", "dim"))
@@ -166,6 +177,11 @@ class LiveRenderer:
 
     def _render_result(self, event: Event, data: dict[str, Any]) -> None:
         self._newline()
+        rerun = rerun_result(event, self._reruns)
+        if rerun is not None:
+            started = self._rerun_started.pop(rerun.call.seq, event.time)
+            self.console.print(live_result_line(rerun, event.time - started))
+            return
         call_id = str(result_call_id(data.get("message", {})))
         started, name = self._call_started.pop(
             call_id, (event.time, self._call_names.get(call_id, "tool"))

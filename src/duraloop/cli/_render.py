@@ -192,27 +192,16 @@ def show_view(*, events: bool, messages: bool, as_json: bool) -> str:
     return "events" if events or as_json else "transcript"
 
 
-def _payload(value: object, limit: int) -> str:
+def payload_text(value: object, limit: int) -> str:
+    """Return `value` as compact JSON on one line, cut with `…` past `limit` characters."""
     return short_text(json.dumps(value, ensure_ascii=False), limit)
-
-
-def print_events(console: Console, events: Iterable[Event]) -> None:
-    """Print one line per event: seq, type and the payload as compact JSON (bounded)."""
-    for event in events:
-        console.print(
-            styled(
-                (f"{event.seq:>5}", "dim"),
-                f" {ident(event.type, MAX_NAME_CHARS)} ",
-                _payload(event.data, 160),
-            )
-        )
 
 
 def print_messages(console: Console, messages: Iterable[Any]) -> None:
     """Print one line per derived message: its role, then the message as compact JSON (bounded)."""
     for message in messages:
         role = ident(message.get("role"), MAX_NAME_CHARS) if isinstance(message, dict) else "?"
-        console.print(styled((role, "bold"), " ", _payload(message, 300)))
+        console.print(styled((role, "bold"), " ", payload_text(message, 300)))
 
 
 def when_text(epoch_ms: int) -> str:

@@ -22,7 +22,7 @@ from ._console import err, out
 from ._mcp_run import mcp_configs, run_with_mcp
 from ._options import TurnOptions
 from ._otel import Tracing
-from ._render import ident, repair_text, safe, styled
+from ._render import MAX_NAME_CHARS, ident, repair_text, safe, styled
 from ._runner import require_prompt, run_live, run_turn_live
 
 _MAX_REASON_CHARS = 300
@@ -131,8 +131,22 @@ def _call_label(call: UnknownCall) -> str:
     return f"{ident(call.name)} call {ident(call.call_id)}"
 
 
+def _skip_reason(decision: RerunDecision) -> str:
+    """The loop's reason, or for an unregistered tool what registers it in the CLI."""
+    if decision.cause != "not-registered":
+        return decision.reason
+    parts = decision.call.name.split("__")
+    if len(parts) > 2 and parts[0] == "mcp" and parts[1]:
+        return f"its MCP server is not connected: pass --mcp {ident(parts[1], MAX_NAME_CHARS)}"
+    name = ident(decision.call.name, MAX_NAME_CHARS)
+    return (
+        f'tool "{name}" is not registered in the CLI (only the built-in and --mcp tools are): '
+        "re-run it from the program that defines it with AgentLoop.retry_unknown_calls()"
+    )
+
+
 def _skipped_line(decision: RerunDecision) -> Text:
-    reason = safe(decision.reason, limit=_MAX_REASON_CHARS).plain
+    reason = safe(_skip_reason(decision), limit=_MAX_REASON_CHARS).plain
     return styled(
         ("skipped ", "yellow"),
         f"{_call_label(decision.call)} (seq {decision.call.call_seq}): {reason}",

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
-from ..log import result_call_id
+from ..log import RerunCall, rerun_call, rerun_result, result_call_id
 from ..log.vocabulary import (
     APPROVAL_ASKED,
     APPROVAL_DECIDED,
@@ -21,6 +21,7 @@ from ..log.vocabulary import (
     COMPACTION_SUMMARY,
     END_SEED,
     SURFACE_APPEND,
+    TOOL_CALL,
     TOOL_RESULT,
     TURN_END,
     TURN_START,
@@ -38,6 +39,7 @@ from ._render import (
     short_text,
     styled,
 )
+from ._rerun_lines import transcript_rerun_lines, transcript_unanswered_line
 from ._usage_text import TurnUsageLines
 
 if TYPE_CHECKING:
@@ -64,7 +66,9 @@ def render_transcript(
     for approval is shown as paused; a `session/end-seed` right after another is not said
     twice. A tool call's arguments are cut to `MAX_CALL_ARGUMENTS_CHARS`, marked
     `…[+N chars]`, and a last line then names the command that prints them whole (with
-    `session_id`, the session's). Untrusted text is shown through `visible`.
+    `session_id`, the session's). A re-run of an outcome-unknown call is shown in the turn
+    that re-ran it, with how it ended and its output (the earlier turn still shows the
+    unknown result, as written). Untrusted text is shown through `visible`.
     """
     open_turn: int | None = None
     usage = TurnUsageLines(prices or {})
@@ -72,6 +76,8 @@ def render_transcript(
     cut = False
     resumed_here = False  # the last line printed is "session resumed here"
     shadowed: tuple[int, object] | None = None  # the open compaction's summary, once written
+    reruns: dict[int, RerunCall] = {}
+    answered = _answered_reruns(events)
     for event in events:
         data = event.data if isinstance(event.data, dict) else {}
         kind = event.type
@@ -110,6 +116,13 @@ def render_transcript(
             console.print(
                 styled("  ", mark, f" {call_id}{code} {short_text(result_text(data), 160)}")
             )
+        elif kind == TOOL_RESULT and (rerun := rerun_result(event, reruns)) is not None:
+            for line in transcript_rerun_lines(rerun):
+                console.print(line)
+        elif kind == TOOL_CALL and (call := rerun_call(event)) is not None:
+            reruns[event.seq] = call
+            if event.seq not in answered:
+                console.print(transcript_unanswered_line(call))
         elif kind in (APPROVAL_ASKED, APPROVAL_DECIDED, APPROVAL_POLICY):
             console.print(asks.line(kind, data))
         elif kind == COMPACTION_SUMMARY:
@@ -163,6 +176,19 @@ def _compaction_line(data: dict[str, Any], shadowed: tuple[int, object] | None) 
         return styled(("── compaction closed", "dim"))
     count, tokens = shadowed
     return styled((f"── compacted {count} history items (~{tokens} tokens)", "dim"))
+
+
+def _answered_reruns(events: Sequence[Event]) -> set[int]:
+    """The seqs of the re-run `tool/call`s a replacement answers."""
+    calls: dict[int, RerunCall] = {}
+    answered: set[int] = set()
+    for event in events:
+        call = rerun_call(event)
+        if call is not None:
+            calls[event.seq] = call
+        elif (result := rerun_result(event, calls)) is not None:
+            answered.add(result.call.seq)
+    return answered
 
 
 _PRINTED = frozenset(

@@ -96,6 +96,10 @@ if _lazy.TYPE_CHECKING:
     from ._repair import final_turn_closers as final_turn_closers
     from ._repair import interrupted_turn_closers as interrupted_turn_closers
     from ._repair import torn_compaction as torn_compaction
+    from ._rerun_result import RerunCall as RerunCall
+    from ._rerun_result import RerunResult as RerunResult
+    from ._rerun_result import rerun_call as rerun_call
+    from ._rerun_result import rerun_result as rerun_result
     from ._session import Session as Session
     from ._title import MAX_TITLE_CHARS as MAX_TITLE_CHARS
     from ._title import session_title as session_title
@@ -161,6 +165,10 @@ __all__ = [
     "outcome_unknown_calls",
     "rerun_result_data",
     "rerun_text",
+    "RerunCall",
+    "RerunResult",
+    "rerun_call",
+    "rerun_result",
     "TOOL_RESULTS_NOT_FIRST",
     "TOOL_RESULT_ORDER",
     "ToolCallBlock",
@@ -296,6 +304,10 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "outcome_unknown_calls": "._idempotency",
             "rerun_result_data": "._idempotency",
             "rerun_text": "._idempotency",
+            "RerunCall": "._rerun_result",
+            "RerunResult": "._rerun_result",
+            "rerun_call": "._rerun_result",
+            "rerun_result": "._rerun_result",
             "PendingCall": "._pending",
             "PendingToolCalls": "._pending",
             "RecoveryResult": "._pending",

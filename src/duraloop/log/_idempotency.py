@@ -203,8 +203,19 @@ def rerun_result_data(original: dict[str, Any], content: list[Any]) -> dict[str,
     return {**original, "message": {**message, "content": [{**first, "content": content}, *rest]}}
 
 
+RERUN_SUCCEEDED_TEXT = "The re-run succeeded; its output follows."
+"""The sentence that ends a successful re-run's opening text (`rerun_text`)."""
+
+RERUN_FAILED_TEXT = "The re-run failed too; its error follows."
+"""The sentence that ends a failed re-run's opening text (`rerun_text`)."""
+
+
 def rerun_text(key: str, *, failed: bool) -> dict[str, str]:
     """Return the text block that opens a re-run's replacement content.
+
+    The text ends with `RERUN_FAILED_TEXT` or `RERUN_SUCCEEDED_TEXT`: the content-only rule
+    leaves no other field where the re-run's outcome could be written, so `rerun_result`
+    reads it back from that sentence (docs/recovery.md#re-running-outcome-unknown-calls).
 
     Args:
         key: the idempotency key the re-run used.
@@ -213,14 +224,10 @@ def rerun_text(key: str, *, failed: bool) -> dict[str, str]:
     Returns:
         A `text` block saying the call was re-run, with which key, and how it ended.
     """
-    how = (
-        "The re-run failed too; its error follows."
-        if failed
-        else "The re-run succeeded; its output follows."
-    )
+    how = RERUN_FAILED_TEXT if failed else RERUN_SUCCEEDED_TEXT
     return {
         "type": BLOCK_TEXT,
         "text": "The outcome of this tool call was unknown (it was interrupted after it was "
-        "recorded), so it was re-run on request (`duraloop resume --retry-unknown`) with the "
-        f"same idempotency key {key}; the tool is declared idempotent. {how}",
+        f"recorded), so it was re-run on request with the same idempotency key {key}; the tool "
+        f"is declared idempotent. {how}",
     }

@@ -14,6 +14,7 @@ repair ignores a `tool/call` no assistant message requested), so the call may be
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from ..log import Session, UnknownCall, outcome_unknown_calls, rerun_result_data, rerun_text
 from ..log.vocabulary import (
@@ -28,6 +29,9 @@ from ..log.vocabulary import (
 from ..tools import CancelSignal, ToolCallRequest, ToolRegistry
 from ._state import TurnDeps
 
+SkipCause = Literal["", "already-rerun", "not-current", "not-registered", "not-idempotent"]
+"""Why a call is skipped, as a value a program can test ("" when it is re-run)."""
+
 CANCELLED_RERUN = "the turn was cancelled during the re-run; its outcome is still unknown"
 """The reason of a re-run the turn's cancellation reached (its unknown result is kept)."""
 
@@ -41,11 +45,14 @@ class RerunDecision:
         rerun: True when `retry_unknown_calls()` re-runs it.
         reason: why it is skipped ("" when it is re-run), e.g. `tool "bash" is not declared
             idempotent`.
+        cause: the same as a `SkipCause`, e.g. `"not-registered"`, for a caller that adds
+            its own advice (the CLI says which `--mcp` or program registers the tool).
     """
 
     call: UnknownCall
     rerun: bool
     reason: str = ""
+    cause: SkipCause = ""
 
 
 @dataclass(frozen=True)
@@ -101,15 +108,17 @@ def rerun_decisions(session: Session, registry: ToolRegistry) -> list[RerunDecis
     for call in unknown:
         found = registry.get(call.name)
         reason = ""
+        cause: SkipCause = ""
         if call.rerun_seq is not None:
-            reason = f"already re-run (tool/call at seq {call.rerun_seq})"
+            reason, cause = f"already re-run (tool/call at seq {call.rerun_seq})", "already-rerun"
         elif not call.current:
             reason = "its result is no longer in the model's context (compacted or replaced)"
+            cause = "not-current"
         elif found is None:
-            reason = f'tool "{call.name}" is not registered'
+            reason, cause = f'tool "{call.name}" is not registered', "not-registered"
         elif not found.idempotent:
-            reason = f'tool "{call.name}" is not declared idempotent'
-        decisions.append(RerunDecision(call, rerun=not reason, reason=reason))
+            reason, cause = f'tool "{call.name}" is not declared idempotent', "not-idempotent"
+        decisions.append(RerunDecision(call, rerun=not reason, reason=reason, cause=cause))
     return decisions
 
 
