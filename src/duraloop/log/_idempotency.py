@@ -24,6 +24,8 @@ from .vocabulary import (
     BLOCK_TEXT,
     IDEMPOTENCY_KEY_PREFIX,
     RERUN_CALL_ID_INFIX,
+    RERUN_FAILED_TEXT,
+    RERUN_SUCCEEDED_TEXT,
     RETRY_OF,
     SURFACE_APPEND,
     TOOL_CALL,
@@ -213,11 +215,7 @@ def rerun_text(key: str, *, failed: bool) -> dict[str, str]:
     Returns:
         A `text` block saying the call was re-run, with which key, and how it ended.
     """
-    how = (
-        "The re-run failed too; its error follows."
-        if failed
-        else "The re-run succeeded; its output follows."
-    )
+    how = RERUN_FAILED_TEXT if failed else RERUN_SUCCEEDED_TEXT
     return {
         "type": BLOCK_TEXT,
         "text": "The outcome of this tool call was unknown (it was interrupted after it was "
