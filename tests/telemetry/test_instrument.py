@@ -38,10 +38,11 @@ def test_detach_ends_open_spans_marked_left_open_and_stops_tracing(
     detach = instrument(session, tracer_provider=provider)
     session.append("turn/start", {"turn": 1})
     session.append("step/start", {"turn": 1, "step": 1})
+    session.append("request/context", {"provider": "p", "model": "m"})  # the step's request
     assert exporter.get_finished_spans() == ()
     detach()
     spans = {span.name: attrs(span) for span in exporter.get_finished_spans()}
-    assert set(spans) == {"invoke_agent", "chat"}
+    assert set(spans) == {"invoke_agent", "chat m"}
     assert all(a["duraloop.left_open"] is True for a in spans.values())
     session.append("step/end", {"turn": 1, "step": 1})
     session.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})

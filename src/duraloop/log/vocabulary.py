@@ -253,6 +253,11 @@ RETRY_OF: _Final = "retryOf"
 """The `tool/call` data field of a re-run: the seq of the earlier `tool/call` it repeats."""
 RERUN_CALL_ID_INFIX: _Final = "-rerun-"
 """A re-run's `tool/call` id is the call's id, this, and the attempt number (1, 2, ...)."""
+RERUN_SUCCEEDED_TEXT: _Final = "The re-run succeeded; its output follows."
+"""How the first text block of a re-run's replacement `tool/result` ends when the re-run
+returned no error (`rerun_text`; the tracer reads it, docs/telemetry.md#re-runs)."""
+RERUN_FAILED_TEXT: _Final = "The re-run failed too; its error follows."
+"""How that text block ends when the re-run itself returned an error."""
 
 KNOWN_EVENT_TYPES: _Final = frozenset(
     {

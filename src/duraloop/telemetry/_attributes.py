@@ -22,6 +22,9 @@ from ..log.vocabulary import (
     FINISH_MAX_TOKENS,
     FINISH_STOP,
     FINISH_TOOL_CALLS,
+    RERUN_CALL_ID_INFIX,
+    RERUN_FAILED_TEXT,
+    RERUN_SUCCEEDED_TEXT,
     TOOL_NOT_STARTED,
     TOOL_OUTCOME_UNKNOWN,
 )
@@ -63,6 +66,10 @@ TOOL_OUTCOME: Final = "duraloop.tool.outcome"
 TOOL_ERROR_CODE: Final = "duraloop.tool.error_code"
 RECOVERY: Final = "duraloop.recovery"
 INTERRUPTED: Final = "duraloop.interrupted"
+RERUN: Final = "duraloop.rerun"
+"""True on the `execute_tool` span of a re-run of an outcome-unknown call (`retryOf`)."""
+RERUN_OF: Final = "duraloop.rerun_of"
+"""The call id of the call a re-run repeats (the id the model issued)."""
 
 RETRY_EVENT: Final = "duraloop.llm.retry"
 RETRY_STARTED_EVENT: Final = "duraloop.llm.retry_started"
@@ -124,6 +131,37 @@ def tool_outcome(code: str | None, *, is_error: bool) -> str:
     if not is_error:
         return OUTCOME_OK
     return _OUTCOME_OF_CODE.get(code or "", OUTCOME_ERROR)
+
+
+def rerun_of(call_id: str) -> str:
+    """Return the id of the call a re-run's `tool/call` id (`<callId>-rerun-<n>`) repeats."""
+    original, infix, _attempt = call_id.rpartition(RERUN_CALL_ID_INFIX)
+    return original if infix else call_id
+
+
+def rerun_outcome(block: Mapping[str, Any]) -> str | None:
+    """Return the outcome of a re-run from its replacement's `tool-result` block, or None.
+
+    The replacement keeps the unknown result's `isError` and error code (content-only), so
+    the re-run's own outcome is in its first text block, which ends with
+    `RERUN_SUCCEEDED_TEXT` or `RERUN_FAILED_TEXT` (docs/telemetry.md#re-runs).
+
+    Args:
+        block: the replacement's first content block.
+
+    Returns:
+        `ok`, `error`, or None when the text says neither.
+    """
+    content = block.get("content")
+    first = content[0] if isinstance(content, list) and content else None
+    text = first.get("text") if isinstance(first, dict) else None
+    if not isinstance(text, str):
+        return None
+    if text.endswith(RERUN_SUCCEEDED_TEXT):
+        return OUTCOME_OK
+    if text.endswith(RERUN_FAILED_TEXT):
+        return OUTCOME_ERROR
+    return None
 
 
 def usage_attributes(usage: Mapping[str, Any]) -> dict[str, int]:

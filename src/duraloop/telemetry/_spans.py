@@ -11,12 +11,11 @@ The span tree is docs/telemetry.md#spans; this module imports the OpenTelemetry 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Tracer
 
 from ..log import Event
@@ -24,7 +23,6 @@ from ..log.vocabulary import (
     ASSISTANT_CHUNK,
     ASSISTANT_MESSAGE,
     BLOCK_TOOL_CALL,
-    BLOCK_TOOL_RESULT,
     FINISH,
     FINISH_ABORTED,
     FINISH_ERROR,
@@ -35,6 +33,7 @@ from ..log.vocabulary import (
     REASON_INTERRUPTED,
     REQUEST_CONTEXT,
     REQUEST_HEADER,
+    RETRY_OF,
     STEP_END,
     STEP_START,
     TOOL_CALL,
@@ -44,28 +43,19 @@ from ..log.vocabulary import (
     USER_MESSAGE,
 )
 from . import _attributes as a
+from ._tool_spans import (
+    TurnSpans,
+    end_with_rerun_result,
+    end_with_result,
+    result_block,
+    start_tool_span,
+)
 
 logger = logging.getLogger(__name__)
 
 _FAILED_TURNS = frozenset({REASON_ERROR, REASON_ABORTED, REASON_INTERRUPTED})
 """Turn-end reasons whose `invoke_agent` span ends with status ERROR (docs/telemetry.md#status)."""
 _FAILED_FINISHES = frozenset({FINISH_ERROR, FINISH_ABORTED})
-
-
-@dataclass
-class _Turn:
-    """The spans of the open turn."""
-
-    number: int
-    span: Span
-    context: Context
-    step: int = 0
-    chat: Span | None = None
-    finish: str | None = None
-    failure_code: str | None = None
-    tools: dict[str, Span] = field(default_factory=dict)
-    names: dict[str, str] = field(default_factory=dict)
-    inputs: list[Mapping[str, Any]] = field(default_factory=list)
 
 
 class SessionTracer:
@@ -98,7 +88,7 @@ class SessionTracer:
         self._provider = a.bounded(provider) if provider else None
         self._model = a.bounded(model) if model else None
         self._capture = capture_content
-        self._turn: _Turn | None = None
+        self._turn: TurnSpans | None = None
         self._handlers: dict[str, Callable[[Event], None]] = {
             TURN_START: self._turn_start,
             STEP_START: self._step_start,
@@ -136,7 +126,7 @@ class SessionTracer:
 
     # -- turns ---------------------------------------------------------------------------
 
-    def _open_turn(self, number: int, *, continued: bool) -> _Turn:
+    def _open_turn(self, number: int, *, continued: bool) -> TurnSpans:
         self.close()
         name = f"{a.OP_INVOKE_AGENT} {self._agent_name}" if self._agent_name else a.OP_INVOKE_AGENT
         attributes: dict[str, Any] = {a.OPERATION: a.OP_INVOKE_AGENT, a.TURN: number}
@@ -148,10 +138,10 @@ class SessionTracer:
         if continued:
             attributes[a.TURN_CONTINUED] = True
         span = self._tracer.start_span(name, kind=SpanKind.INTERNAL, attributes=attributes)
-        self._turn = _Turn(number, span, trace.set_span_in_context(span))
+        self._turn = TurnSpans(number, span, trace.set_span_in_context(span))
         return self._turn
 
-    def _turn_of(self, event: Event) -> _Turn | None:
+    def _turn_of(self, event: Event) -> TurnSpans | None:
         """The open turn of `event`, opened (continued) if its `turn/start` was not seen."""
         number = event.data.get("turn")
         if not isinstance(number, int) or isinstance(number, bool):
@@ -197,17 +187,34 @@ class SessionTracer:
         self._end_step(turn)
         step = event.data.get("step")
         turn.step = step if isinstance(step, int) else turn.step + 1
-        attributes: dict[str, Any] = {a.OPERATION: a.OP_CHAT, a.TURN: turn.number}
-        attributes[a.STEP] = turn.step
-        attributes.update(self._common)
-        if self._provider:
-            attributes[a.PROVIDER] = self._provider
-        if self._model:
-            attributes[a.REQUEST_MODEL] = self._model
-        turn.chat = self._tracer.start_span(
-            self._chat_name(), context=turn.context, kind=SpanKind.CLIENT, attributes=attributes
-        )
+        turn.step_ns = time.time_ns()  # the `chat` span starts here, at the first request event
         turn.finish = turn.failure_code = None
+
+    def _requested(self) -> Span | None:
+        """The open step's `chat` span, started (at the step's start) by a request's event.
+
+        A step that sends no model request (a re-run step) never gets one.
+        """
+        turn = self._turn
+        if turn is None:
+            return None
+        if turn.chat is None and turn.step_ns is not None:
+            attributes: dict[str, Any] = {a.OPERATION: a.OP_CHAT, a.TURN: turn.number}
+            attributes[a.STEP] = turn.step
+            attributes.update(self._common)
+            if self._provider:
+                attributes[a.PROVIDER] = self._provider
+            if self._model:
+                attributes[a.REQUEST_MODEL] = self._model
+            turn.chat = self._tracer.start_span(
+                self._chat_name(),
+                context=turn.context,
+                kind=SpanKind.CLIENT,
+                attributes=attributes,
+                start_time=turn.step_ns,
+            )
+            turn.step_ns = None
+        return turn.chat
 
     def _chat_name(self) -> str:
         return f"{a.OP_CHAT} {self._model}" if self._model else a.OP_CHAT
@@ -221,13 +228,13 @@ class SessionTracer:
             self._provider = a.bounded(provider)
         if isinstance(model, str) and model:
             self._model = a.bounded(model)
-        turn = self._turn
-        if turn is not None and turn.chat is not None:
-            turn.chat.update_name(self._chat_name())
+        span = self._requested()
+        if span is not None:
+            span.update_name(self._chat_name())
             if self._provider:
-                turn.chat.set_attribute(a.PROVIDER, self._provider)
+                span.set_attribute(a.PROVIDER, self._provider)
             if self._model:
-                turn.chat.set_attribute(a.REQUEST_MODEL, self._model)
+                span.set_attribute(a.REQUEST_MODEL, self._model)
 
     def _request_header(self, event: Event) -> None:
         header = event.data.get("header")
@@ -241,6 +248,7 @@ class SessionTracer:
             self._turn.inputs.append(event.data)
 
     def _chunk(self, event: Event) -> None:
+        self._requested()
         chunk = event.data.get("chunk")
         if not isinstance(chunk, dict) or chunk.get("type") != FINISH:
             return
@@ -252,19 +260,17 @@ class SessionTracer:
             turn.failure_code = a.failure_code(reason.get("failure"))
 
     def _retry(self, event: Event) -> None:
-        turn = self._turn
-        if turn is None or turn.chat is None:
-            return
-        attributes = a.retry_attributes(event.data)
-        turn.chat.add_event(a.RETRY_EVENT, attributes)
+        span = self._requested()
+        if span is not None:
+            span.add_event(a.RETRY_EVENT, a.retry_attributes(event.data))
 
     def _retry_started(self, event: Event) -> None:
-        turn = self._turn
-        if turn is None or turn.chat is None:
+        turn, span = self._turn, self._requested()
+        if turn is None or span is None:
             return
         attempt = event.data.get("retry")
         attributes = {a.RETRY_ATTEMPT: attempt} if isinstance(attempt, int) else {}
-        turn.chat.add_event(a.RETRY_STARTED_EVENT, attributes)
+        span.add_event(a.RETRY_STARTED_EVENT, attributes)
         turn.finish = turn.failure_code = None
 
     def _assistant_message(self, event: Event) -> None:
@@ -277,7 +283,7 @@ class SessionTracer:
         for block in content if isinstance(content, list) else []:
             if isinstance(block, dict) and block.get("type") == BLOCK_TOOL_CALL:
                 turn.names[a.bounded(block.get("id", ""))] = a.bounded(block.get("name", ""))
-        span = turn.chat
+        span = self._requested()
         if span is None:
             return
         source = message.get("source")
@@ -297,7 +303,7 @@ class SessionTracer:
             turn.inputs = []
         self._end_chat(turn)
 
-    def _end_chat(self, turn: _Turn) -> None:
+    def _end_chat(self, turn: TurnSpans) -> None:
         span, turn.chat = turn.chat, None
         if span is None:
             return
@@ -307,12 +313,14 @@ class SessionTracer:
                 a.failed(span, turn.failure_code or a.finish_reason(turn.finish))
         span.end()
 
-    def _end_step(self, turn: _Turn) -> None:
+    def _end_step(self, turn: TurnSpans) -> None:
         self._end_chat(turn)
+        turn.step_ns = None
         for span in turn.tools.values():
             span.set_attribute(a.LEFT_OPEN, True)
             span.end()
         turn.tools.clear()
+        turn.reruns.clear()
 
     def _step_end(self, event: Event) -> None:
         turn = self._turn
@@ -321,23 +329,6 @@ class SessionTracer:
 
     # -- tool calls ----------------------------------------------------------------------
 
-    def _tool_span(self, turn: _Turn, call_id: str, name: str) -> Span:
-        attributes: dict[str, Any] = {
-            a.OPERATION: a.OP_EXECUTE_TOOL,
-            a.TOOL_NAME: name,
-            a.TOOL_CALL_ID: call_id,
-            a.TOOL_TYPE: a.TOOL_TYPE_FUNCTION,
-            a.TURN: turn.number,
-            a.STEP: turn.step,
-        }
-        attributes.update(self._common)
-        return self._tracer.start_span(
-            f"{a.OP_EXECUTE_TOOL} {name}",
-            context=turn.context,
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
-        )
-
     def _tool_call(self, event: Event) -> None:
         turn = self._turn_of(event)
         if turn is None:
@@ -345,7 +336,10 @@ class SessionTracer:
         self._end_chat(turn)  # an approval continuation's calls come without a message
         call_id = a.bounded(event.data.get("callId", ""))
         name = a.bounded(event.data.get("name", ""))
-        span = self._tool_span(turn, call_id, name)
+        span = start_tool_span(self._tracer, turn, call_id, name, self._common)
+        if RETRY_OF in event.data:  # a re-run: its replacement of the unknown result ends it
+            span.set_attributes({a.RERUN: True, a.RERUN_OF: a.rerun_of(call_id)})
+            turn.reruns[event.seq] = call_id
         if self._capture and isinstance(event.data.get("arguments"), str):
             span.set_attribute(
                 a.TOOL_ARGUMENTS, a.bounded(event.data["arguments"], a.MAX_CONTENT_CHARS)
@@ -356,30 +350,40 @@ class SessionTracer:
         turn.tools[call_id] = span
 
     def _tool_result(self, event: Event) -> None:
+        if isinstance(event.surface_op, dict):  # a replacement is never a new call's result
+            self._replacement(event)
+            return
         turn = self._turn_of(event)
         if turn is None:
             return
-        message = event.data.get("message")
-        message = message if isinstance(message, dict) else {}
+        message, block = result_block(event)
         if self._capture:
             turn.inputs.append(message)
-        content = message.get("content")
-        block = content[0] if isinstance(content, list) and content else {}
-        if not isinstance(block, dict) or block.get("type") != BLOCK_TOOL_RESULT:
+        if block is None:
             return
         call_id = a.bounded(block.get("toolCallId", ""))
         span = turn.tools.pop(call_id, None)
         if span is None:  # no `tool/call` was recorded: the body never started
-            span = self._tool_span(turn, call_id, turn.names.get(call_id, ""))
-        is_error = block.get("isError") is True
-        code = a.failure_code(event.data.get("error"))
-        outcome = a.tool_outcome(code, is_error=is_error)
-        span.set_attribute(a.TOOL_OUTCOME, outcome)
-        span.set_attribute(a.RECOVERY, code in a.RECOVERY_CODES)
-        if code:
-            span.set_attribute(a.TOOL_ERROR_CODE, code)
-        if is_error:
-            a.failed(span, code or a.OUTCOME_ERROR)
+            span = start_tool_span(
+                self._tracer, turn, call_id, turn.names.get(call_id, ""), self._common
+            )
+        end_with_result(span, event, message, block, capture=self._capture)
+
+    def _replacement(self, event: Event) -> None:
+        """A content-only `tool/result` replace: ends the re-run it cites, else nothing.
+
+        A replacement keeps the replaced result's turn and step, so it never opens a turn:
+        a re-run's cites the re-run's `tool/call` in `sourceEventSeqs`; a compaction prune's
+        cites only the pruned result and makes no span (docs/telemetry.md#re-runs).
+        """
+        turn = self._turn
+        sources = event.source_event_seqs or ()
+        call_seq = next((s for s in sources if turn is not None and s in turn.reruns), None)
+        if turn is None or call_seq is None:
+            return
+        span = turn.tools.pop(turn.reruns.pop(call_seq), None)
+        message, block = result_block(event)
         if self._capture:
-            span.set_attribute(a.TOOL_RESULT, a.messages_json([message]))
-        span.end()
+            turn.inputs.append(message)  # the next request carries the re-run's output
+        if span is not None and block is not None:
+            end_with_rerun_result(span, event, message, block, capture=self._capture)
