@@ -328,7 +328,7 @@ def test_cli_resume_with_a_provider_flag_on_a_scripted_model_exits_1(tmp_path: P
 def test_readme_config_example_is_valid(tmp_path: Path) -> None:
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     blocks = [block.split("```", 1)[0] for block in readme.split("```toml\n")[1:]]
-    assert len(blocks) == 2, "the README holds two toml examples: prices, then providers"
+    assert len(blocks) == 3, "the README holds three toml examples: prices, providers, MCP"
     prices = load_config(_write(tmp_path, blocks[0])).prices
     assert prices == {
         "deepseek:deepseek-chat": Price(
@@ -345,3 +345,8 @@ def test_readme_config_example_is_valid(tmp_path: Path) -> None:
         timeout_seconds=600,
     )
     assert config.providers["anthropic"] == ProviderSettings(max_tokens=8192)
+    notes = load_config(_write(tmp_path, blocks[2])).mcp_servers["notes"]
+    assert notes.command == ("python", "notes_server.py")
+    assert dict(notes.env) == {"NOTES_DIR": "/srv/notes"}
+    assert notes.timeout == 60
+    assert dict(notes.parallel) == {"search": True}

@@ -7,13 +7,12 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from ..log import RerunCall, rerun_call, rerun_result
 from ..log.vocabulary import SURFACE_APPEND
 from ._render import MAX_NAME_CHARS, ident, payload_text, styled
 from ._rerun_lines import outcome_word
 
 if TYPE_CHECKING:
-    from ..log import Event
+    from ..log import Event, RerunCall
 
 MAX_PAYLOAD_CHARS = 160
 """Most characters of an event's payload a line shows (then cut with `…`)."""
@@ -40,6 +39,8 @@ def print_events(console: Console, events: Iterable[Event]) -> None:
 
 
 def _note(event: Event, reruns: dict[int, RerunCall]) -> str:
+    from ..log import rerun_call, rerun_result  # not at import: `duraloop --help` stays light
+
     call = rerun_call(event)
     if call is not None:
         reruns[event.seq] = call

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from ..log import RerunCall, rerun_call, rerun_result, result_call_id
+from ..log import result_call_id
 from ..log.vocabulary import (
     APPROVAL_ASKED,
     APPROVAL_DECIDED,
@@ -41,7 +41,7 @@ from ._usage_text import TurnUsageLines
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ..log import Event, Price
+    from ..log import Event, Price, RerunCall
 
 
 class LiveRenderer:
@@ -124,6 +124,8 @@ class LiveRenderer:
                 self._turn_started_ms = event.time
             name = ident(data.get("name"), MAX_NAME_CHARS)
             at = (event.time - self._turn_started_ms) / 1000
+            from ..log import rerun_call  # here: `duraloop --help` loads no codec
+
             rerun = rerun_call(event)
             if rerun is not None:
                 self._reruns[event.seq] = rerun
@@ -177,6 +179,8 @@ class LiveRenderer:
 
     def _render_result(self, event: Event, data: dict[str, Any]) -> None:
         self._newline()
+        from ..log import rerun_result
+
         rerun = rerun_result(event, self._reruns)
         if rerun is not None:
             started = self._rerun_started.pop(rerun.call.seq, event.time)

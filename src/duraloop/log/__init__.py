@@ -100,6 +100,7 @@ if _lazy.TYPE_CHECKING:
     from ._rerun_result import RerunResult as RerunResult
     from ._rerun_result import rerun_call as rerun_call
     from ._rerun_result import rerun_result as rerun_result
+    from ._rerun_result import rerun_succeeded as rerun_succeeded
     from ._session import Session as Session
     from ._title import MAX_TITLE_CHARS as MAX_TITLE_CHARS
     from ._title import session_title as session_title
@@ -169,6 +170,7 @@ __all__ = [
     "RerunResult",
     "rerun_call",
     "rerun_result",
+    "rerun_succeeded",
     "TOOL_RESULTS_NOT_FIRST",
     "TOOL_RESULT_ORDER",
     "ToolCallBlock",
@@ -308,6 +310,7 @@ if not _lazy.TYPE_CHECKING:  # PEP 562: each name's module loads on first use
             "RerunResult": "._rerun_result",
             "rerun_call": "._rerun_result",
             "rerun_result": "._rerun_result",
+            "rerun_succeeded": "._rerun_result",
             "PendingCall": "._pending",
             "PendingToolCalls": "._pending",
             "RecoveryResult": "._pending",

@@ -205,13 +205,6 @@ def rerun_result_data(original: dict[str, Any], content: list[Any]) -> dict[str,
     return {**original, "message": {**message, "content": [{**first, "content": content}, *rest]}}
 
 
-RERUN_SUCCEEDED_TEXT = "The re-run succeeded; its output follows."
-"""The sentence that ends a successful re-run's opening text (`rerun_text`)."""
-
-RERUN_FAILED_TEXT = "The re-run failed too; its error follows."
-"""The sentence that ends a failed re-run's opening text (`rerun_text`)."""
-
-
 def rerun_text(key: str, *, failed: bool) -> dict[str, str]:
     """Return the text block that opens a re-run's replacement content.
 

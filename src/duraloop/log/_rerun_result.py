@@ -10,13 +10,22 @@ block (`rerun_text`). Pure functions; readers (`show`, the live stream) use them
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._event import Event
-from ._idempotency import RERUN_FAILED_TEXT, RERUN_SUCCEEDED_TEXT
-from .vocabulary import BLOCK_TEXT, RERUN_CALL_ID_INFIX, RETRY_OF, TOOL_CALL, TOOL_RESULT
+from .vocabulary import (
+    BLOCK_TEXT,
+    RERUN_CALL_ID_INFIX,
+    RERUN_FAILED_TEXT,
+    RERUN_SUCCEEDED_TEXT,
+    RETRY_OF,
+    TOOL_CALL,
+    TOOL_RESULT,
+)
+
+if TYPE_CHECKING:
+    from ._event import Event
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,17 +116,32 @@ def rerun_result(event: Event, calls: Mapping[int, RerunCall]) -> RerunResult | 
     if call is None or type(start) is not int:
         return None
     blocks = _result_blocks(data)
-    opening = blocks[0] if blocks else {}
-    text = str(opening.get("text", "")) if opening.get("type") == BLOCK_TEXT else ""
-    succeeded = (
-        True
-        if text.endswith(RERUN_SUCCEEDED_TEXT)
-        else False
-        if text.endswith(RERUN_FAILED_TEXT)
-        else None
-    )
+    succeeded = rerun_succeeded(blocks)
     output = "".join(str(b.get("text", "")) for b in blocks[1:] if b.get("type") == BLOCK_TEXT)
     return RerunResult(call, event.seq, start, succeeded, output)
+
+
+def rerun_succeeded(blocks: Sequence[Mapping[str, Any]]) -> bool | None:
+    """Tell from a re-run's replacement content whether the re-run succeeded.
+
+    The replacement keeps the unknown result's `isError` and error code (the content-only
+    rule), so the outcome is the closing sentence of its opening text block: `rerun_text`
+    ends it with `RERUN_SUCCEEDED_TEXT` or `RERUN_FAILED_TEXT`
+    (docs/recovery.md#re-running-outcome-unknown-calls).
+
+    Args:
+        blocks: the replacement's tool-result content blocks.
+
+    Returns:
+        True, False, or None when the opening text says neither (not written by duraloop).
+    """
+    opening = blocks[0] if blocks else {}
+    text = str(opening.get("text", "")) if opening.get("type") == BLOCK_TEXT else ""
+    if text.endswith(RERUN_SUCCEEDED_TEXT):
+        return True
+    if text.endswith(RERUN_FAILED_TEXT):
+        return False
+    return None
 
 
 def _result_blocks(data: dict[str, Any]) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from ..log import rerun_succeeded
 from ..log.vocabulary import (
     ABORTED,
     ABORTED_BEFORE_DISPATCH,
@@ -23,8 +24,6 @@ from ..log.vocabulary import (
     FINISH_STOP,
     FINISH_TOOL_CALLS,
     RERUN_CALL_ID_INFIX,
-    RERUN_FAILED_TEXT,
-    RERUN_SUCCEEDED_TEXT,
     TOOL_NOT_STARTED,
     TOOL_OUTCOME_UNKNOWN,
 )
@@ -142,26 +141,19 @@ def rerun_of(call_id: str) -> str:
 def rerun_outcome(block: Mapping[str, Any]) -> str | None:
     """Return the outcome of a re-run from its replacement's `tool-result` block, or None.
 
-    The replacement keeps the unknown result's `isError` and error code (content-only), so
-    the re-run's own outcome is in its first text block, which ends with
-    `RERUN_SUCCEEDED_TEXT` or `RERUN_FAILED_TEXT` (docs/telemetry.md#re-runs).
+    The replacement keeps the unknown result's `isError` and error code (content-only); the
+    re-run's own outcome is read by `duraloop.log.rerun_succeeded` (docs/telemetry.md#re-runs).
 
     Args:
-        block: the replacement's first content block.
+        block: the replacement's `tool-result` block.
 
     Returns:
         `ok`, `error`, or None when the text says neither.
     """
     content = block.get("content")
-    first = content[0] if isinstance(content, list) and content else None
-    text = first.get("text") if isinstance(first, dict) else None
-    if not isinstance(text, str):
-        return None
-    if text.endswith(RERUN_SUCCEEDED_TEXT):
-        return OUTCOME_OK
-    if text.endswith(RERUN_FAILED_TEXT):
-        return OUTCOME_ERROR
-    return None
+    blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    succeeded = rerun_succeeded(blocks)
+    return None if succeeded is None else OUTCOME_OK if succeeded else OUTCOME_ERROR
 
 
 def usage_attributes(usage: Mapping[str, Any]) -> dict[str, int]:
