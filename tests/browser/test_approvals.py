@@ -25,6 +25,12 @@ def _open_paused(page: Any, server: ViewProcess, session_id: str) -> Any:
     assert page.locator("#session-state").inner_text() == "paused"
     ask = page.locator("#approvals .ask[data-call-id='deploy-1']")
     assert ask.locator(".tool-name").inner_text() == "deploy"
+    # The paused turn is shown paused (not running), its waiting call marked as such.
+    turn = page.locator("#timeline .turn").last
+    assert turn.locator(".turn-head .badge.reason").inner_text() == "paused"
+    assert "waiting for approval" in turn.locator(".turn-head").inner_text()
+    bar = turn.locator(".bar.call.waiting[data-call-id='deploy-1']")
+    assert "waiting for approval" in (bar.get_attribute("title") or "")
     return ask
 
 

@@ -45,7 +45,11 @@ class Request(msgspec.Struct, gc=False):
 
 
 class Call(msgspec.Struct, gc=False):
-    """One tool call of a step, in model order, with its result's marks."""
+    """One tool call of a step, in model order, with its result's marks.
+
+    `asked` is the time of its latest `approval/asked`; `waiting` is set on the call a paused
+    turn waits on: "approval" (no decision yet) or "resume" (decided, not carried out).
+    """
 
     call_id: str
     name: str | None
@@ -59,6 +63,8 @@ class Call(msgspec.Struct, gc=False):
     aborted: bool = False
     explanation: str | None = None
     rerun_of: int | None = None
+    asked: int | None = None
+    waiting: str | None = None
 
 
 class Step(msgspec.Struct, gc=False):
@@ -73,7 +79,11 @@ class Step(msgspec.Struct, gc=False):
 
 
 class Turn(msgspec.Struct, gc=False):
-    """One turn: its end, its failure (recorded in `turn/end`), its usage and its steps."""
+    """One turn: its end, its failure (recorded in `turn/end`), its usage and its steps.
+
+    `last` is the time of its latest event; `paused` is true for an open turn waiting on an
+    approval (docs/approvals.md#pausing): its duration ends at `last`, not now.
+    """
 
     turn: int
     start_seq: int
@@ -85,3 +95,5 @@ class Turn(msgspec.Struct, gc=False):
     end_seq_of_error: int | None = None
     usage: Usage | None = None
     steps: list[Step] = msgspec.field(default_factory=list)
+    last: int | None = None
+    paused: bool = False

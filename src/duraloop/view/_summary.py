@@ -10,6 +10,7 @@ from duraloop.log import Event, Price, SessionHeader, pending_approval
 from duraloop.store import SessionSummary
 
 from ._cut import MAX_ARGUMENTS_CHARS, cut
+from ._shapes import Turn
 from ._timeline import TimelineFold
 
 _OPEN_STATES = {"paused": "paused", "open": "open"}
@@ -117,6 +118,8 @@ def build_summary(
         state = "closed"
     else:
         state = "paused" if pending is not None else "open"
+    if pending is not None and fold.open_turn is not None:
+        _mark_paused(fold.open_turn, pending.call_id, decided=pending.decided)
     return {
         "id": header.id,
         "header": header_json(header),
@@ -128,6 +131,15 @@ def build_summary(
         "pending": asks,
         "turns": fold.turns,
     }
+
+
+def _mark_paused(turn: Turn, call_id: str, *, decided: bool) -> None:
+    """Mark the open turn paused and its waiting call (docs/view.md#summary)."""
+    turn.paused = True
+    for step in turn.steps:
+        for call in step.calls:
+            if call.call_id == call_id:
+                call.waiting = "resume" if decided else "approval"
 
 
 def damaged_summary(header: SessionHeader | None, session_id: str, reason: str) -> dict[str, Any]:

@@ -71,6 +71,7 @@ class TimelineFold:
         if turn is None:
             return
         self._turn_events.append(event)
+        turn.last = event.time
         step = self._step
         if kind == v.TURN_END:
             self._turn_end(event, turn)
@@ -87,6 +88,10 @@ class TimelineFold:
             self._tool_result(event, step)
         elif kind == v.ASSISTANT_MESSAGE:
             self._message(event, step)
+        elif kind == v.APPROVAL_ASKED:
+            asked = _dict(event.data).get("callId")
+            if isinstance(asked, str) and asked in self._calls:
+                self._calls[asked].asked = event.time
         elif kind == v.ASSISTANT_CHUNK:
             chunk = _dict(_dict(event.data).get("chunk"))
             if chunk.get("type") == v.FINISH:
@@ -119,6 +124,7 @@ class TimelineFold:
             turn=number if number is not None else len(self.turns) + 1,
             start_seq=event.seq,
             start=event.time,
+            last=event.time,
         )
         self.open_turn = turn
         self.turns.append(turn)

@@ -31,7 +31,12 @@ function latest(turn) {
       }
     }
   }
-  if (turn.end === null || turn.end === undefined) t = Math.max(t, Date.now());
+  if (turn.paused) {
+    // A paused turn waits for a person: its time stops at its last event (the ask).
+    if (typeof turn.last === "number") t = Math.max(t, turn.last);
+  } else if (turn.end === null || turn.end === undefined) {
+    t = Math.max(t, Date.now());
+  }
   return t;
 }
 
@@ -59,8 +64,17 @@ function callClasses(call) {
   if (call.recovery === "TOOL_NOT_STARTED") classes.push("recovery", "recovery-not-started");
   if (call.aborted) classes.push("aborted");
   if (call.rerun_of !== null && call.rerun_of !== undefined) classes.push("rerun");
-  if (call.end === null || call.end === undefined) classes.push("running");
+  if (call.waiting) classes.push("waiting");
+  else if (call.end === null || call.end === undefined) classes.push("running");
   return classes.join(" ");
+}
+
+function waitingText(call) {
+  return call.waiting === "resume" ? "decided: waits for a resume" : "waiting for approval";
+}
+
+function waitingCalls(turn) {
+  return (turn.steps ?? []).flatMap((step) => (step.calls ?? []).filter((call) => call.waiting));
 }
 
 function lane(label, track, extraClass = "") {
@@ -119,17 +133,22 @@ export class Timeline {
 
   _callLane(call, step, t0, span, t1) {
     const end = call.end ?? t1;
-    const start = call.start ?? call.end ?? step.end ?? end;
+    const start = call.start ?? (call.waiting ? call.asked : null) ?? call.end ?? step.end ?? end;
     const bar = el("div", {
       class: callClasses(call),
-      title: `${call.name} ${call.call_id} · ${fmtDuration(end - start)}` +
+      title: `${call.name} ${call.call_id} · ` +
+        (call.waiting ? waitingText(call) : fmtDuration(end - start)) +
         (call.code ? ` · ${call.code}` : ""),
       dataset: { callId: call.call_id ?? "", name: call.name ?? "" },
     });
     place(bar, t0, span, start, end);
+    if (call.waiting) bar.style.left = `min(${bar.style.left}, calc(100% - 12px))`;
     this._clickable(bar, call.result_seq ?? call.call_seq);
     const label = el("div", { class: "lane-label" }, el("span", { class: "tool-name", text: call.name ?? "?" }));
     if (call.code) label.append(el("span", { class: "badge code", text: call.code }));
+    if (call.waiting) {
+      label.append(el("span", { class: `badge waiting-badge waiting-${call.waiting === "resume" ? "resume" : "approval"}`, text: waitingText(call) }));
+    }
     if (call.rerun_of !== null && call.rerun_of !== undefined) {
       label.append(el("span", { class: "badge rerun-badge", text: "re-run" }));
     }
@@ -193,12 +212,14 @@ export class Timeline {
   }
 
   _turnNode(turn, open) {
-    const reason = turn.reason ?? (turn.end === null ? "running" : "ended");
+    const reason = turn.reason ?? (turn.paused ? "paused" : turn.end === null ? "running" : "ended");
     const duration = fmtDuration(latest(turn) - turn.start);
+    const waiting = waitingCalls(turn);
+    const waitingNote = waiting.length ? ` · ${plural(waiting.length, "call", "calls")} ${waitingText(waiting[0])}` : "";
     const summary = el("summary", { class: "turn-head" },
       el("span", { class: "turn-title", text: `Turn ${turn.turn}` }),
       el("span", { class: `badge reason reason-${String(reason).split(" ")[0].replace(/[^a-z-]/g, "")}`, text: reason }),
-      el("span", { class: "muted", text: ` ${duration} · ${usageText(turn.usage)}` }),
+      el("span", { class: "muted", text: ` ${duration} · ${usageText(turn.usage)}${waitingNote}` }),
       el("button", {
         class: "raw-button",
         attrs: { type: "button" },
