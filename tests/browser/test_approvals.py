@@ -48,6 +48,13 @@ def test_approve_from_the_page_records_the_decision_and_the_turn_continues_live(
         (decided,) = _decided(store_root, session_id)
         assert decided["outcome"] == "allowed-once"
         assert runs == [], "recording a decision runs nothing"
+        notice = page.locator("#decision-notice")
+        notice.wait_for()
+        assert notice.get_attribute("data-continuation") == "resume"
+        assert "Approved: recorded" in notice.inner_text()
+        assert notice.locator("code.resume-command").inner_text() == (
+            f"duraloop resume {session_id}"
+        )
 
         assert in_thread(lambda: continue_paused(store_root, cwd, session_id, runs)) == "completed"
         assert runs == ["deploy-1"]
@@ -56,6 +63,7 @@ def test_approve_from_the_page_records_the_decision_and_the_turn_continues_live(
         conversation.locator(".item-assistant", has_text="Deployed and verified.").wait_for()
         page.locator("#approvals").wait_for(state="hidden")
         page.locator("#session-state", has_text="closed").wait_for()
+        assert notice.is_visible(), "the notice stays after the ask is gone"
     finally:
         errors = server.stop()
     assert "recorded" in errors
@@ -76,6 +84,9 @@ def test_deny_with_feedback_from_the_page_records_the_rejection_and_its_feedback
         (decided,) = _decided(store_root, session_id)
         assert decided["outcome"] == "rejected"
         assert "not on a Friday <b>please</b>" in str(decided)
+        notice = page.locator("#decision-notice")
+        notice.wait_for()
+        assert "Denied: recorded" in notice.inner_text()
         ask.locator("button.approve").click(force=True)  # disabled: nothing more is sent
         assert len(_decided(store_root, session_id)) == 1
 

@@ -53,7 +53,7 @@ def test_approve_and_deny_from_the_api_record_the_decisions_as_the_cli_does(
         after = client.get("/api/sessions/one", headers=auth()).json()
         again = _post(client, "/api/sessions/one/approvals/write-1", {"allow": True})
     assert [call["call_id"] for call in before["pending"]] == ["write-1"]
-    assert approved.status_code == 200 and approved.json() == {"ok": True}
+    assert approved.status_code == 200 and approved.json() == {"ok": True, "continuation": "resume"}
     assert denied.status_code == 200
     assert after["pending"] == [] and after["state"] == "paused"  # decided, not carried out
     assert again.status_code == 409 and "already decided" in again.json()["error"]

@@ -44,6 +44,7 @@ def test_a_decision_on_a_postgresql_store_queues_the_continuation(
                 headers={**auth(), "Origin": origin},
             )
         assert answer.status_code == 200, answer.text
+        assert answer.json() == {"ok": True, "continuation": "queued"}
         decided = pending_approval(store.read("paused")[1])
     assert decided is not None and decided.outcome == "allowed-once"
     with psycopg.connect(POSTGRES_URL) as connection:

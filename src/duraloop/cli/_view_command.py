@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..errors import ApprovalError, ConfigError, SessionLockedError, UsageError
+from ..log.vocabulary import CONTINUATION_QUEUED, CONTINUATION_RESUME
 from ._console import app, err
 from ._decision import queue_continuation, record_decision, recording_setup
 from ._options import StoreOption
@@ -41,12 +42,15 @@ def view_decider(sessions: SessionStore, spec: StoreSpec | None) -> Decide:
         spec: its `--store` (a PostgreSQL store also queues the turn's continuation).
 
     Returns:
-        `decide(session_id, call_id, allow, feedback)`; it raises `ApprovalError` when the
-        call does not wait (the page gets a 409).
+        `decide(session_id, call_id, allow, feedback)`, answering how the turn goes on
+        (`vocabulary.CONTINUATION_QUEUED` or `CONTINUATION_RESUME`); it raises
+        `ApprovalError` when the call does not wait (the page gets a 409).
     """
     from ..loop import resume_session
 
-    async def decide(session_id: str, call_id: str, allow: bool, feedback: str | None) -> None:
+    async def decide(
+        session_id: str, call_id: str, allow: bool, feedback: str | None
+    ) -> str | None:
         header = sessions.read(session_id)[0]
         try:
             loop = resume_session(session_id, recording_setup(sessions, header, None))[0]
@@ -58,6 +62,8 @@ def view_decider(sessions: SessionStore, spec: StoreSpec | None) -> Decide:
         if spec is not None and spec.kind == "postgresql":
             submission = queue_continuation(spec, session_id)
             err.print(safe(f"queued the turn's continuation for the workers ({submission})"))
+            return CONTINUATION_QUEUED
+        return CONTINUATION_RESUME
 
     return decide
 

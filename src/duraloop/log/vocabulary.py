@@ -58,6 +58,10 @@ APPROVAL_POLICIES: _Final = (POLICY_ASK, POLICY_NEVER)
 REJECTED_TEXT: _Final = 'the user rejected tool "{name}"'
 REJECTED_WITH_FEEDBACK_TEXT: _Final = 'the user rejected tool "{name}" with feedback: {feedback}'
 UNAVAILABLE_TEXT: _Final = 'tool "{name}" requires approval, but no approval channel is available'
+# How a decided turn goes on (the viewer's approvals answer, docs/view.md#approvals): queued
+# for the workers (a PostgreSQL store), or by the next `duraloop resume ID`.
+CONTINUATION_QUEUED: _Final = "queued"
+CONTINUATION_RESUME: _Final = "resume"
 
 # Compaction (docs/compaction.md): dsh's events, the checkpoint's source and framing, the
 # pruner's marker and the triggers.

@@ -24,6 +24,7 @@ from duraloop.errors import (
     UsageError,
 )
 from duraloop.log import MAX_FEEDBACK_CHARS, Price, SessionHeader, pending_approval
+from duraloop.log import vocabulary as v
 from duraloop.store import SessionStore
 
 from ._cut import event_json
@@ -34,8 +35,12 @@ from ._reader import Loaded, StoreReader
 from ._stream import event_stream
 from ._summary import build_summary, damaged_summary, session_rows
 
-Decide: TypeAlias = Callable[[str, str, bool, str | None], Awaitable[None]]
-"""`(session_id, call_id, allow, feedback)`: records a decision (docs/view.md#approvals)."""
+Decide: TypeAlias = Callable[[str, str, bool, str | None], Awaitable[str | None]]
+"""`(session_id, call_id, allow, feedback)`: records a decision (docs/view.md#approvals).
+
+It returns how the turn goes on: `vocabulary.CONTINUATION_QUEUED` when it queued the turn's
+continuation for the workers, else `CONTINUATION_RESUME` (or None: the same).
+"""
 Handler: TypeAlias = Callable[[Request], Awaitable[Response]]
 
 DEFAULT_LIMIT = 500
@@ -222,10 +227,12 @@ def create_app(
                 f"({pending.outcome})"
             )
         try:
-            await decide(session_id, call_id, allow, feedback)
+            continuation = await decide(session_id, call_id, allow, feedback)
         finally:
             reader.forget(session_id)
-        return JsonAnswer({"ok": True})
+        if continuation != v.CONTINUATION_QUEUED:
+            continuation = v.CONTINUATION_RESUME
+        return JsonAnswer({"ok": True, "continuation": continuation})
 
     async def _readable(session_id: str) -> Loaded:
         try:

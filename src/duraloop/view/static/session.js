@@ -83,6 +83,28 @@ function renderHeader(summary) {
 
 // ---- approvals ---------------------------------------------------------------------------
 
+// What happens after a decision, kept on the page (the ask itself goes once it is decided).
+function showDecisionNotice(allow, callId, continuation) {
+  const notice = document.getElementById("decision-notice");
+  clear(notice);
+  const what = `${allow ? "Approved" : "Denied"}: recorded (call ${callId}). `;
+  const next = continuation === "queued"
+    ? [el("span", { text: "The turn's continuation is queued for the workers: it goes on when a worker takes it." })]
+    : [el("span", { text: "The turn goes on when it is resumed: " }),
+      el("code", { class: "resume-command", text: `duraloop resume ${sessionId}` }),
+      el("span", { text: " (with the model it needs)." })];
+  const close = el("button", {
+    class: "notice-close",
+    attrs: { type: "button" },
+    title: "dismiss",
+    text: "×",
+    on: { click: () => { notice.hidden = true; } },
+  });
+  notice.append(el("strong", { text: what }), ...next, close);
+  notice.dataset.continuation = continuation === "queued" ? "queued" : "resume";
+  notice.hidden = false;
+}
+
 function askNode(ask) {
   const feedback = el("textarea", {
     class: "feedback",
@@ -95,9 +117,10 @@ function askNode(ask) {
     status.textContent = "recording…";
     const text = feedback.value.trim();
     try {
-      await apiPost(`${base}/approvals/${encodeURIComponent(ask.call_id)}`,
+      const answer = await apiPost(`${base}/approvals/${encodeURIComponent(ask.call_id)}`,
         { allow, feedback: text ? text : null });
       status.textContent = allow ? "approved: decision recorded" : "denied: decision recorded";
+      showDecisionNotice(allow, ask.call_id, answer?.continuation);
       node.classList.add("decided");
       scheduleSummary();
     } catch (error) {
