@@ -177,3 +177,19 @@ def test_a_damaged_session_page_says_why_and_does_not_go_live(
     assert "damaged: " in page.locator("#header .damaged-reason").inner_text()
     assert page.locator("#live").inner_text() == "not live: the log is damaged"
     page.locator("#conversation-status", has_text="could not load").wait_for()
+
+
+def test_sessions_page_polls_the_list_so_a_new_session_appears_and_the_search_stays(
+    page: Any, view: ViewServer, store_root: Path, tmp_path: Path
+) -> None:
+    first = in_thread(lambda: build_simple(store_root, tmp_path / "ws", prompt="Find the zebra."))
+    _ready(page, view, "/")
+    page.fill("#search", "zebra")
+    assert page.locator("#rows tr.row").count() == 1
+    other = in_thread(lambda: build_simple(store_root, tmp_path / "ws2", prompt="Count the owls."))
+    later = in_thread(lambda: build_simple(store_root, tmp_path / "ws3", prompt="A zebra again."))
+    page.locator(f"#rows tr[data-id='{later}']").wait_for()  # the next poll (5 s) lists it
+    assert page.input_value("#search") == "zebra"
+    shown = {row.get_attribute("data-id") for row in page.locator("#rows tr.row").all()}
+    assert shown == {first, later} and other not in shown
+    assert page.locator("#count").inner_text() == "2 of 3"

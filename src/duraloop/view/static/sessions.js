@@ -1,5 +1,7 @@
 // The sessions page: every session of the store, filtered by state and searched by id and
-// title on the client. Every string is rendered as text.
+// title on the client, the list polled every 5 s (a new session appears without a reload; the
+// filter and search stay, and an unchanged list is not re-rendered). Every string is
+// rendered as text.
 import {
   apiGet,
   clear,
@@ -13,7 +15,9 @@ import {
   token,
 } from "./common.js";
 
+const POLL_MS = 5000;
 let allRows = [];
+let lastAnswer = null; // the JSON text of the rows shown, to skip unchanged polls
 
 function stateCell(row) {
   const cell = el("td", { class: "state" });
@@ -67,20 +71,44 @@ function render() {
   document.getElementById("count").textContent = `${shown.length} of ${allRows.length}`;
 }
 
+async function refresh() {
+  const answer = await apiGet("/api/sessions");
+  const rows = Array.isArray(answer.sessions) ? answer.sessions : [];
+  const text = JSON.stringify(rows);
+  if (text === lastAnswer) return;
+  lastAnswer = text;
+  allRows = rows;
+  render();
+}
+
+function poll() {
+  setTimeout(async () => {
+    if (!document.hidden) {
+      try {
+        await refresh();
+        document.getElementById("error").hidden = true;
+      } catch (error) {
+        showError(`Could not list the sessions (retrying every 5 s): ${error.message}`);
+      }
+    }
+    poll();
+  }, POLL_MS);
+}
+
 async function main() {
   token();
   document.getElementById("home").href = indexHref();
   document.getElementById("state-filter").addEventListener("change", render);
   document.getElementById("search").addEventListener("input", render);
   try {
-    const answer = await apiGet("/api/sessions");
-    allRows = Array.isArray(answer.sessions) ? answer.sessions : [];
+    await refresh();
   } catch (error) {
     showError(`Could not list the sessions: ${error.message}`);
     allRows = [];
   }
   render();
   document.body.dataset.ready = "1";
+  poll();
 }
 
 main();
