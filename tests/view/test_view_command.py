@@ -89,3 +89,24 @@ def test_view_on_another_host_warns_on_stderr(tmp_path: Path) -> None:
     assert _URL.fullmatch(line) is not None, line
     assert "warning: listening on 0.0.0.0, not loopback" in err
     assert process.returncode == 0
+
+
+def test_view_of_a_store_that_does_not_exist_warns_once_and_still_serves(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-store"
+    process, line = _start(tmp_path, "--store", str(missing))
+    try:
+        match = _URL.fullmatch(line)
+        assert match is not None, line
+        _url, port, token = match.groups()
+        rows = httpx2.get(
+            f"http://127.0.0.1:{port}/api/sessions", headers={"X-Duraloop-Token": token}
+        ).json()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _out, err = process.communicate(timeout=30)
+    assert rows["sessions"] == []
+    warning = (
+        f"duraloop view: store {missing} does not exist (yet): no sessions to show; check --store"
+    )
+    assert [text for text in err.splitlines() if "does not exist" in text] == [warning]
+    assert process.returncode == 0, err

@@ -25,7 +25,7 @@ from ._console import app, err
 from ._decision import queue_continuation, record_decision, recording_setup
 from ._options import StoreOption
 from ._render import ident, safe
-from ._stores import StoreSpec, open_store
+from ._stores import StoreSpec, default_store_spec, open_store
 
 if TYPE_CHECKING:
     from ..store import SessionStore
@@ -125,6 +125,7 @@ def view(
     from ._config_file import config_path
     from ._prices import load_prices
 
+    _warn_if_missing(store if store is not None else default_store_spec())
     sessions = open_store(store)
     token = secrets.token_urlsafe(24)
     app_ = create_app(
@@ -160,6 +161,21 @@ def view(
     finally:
         for sig, handler in stopping.items():
             signal.signal(sig, handler)
+
+
+def _warn_if_missing(spec: StoreSpec) -> None:
+    """Say on stderr that a JSONL root or SQLite file does not exist: the list is empty.
+
+    The viewer still serves (the store may be made later), see docs/view.md.
+    """
+    if spec.kind != "postgresql" and not spec.path.exists():
+        err.print(
+            safe(
+                f"duraloop view: store {spec.path} does not exist (yet): no sessions to show; "
+                "check --store",
+                "yellow",
+            )
+        )
 
 
 def _server_class() -> type[Any]:
