@@ -3,6 +3,46 @@
 import { apiGet, el, fmtTime } from "./common.js";
 
 const PAGE = 200;
+const PREVIEW_LINES = 40;
+const PREVIEW_CHARS = 4000;
+
+/** The first PREVIEW_LINES lines / PREVIEW_CHARS characters of `text` (all of it if short). */
+function preview(text) {
+  let end = Math.min(text.length, PREVIEW_CHARS);
+  let lines = 0;
+  for (let i = 0; i < end; i += 1) {
+    if (text[i] === "\n") {
+      lines += 1;
+      if (lines === PREVIEW_LINES) { end = i; break; }
+    }
+  }
+  return text.slice(0, end);
+}
+
+/** A <pre> of a long text: its start, and a button showing all of it (text only). */
+function longPre(cls, value) {
+  const text = String(value ?? "");
+  const start = preview(text);
+  const pre = el("pre", { class: cls, text: start });
+  if (start.length === text.length) return pre;
+  const more = text.length - start.length;
+  const shortLabel = `show all (${more.toLocaleString("en-US")} more characters)`;
+  let open = false;
+  const button = el("button", {
+    class: "show-all",
+    attrs: { type: "button" },
+    text: shortLabel,
+    on: {
+      click: (event) => {
+        event.stopPropagation(); // the item's click opens its raw event
+        open = !open;
+        pre.textContent = open ? text : start;
+        button.textContent = open ? "show less" : shortLabel;
+      },
+    },
+  });
+  return el("div", { class: "long-text" }, pre, button);
+}
 
 function textBlock(text, cls = "text") {
   return el("div", { class: cls, text: text ?? "" });
@@ -21,7 +61,7 @@ function toolCallNode(call) {
     el("div", { class: "tool-call-head" },
       el("span", { class: "tool-name", text: call.name ?? "?" }),
       el("span", { class: "muted call-id", text: ` ${call.call_id ?? ""}` })),
-    el("pre", { class: "arguments", text: call.arguments ?? "" }),
+    longPre("arguments", call.arguments),
   );
 }
 
@@ -61,7 +101,7 @@ function itemBody(item) {
       const head = el("div", { class: "role" }, `Tool result `,
         el("span", { class: "muted call-id", text: item.call_id ?? "" }));
       if (item.code) head.append(el("span", { class: "badge code", text: item.code }));
-      return [head, el("pre", { class: "result-text", text: item.text ?? "" })];
+      return [head, longPre("result-text", item.text)];
     }
     default:
       return [el("div", { class: "role", text: String(item.kind) }), textBlock(item.text)];
